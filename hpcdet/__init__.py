@@ -1,0 +1,5 @@
+"""hpcdet: Determined's experiment platform on Slurm and PBS clusters, with no server and no root."""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"

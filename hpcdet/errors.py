@@ -1,0 +1,62 @@
+"""Every error hpcdet raises for a user to read.
+
+Messages say what went wrong and what to do about it; the CLI prints them without a traceback
+and exits 1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class HpcdetError(Exception):
+    """Base of all hpcdet errors; ``str(err)`` is fit to show to a user as it is."""
+
+
+class ConfigError(HpcdetError):
+    """An experiment or cluster config is invalid; carries every problem found, each with its path."""
+
+    def __init__(self, problems: Sequence[str], source: str = "experiment config") -> None:
+        self.problems = list(problems)
+        self.source = source
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(f"invalid {source} ({len(self.problems)} problem(s)):\n{lines}")
+
+
+class ContextError(HpcdetError):
+    """The context directory cannot be packed (too big, unreadable, missing)."""
+
+
+class NotFoundError(HpcdetError):
+    """An experiment, trial or checkpoint id that does not exist."""
+
+
+class StateError(HpcdetError):
+    """An operation that the object's current state does not allow."""
+
+
+class StoreError(HpcdetError):
+    """The database failed; the run tree still holds everything, see `hpcdet daemon status`."""
+
+
+class DaemonError(HpcdetError):
+    """The per-user daemon cannot be reached or started."""
+
+
+class SchedulerCommandError(HpcdetError):
+    """A scheduler command (sbatch, squeue, scancel, ...) failed."""
+
+    def __init__(
+        self, cmd: Sequence[str], exit_code: int, stdout: str, stderr: str, transient: bool = False
+    ) -> None:
+        self.cmd = list(cmd)
+        self.exit_code = exit_code
+        self.stdout = stdout
+        self.stderr = stderr
+        self.transient = transient
+        said = (stderr.strip() or stdout.strip() or "(no output)").splitlines()[-1]
+        super().__init__(f"`{' '.join(self.cmd[:1])}` failed with exit code {exit_code}: {said}")
+
+
+class SubmitError(HpcdetError):
+    """The scheduler refused a submission; the message is the scheduler's reason."""

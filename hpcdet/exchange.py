@@ -1,0 +1,207 @@
+"""The exchange between trials and the daemon over the shared filesystem.
+
+Trial -> daemon: an append-only JSON-lines event log per run. Every line carries ``seq``
+(1, 2, 3, ... within the file). Only whole lines (ending in a newline) are read, so a writer
+that died mid-line leaves nothing half-ingested; the daemon stores the byte offset of the last
+whole line in the same database transaction as the rows it produced (exactly-once ingest).
+
+Daemon -> trial: small JSON files replaced atomically (write temp, fsync, rename), so a reader
+sees the old or the new content, never a mix. Trials poll them with one ``stat`` per check.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+# Determined encodes non-finite floats as strings; keep that so the values survive JSON.
+_NONFINITE = {math.inf: "Infinity", -math.inf: "-Infinity"}
+
+
+def _json_default(obj: Any) -> Any:
+    for attr in ("item", "tolist"):  # numpy scalars and arrays
+        fn = getattr(obj, attr, None)
+        if callable(fn):
+            return fn()
+    if isinstance(obj, (set, tuple)):
+        return list(obj)
+    raise TypeError(f"Object of type {type(obj).__name__} is not JSON serializable")
+
+
+def _finite(obj: Any) -> Any:
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return "NaN" if math.isnan(obj) else _NONFINITE[obj]
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+def dumps(obj: Any) -> str:
+    """JSON with Determined's encoding of NaN/Infinity and numpy values."""
+    try:
+        return json.dumps(obj, default=_json_default, allow_nan=False, separators=(",", ":"))
+    except ValueError:
+        return json.dumps(_finite(obj), default=_json_default, separators=(",", ":"))
+
+
+def write_atomic(path: Path, obj: Any) -> None:
+    """Replace ``path`` with the JSON of ``obj`` so readers never see a partial file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps(obj, indent=1, default=_json_default))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read_json(path: Path, default: Any = None) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        return default
+
+
+def append_line(path: Path, obj: Any) -> None:
+    """Append one JSON line durably (journals written by the daemon)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:
+        f.write(dumps(obj) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def read_lines(path: Path) -> Iterator[dict[str, Any]]:
+    """Every whole JSON line of a journal; a torn last line is skipped."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return
+    for raw in data.split(b"\n")[:-1]:
+        if raw.strip():
+            yield json.loads(raw)
+
+
+@dataclass(frozen=True)
+class Event:
+    seq: int
+    type: str
+    body: dict[str, Any]
+    end_offset: int
+
+
+def read_events(path: Path, offset: int) -> list[Event]:
+    """Events after byte ``offset``; each carries the offset just past its line."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            data = f.read()
+    except FileNotFoundError:
+        return []
+    events: list[Event] = []
+    pos = offset
+    for raw in data.split(b"\n")[:-1]:
+        pos += len(raw) + 1
+        if not raw.strip():
+            continue
+        body = json.loads(raw)
+        events.append(Event(seq=body.pop("seq"), type=body.pop("type"), body=body, end_offset=pos))
+    return events
+
+
+class EventWriter:
+    """Buffered, thread-safe appender of a run's event log.
+
+    ``emit`` only appends to a list (microseconds); a background thread writes the buffer at
+    least every ``interval`` seconds, and ``flush`` writes it at once (checkpoints, exit).
+    """
+
+    def __init__(self, path: Path, interval: float = 1.0) -> None:
+        self.path = path
+        self.interval = interval
+        self._pending: list[tuple[str, dict[str, Any]]] = []
+        self._lock = threading.Lock()
+        self._io_lock = threading.Lock()
+        self._seq = _last_seq(path)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.error: BaseException | None = None
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._loop, name="hpcdet-events", daemon=True)
+            self._thread.start()
+
+    def emit(self, type_: str, body: dict[str, Any]) -> None:
+        with self._lock:
+            self._pending.append((type_, body))
+
+    def flush(self) -> None:
+        with self._io_lock:
+            with self._lock:
+                pending, self._pending = self._pending, []
+            if not pending:
+                return
+            lines = []
+            for type_, body in pending:
+                self._seq += 1
+                lines.append(dumps({"seq": self._seq, "type": type_, "time": time.time(), **body}))
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.path, "a") as f:
+                f.write("\n".join(lines) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        self.flush()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.flush()
+            except BaseException as e:  # surfaced on the next report, as Determined does
+                self.error = e
+
+
+def _last_seq(path: Path) -> int:
+    last = 0
+    for event in read_events(path, 0):
+        last = event.seq
+    return last
+
+
+class FileWatch:
+    """Cheap change detection for a small control file: one ``stat`` per ``changed()``."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._sig: tuple[int, int, int] | None = None
+
+    def changed(self) -> bool:
+        try:
+            st = self.path.stat()
+        except FileNotFoundError:
+            return False
+        sig = (st.st_ino, st.st_mtime_ns, st.st_size)
+        if sig != self._sig:
+            self._sig = sig
+            return True
+        return False

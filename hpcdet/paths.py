@@ -1,0 +1,134 @@
+"""Where things live: the shared state directory (run tree) and the daemon's local database.
+
+The run tree is the source of truth and lives on the shared filesystem::
+
+    <state>/daemon.json                       where the daemon runs (host, pid, database path)
+    <state>/requests/<id>.json                CLI -> daemon requests (work from any login node)
+    <state>/requests/<id>.reply.json          daemon -> CLI replies
+    <state>/runs/exp-<E>/experiment.json      the validated config and creation record
+    <state>/runs/exp-<E>/journal.jsonl        the daemon's decisions (append-only)
+    <state>/runs/exp-<E>/context/             snapshot of the context directory taken at create
+    <state>/runs/exp-<E>/trials/<T>/trial.json
+    <state>/runs/exp-<E>/trials/<T>/run-<R>/  one directory per submission of the trial:
+        job.json       what the harness needs (written before submit)
+        job.sh         the rendered batch script
+        control.json   daemon -> trial requests (atomic replace)
+        preempt        created by the harness when the scheduler signals preemption
+        events.jsonl   trial -> daemon event log (append-only, sequence numbers)
+        nodes/         per-node rendezvous and cluster info
+        logs/          per-node output of the entrypoint
+        exit.json      how the job ended, written by the batch script
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+# Filesystems on which SQLite's locking (and WAL's shared memory) cannot be trusted.
+NETWORK_FSTYPES = frozenset(
+    {
+        "nfs", "nfs4", "lustre", "gpfs", "cifs", "smb3", "smbfs", "beegfs", "ceph", "cephfs",
+        "glusterfs", "fuse.glusterfs", "fuse.sshfs", "panfs", "afs", "9p", "fuse.ceph", "wekafs",
+    }
+)
+
+
+def state_dir() -> Path:
+    """The shared state directory: ``$HPCDET_HOME``, else ``~/.hpcdet``."""
+    env = os.environ.get("HPCDET_HOME")
+    return Path(env).expanduser().absolute() if env else Path.home() / ".hpcdet"
+
+
+def fstype_of(path: Path, mountinfo: str | None = None) -> str:
+    """The filesystem type holding ``path``, from /proc/self/mountinfo (longest mount prefix).
+
+    ``HPCDET_FSTYPE`` overrides the answer (tests fake a network filesystem with it).
+    """
+    forced = os.environ.get("HPCDET_FSTYPE")
+    if forced:
+        return forced
+    if mountinfo is None:
+        try:
+            mountinfo = Path("/proc/self/mountinfo").read_text()
+        except OSError:
+            return "unknown"
+    target = str(path.resolve())
+    best, best_type = "", "unknown"
+    for line in mountinfo.splitlines():
+        left, _, right = line.partition(" - ")
+        fields = left.split()
+        if len(fields) < 5 or not right:
+            continue
+        mount_point = fields[4].replace("\\040", " ")
+        inside = target == mount_point or target.startswith(mount_point.rstrip("/") + "/")
+        if inside and len(mount_point) >= len(best):
+            best, best_type = mount_point, right.split()[0]
+    return best_type
+
+
+def is_network_fs(fstype: str) -> bool:
+    return fstype in NETWORK_FSTYPES or fstype.startswith("nfs")
+
+
+@dataclass(frozen=True)
+class StatePaths:
+    """All fixed paths under one state directory."""
+
+    root: Path
+
+    @property
+    def daemon_record(self) -> Path:
+        return self.root / "daemon.json"
+
+    @property
+    def requests(self) -> Path:
+        return self.root / "requests"
+
+    @property
+    def runs(self) -> Path:
+        return self.root / "runs"
+
+    def experiment(self, exp_id: int) -> Path:
+        return self.runs / f"exp-{exp_id}"
+
+    def context(self, exp_id: int) -> Path:
+        return self.experiment(exp_id) / "context"
+
+    def journal(self, exp_id: int) -> Path:
+        return self.experiment(exp_id) / "journal.jsonl"
+
+    def trial(self, exp_id: int, trial_id: int) -> Path:
+        return self.experiment(exp_id) / "trials" / str(trial_id)
+
+    def run(self, exp_id: int, trial_id: int, run_id: int) -> Path:
+        return self.trial(exp_id, trial_id) / f"run-{run_id}"
+
+    def default_checkpoints(self) -> Path:
+        return self.root / "checkpoints"
+
+    def local_dir(self) -> Path:
+        """Local-disk directory for the database and lock, chosen per state directory.
+
+        On a local filesystem it is the state directory itself. On a network filesystem it is
+        ``$HPCDET_LOCAL_DIR`` or ``/var/tmp/hpcdet-<uid>/<hash of state dir>``: SQLite must not
+        live on NFS/Lustre/GPFS, and /var/tmp survives reboots on most distributions.
+        """
+        if not is_network_fs(fstype_of(self.root if self.root.exists() else self.root.parent)):
+            return self.root
+        base = os.environ.get("HPCDET_LOCAL_DIR") or f"/var/tmp/hpcdet-{os.getuid()}"
+        digest = hashlib.sha1(str(self.root).encode()).hexdigest()[:12]
+        return Path(base) / digest
+
+    def database(self) -> Path:
+        return self.local_dir() / "hpcdet.db"
+
+    def lock(self) -> Path:
+        return self.local_dir() / "daemon.lock"
+
+
+def hostname() -> str:
+    return socket.gethostname()
