@@ -1,0 +1,92 @@
+"""The scheduler interface: backends build commands as data and parse output in pure functions.
+
+Only ``hpcdet.schedulers.runner`` executes commands. A backend never sleeps, polls or retries;
+the daemon decides when to call it.
+"""
+
+from __future__ import annotations
+
+import abc
+import enum
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+
+class JobState(enum.Enum):
+    """Normalised job states; ``is_final`` ones never change again."""
+
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    COMPLETED = "COMPLETED"  # the batch script ended; exit.json says how the trial did
+    FAILED = "FAILED"
+    CANCELED = "CANCELED"
+    TIMEOUT = "TIMEOUT"
+    PREEMPTED = "PREEMPTED"
+    NODE_FAIL = "NODE_FAIL"
+    UNKNOWN = "UNKNOWN"
+
+    @property
+    def is_final(self) -> bool:
+        return self not in (JobState.PENDING, JobState.RUNNING, JobState.UNKNOWN)
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    state: JobState
+    reason: str = ""  # in words, for people
+    native: str = ""  # the scheduler's own code
+    exit_code: int | None = None
+    nodes: str = ""
+
+
+@dataclass
+class JobRequest:
+    """Everything a backend needs to render one batch script."""
+
+    name: str
+    run_dir: Path
+    python: str
+    num_nodes: int = 1
+    slots_per_node: int = 1
+    gpus: bool = False
+    gpu_type: str | None = None
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    walltime_seconds: int | None = None
+    preempt_grace_seconds: int = 120
+    nice: int | None = None
+    extra_args: list[str] = field(default_factory=list)
+    environment: dict[str, str] = field(default_factory=dict)
+
+
+class Scheduler(abc.ABC):
+    name: ClassVar[str]
+
+    def __init__(self, settings: dict[str, Any] | None = None) -> None:
+        self.settings = settings or {}
+
+    @abc.abstractmethod
+    def render_script(self, job: JobRequest) -> str: ...
+
+    @abc.abstractmethod
+    def submit_command(self, script: Path) -> list[str]: ...
+
+    @abc.abstractmethod
+    def parse_job_id(self, stdout: str) -> str: ...
+
+    @abc.abstractmethod
+    def status_command(self, job_ids: Collection[str]) -> list[str]:
+        """One command that reports on all of ``job_ids`` at once."""
+
+    @abc.abstractmethod
+    def parse_status(self, stdout: str) -> dict[str, JobStatus]: ...
+
+    @abc.abstractmethod
+    def cancel_command(self, job_ids: Collection[str]) -> list[str]: ...
+
+    def info_commands(self) -> list[list[str]]:
+        """Commands whose output `hpcdet cluster show` prints (partitions, nodes, limits)."""
+        return []

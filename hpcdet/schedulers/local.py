@@ -1,0 +1,69 @@
+"""The local backend: the same harness in local processes (the default off-cluster)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Collection
+from pathlib import Path
+from typing import ClassVar
+
+from hpcdet.schedulers.base import JobRequest, JobState, JobStatus, Scheduler
+from hpcdet.schedulers.templating import render
+
+_STATE_MAP = {
+    "PENDING": JobState.PENDING,
+    "RUNNING": JobState.RUNNING,
+    "COMPLETED": JobState.COMPLETED,
+    "FAILED": JobState.FAILED,
+    "CANCELLED": JobState.CANCELED,
+    "NODE_FAIL": JobState.NODE_FAIL,
+}
+
+
+class LocalScheduler(Scheduler):
+    name: ClassVar[str] = "local"
+
+    @property
+    def jobs_dir(self) -> str:
+        return str(self.settings["jobs_dir"])
+
+    def _cmd(self, *args: str) -> list[str]:
+        return [sys.executable, "-m", "hpcdet.schedulers.local_exec", *args]
+
+    def render_script(self, job: JobRequest) -> str:
+        return render(
+            "local.sh.j2",
+            {
+                "name": job.name,
+                "run_dir": job.run_dir,
+                "python": job.python,
+                "environment": job.environment,
+                "launch": "",
+                "job_id_var": "HPCDET_LOCAL_JOB_ID",
+            },
+            self.settings.get("template_dir"),
+        )
+
+    def submit_command(self, script: Path) -> list[str]:
+        return self._cmd("submit", self.jobs_dir, str(script))
+
+    def parse_job_id(self, stdout: str) -> str:
+        job_id = stdout.strip()
+        if not job_id.isdigit():
+            raise ValueError(f'could not make sense of the local submit output "{job_id}"')
+        return job_id
+
+    def status_command(self, job_ids: Collection[str]) -> list[str]:
+        return self._cmd("status", self.jobs_dir)
+
+    def parse_status(self, stdout: str) -> dict[str, JobStatus]:
+        result = {}
+        for line in stdout.splitlines():
+            job_id, native, code = (line.split("|") + ["", ""])[:3]
+            state = _STATE_MAP.get(native, JobState.UNKNOWN)
+            exit_code = int(code) if code.lstrip("-").isdigit() else None
+            result[job_id] = JobStatus(state, "", native, exit_code)
+        return result
+
+    def cancel_command(self, job_ids: Collection[str]) -> list[str]:
+        return self._cmd("cancel", self.jobs_dir, *sorted(job_ids))

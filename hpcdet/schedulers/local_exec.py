@@ -1,0 +1,138 @@
+"""A tiny batch system for one machine, behind the same command-line shape as sbatch/squeue.
+
+``python -m hpcdet.schedulers.local_exec submit|status|cancel JOBS_DIR ...``. Each job runs its
+script under a detached supervisor that records the final state in ``JOBS_DIR/<id>.json``, so
+jobs outlive the daemon just as batch jobs do. Cancel follows scancel: SIGTERM to the job's
+processes, SIGKILL after a grace period (Slurm's KillWait).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+KILL_WAIT = 5.0
+
+
+def _write(path: Path, data: dict[str, object]) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)
+
+
+def _next_id(jobs: Path) -> int:
+    jobs.mkdir(parents=True, exist_ok=True)
+    with open(jobs / "counter", "a+") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        f.seek(0)
+        current = int(f.read().strip() or "0") + 1
+        f.seek(0)
+        f.truncate()
+        f.write(str(current))
+    return current
+
+
+def submit(jobs: Path, script: Path) -> int:
+    job_id = _next_id(jobs)
+    _write(jobs / f"{job_id}.json", {"state": "PENDING", "script": str(script)})
+    out = open(script.parent / "scheduler.out", "ab")
+    subprocess.Popen(
+        [sys.executable, "-m", "hpcdet.schedulers.local_exec", "supervise", str(jobs),
+         str(job_id), str(script)],
+        stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    return job_id
+
+
+def supervise(jobs: Path, job_id: int, script: Path) -> int:
+    record = jobs / f"{job_id}.json"
+    env = dict(os.environ, HPCDET_LOCAL_JOB_ID=str(job_id))
+    child = subprocess.Popen(["bash", str(script)], env=env, start_new_session=True,
+                             cwd=script.parent)
+    _write(record, {"state": "RUNNING", "pgid": child.pid, "script": str(script)})
+    cancel = jobs / f"{job_id}.cancel"
+    cancelled_at: float | None = None
+    while True:
+        try:
+            rc = child.wait(timeout=0.2)
+            break
+        except subprocess.TimeoutExpired:
+            pass
+        if cancelled_at is None and cancel.exists():
+            cancelled_at = time.time()
+        if cancelled_at is not None and time.time() - cancelled_at > KILL_WAIT:
+            _killpg(child.pid, signal.SIGKILL)
+    if cancel.exists():
+        state = "CANCELLED"
+    else:
+        state = "COMPLETED" if rc == 0 else "FAILED"
+    _write(record, {"state": state, "exit_code": rc, "script": str(script)})
+    return 0
+
+
+def _killpg(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def status(jobs: Path) -> str:
+    lines = []
+    for path in sorted(jobs.glob("*.json")):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        state = data["state"]
+        if state in ("PENDING", "RUNNING") and "pgid" in data and not _alive(data["pgid"]):
+            state = "NODE_FAIL"  # the supervisor vanished (machine rebooted, killed)
+        lines.append(f"{path.stem}|{state}|{data.get('exit_code', '')}")
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def cancel(jobs: Path, job_ids: list[str]) -> None:
+    for job_id in job_ids:
+        record = jobs / f"{job_id}.json"
+        if not record.exists():
+            continue
+        (jobs / f"{job_id}.cancel").touch()
+        data = json.loads(record.read_text())
+        if "pgid" in data:
+            _killpg(int(data["pgid"]), signal.SIGTERM)
+
+
+def main(argv: list[str]) -> int:
+    cmd, jobs = argv[0], Path(argv[1])
+    if cmd == "submit":
+        print(submit(jobs, Path(argv[2]).absolute()))
+    elif cmd == "supervise":
+        return supervise(jobs, int(argv[2]), Path(argv[3]))
+    elif cmd == "status":
+        sys.stdout.write(status(jobs))
+    elif cmd == "cancel":
+        cancel(jobs, argv[2:])
+    else:
+        print(f"unknown command {cmd}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,181 @@
+"""Slurm: sbatch scripts, one batched squeue per tick, scancel."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection
+from pathlib import Path
+from typing import ClassVar
+
+from hpcdet.schedulers.base import JobRequest, JobState, JobStatus, Scheduler
+from hpcdet.schedulers.templating import render, shq
+
+log = logging.getLogger(__name__)
+
+_STATE_MAP = {
+    "PENDING": JobState.PENDING,
+    "CONFIGURING": JobState.PENDING,
+    "REQUEUED": JobState.PENDING,
+    "REQUEUE_HOLD": JobState.PENDING,
+    "REQUEUE_FED": JobState.PENDING,
+    "RESV_DEL_HOLD": JobState.PENDING,
+    "RUNNING": JobState.RUNNING,
+    "COMPLETING": JobState.RUNNING,
+    "SIGNALING": JobState.RUNNING,
+    "STAGE_OUT": JobState.RUNNING,
+    "RESIZING": JobState.RUNNING,
+    "SUSPENDED": JobState.RUNNING,
+    "STOPPED": JobState.RUNNING,
+    "COMPLETED": JobState.COMPLETED,
+    "FAILED": JobState.FAILED,
+    "OUT_OF_MEMORY": JobState.FAILED,
+    "BOOT_FAIL": JobState.NODE_FAIL,
+    "DEADLINE": JobState.TIMEOUT,
+    "SPECIAL_EXIT": JobState.FAILED,
+    "REVOKED": JobState.CANCELED,
+    "CANCELLED": JobState.CANCELED,
+    "TIMEOUT": JobState.TIMEOUT,
+    "PREEMPTED": JobState.PREEMPTED,
+    "NODE_FAIL": JobState.NODE_FAIL,
+}
+
+# squeue's pending reasons (%r), in words.
+_REASONS = {
+    "Priority": "waiting for higher-priority jobs to start first",
+    "Resources": "waiting for nodes or GPUs to become free",
+    "JobArrayTaskLimit": "waiting: the search's max_concurrent_trials is reached",
+    "BeginTime": "waiting for its start time (requeued jobs wait about two minutes)",
+    "Dependency": "waiting for another job to finish",
+    "DependencyNeverSatisfied": "can never start: the job it depends on failed",
+    "ReqNodeNotAvail": "waiting: the nodes it needs are down, drained or reserved",
+    "PartitionTimeLimit": "can never start: its walltime exceeds the partition's limit",
+    "PartitionNodeLimit": "can never start: it asks for more nodes than the partition allows",
+    "PartitionDown": "waiting: the partition is down",
+    "PartitionInactive": "waiting: the partition is inactive",
+    "JobHeldUser": "held by you (`scontrol release`)",
+    "JobHeldAdmin": "held by an administrator",
+    "QOSMaxJobsPerUserLimit": "waiting: you have the most running jobs your QOS allows",
+    "QOSMaxSubmitJobPerUserLimit": "waiting: you have the most jobs your QOS allows",
+    "AssocMaxJobsLimit": "waiting: your account's running-job limit is reached",
+    "AssocGrpGRES": "waiting: your account's GPU limit is reached",
+    "AssocGrpCpuLimit": "waiting: your account's CPU limit is reached",
+    "QOSGrpGRES": "waiting: the QOS's GPU limit is reached",
+    "NodeDown": "waiting: a node it needs is down",
+    "Reservation": "waiting for a reservation",
+    "Licenses": "waiting for licenses",
+    "TimeLimit": "stopped: it reached its walltime",
+}
+
+_SQUEUE_FORMAT = "%i|%T|%r|%N"
+
+
+def reason_in_words(code: str) -> str:
+    if code in ("None", "", "(null)"):
+        return ""
+    return _REASONS.get(code, code)
+
+
+def walltime(seconds: int) -> str:
+    """Seconds as Slurm's D-HH:MM:SS (rounded up to whole minutes, Slurm's granularity)."""
+    minutes = -(-seconds // 60)
+    days, rest = divmod(minutes, 24 * 60)
+    hours, mins = divmod(rest, 60)
+    return f"{days}-{hours:02d}:{mins:02d}:00"
+
+
+class SlurmScheduler(Scheduler):
+    name: ClassVar[str] = "slurm"
+
+    def render_script(self, job: JobRequest) -> str:
+        cpus = "" if job.gpus else f" --cpus-per-task={job.slots_per_node}"
+        launch = (
+            f"srun --nodes={job.num_nodes} --ntasks-per-node=1{cpus} --kill-on-bad-exit=1"
+            " --export=ALL"
+        )
+        return render(
+            "slurm.sbatch.j2",
+            {
+                "name": job.name,
+                "run_dir": job.run_dir,
+                "python": job.python,
+                "num_nodes": job.num_nodes,
+                "slots_per_node": job.slots_per_node,
+                "gpus": job.gpus,
+                "gpu_type": job.gpu_type,
+                "partition": job.partition,
+                "account": job.account,
+                "qos": job.qos,
+                "walltime": walltime(job.walltime_seconds) if job.walltime_seconds else None,
+                "nice": job.nice,
+                "preempt_grace_seconds": job.preempt_grace_seconds,
+                "extra_args": job.extra_args,
+                "environment": job.environment,
+                "launch": launch,
+                "job_id_var": "SLURM_JOB_ID",
+            },
+            self.settings.get("template_dir"),
+        )
+
+    def submit_command(self, script: Path) -> list[str]:
+        return ["sbatch", "--parsable", str(script)]
+
+    def parse_job_id(self, stdout: str) -> str:
+        # --parsable prints "<jobid>" or "<jobid>;<cluster>".
+        first = stdout.strip().splitlines()[-1] if stdout.strip() else ""
+        job_id = first.split(";")[0].strip()
+        if not job_id.isdigit():
+            raise ValueError(f'could not make sense of sbatch output "{stdout.strip()}"')
+        return job_id
+
+    def status_command(self, job_ids: Collection[str]) -> list[str]:
+        # squeue --json ignores filters on 22.05 and dumps every user's jobs; --me and an
+        # explicit format keep the answer small. One call covers all of our jobs.
+        return ["squeue", "--me", "--noheader", "--array", "--states=all", "-o", _SQUEUE_FORMAT]
+
+    def parse_status(self, stdout: str) -> dict[str, JobStatus]:
+        result: dict[str, JobStatus] = {}
+        for line in stdout.splitlines():
+            parts = line.strip().split("|")
+            if len(parts) < 4:
+                continue
+            job_id, native, reason, nodes = parts[:4]
+            state = _STATE_MAP.get(native)
+            if state is None:
+                log.warning("unknown Slurm job state %r for job %s", native, job_id)
+                state = JobState.UNKNOWN
+            result[job_id] = JobStatus(state, reason_in_words(reason), native, None, nodes)
+        return result
+
+    def cancel_command(self, job_ids: Collection[str]) -> list[str]:
+        return ["scancel", *sorted(job_ids)]
+
+    def info_commands(self) -> list[list[str]]:
+        return [
+            ["sinfo", "-o", "%P|%a|%l|%D|%c|%G|%T"],
+            ["scontrol", "show", "config"],
+        ]
+
+
+def parse_sinfo(stdout: str) -> list[dict[str, str]]:
+    keys = ["partition", "avail", "timelimit", "nodes", "cpus", "gres", "state"]
+    rows = []
+    for line in stdout.splitlines()[1:]:
+        parts = line.split("|")
+        if len(parts) == len(keys):
+            rows.append(dict(zip(keys, parts)))
+    return rows
+
+
+def parse_config_limits(stdout: str) -> dict[str, str]:
+    """The site limits hpcdet cares about, from `scontrol show config`."""
+    wanted = {"MaxArraySize", "MaxJobCount", "AccountingStorageType", "SchedulerParameters",
+              "PriorityType", "SLURM_VERSION", "ClusterName"}
+    out = {}
+    for line in stdout.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip() in wanted:
+            out[key.strip()] = value.strip()
+    return out
+
+
+__all__ = ["SlurmScheduler", "parse_config_limits", "parse_sinfo", "reason_in_words", "shq"]

@@ -1,0 +1,127 @@
+"""Access to the daemon's SQLite database.
+
+Contract: only the daemon writes (it holds the daemon lock); other processes open the database
+read-only. Every write happens inside one ``session()`` that commits or rolls back as a whole,
+so a daemon killed at any instant leaves either all of a change or none of it. The database
+must be on local disk (see ``hpcdet.paths.StatePaths.local_dir``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import SQLAlchemyError
+from sqlmodel import Session, SQLModel, col, create_engine, select
+
+from hpcdet.errors import NotFoundError, StoreError
+from hpcdet.store.models import Checkpoint, Experiment, Metric, Run, Trial
+
+LIVE_RUN_STATES = ("SUBMITTING", "PENDING", "RUNNING")
+
+
+def _make_engine(path: Path, readonly: bool) -> Engine:
+    if readonly:
+        url = f"sqlite:///file:{path}?mode=ro&uri=true"
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        url = f"sqlite:///{path}"
+    engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
+
+    @event.listens_for(engine, "connect")
+    def _pragmas(dbapi_conn: Any, _record: Any) -> None:
+        cur = dbapi_conn.cursor()
+        if not readonly:
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=NORMAL")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.close()
+
+    return engine
+
+
+class Store:
+    """The database of one state directory."""
+
+    def __init__(self, path: Path, readonly: bool = False) -> None:
+        self.path = path
+        if readonly and not path.exists():
+            raise StoreError(f"no database at {path}; start the daemon with `hpcdet daemon start`")
+        self.engine = _make_engine(path, readonly)
+        if not readonly:
+            SQLModel.metadata.create_all(self.engine)
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        with Session(self.engine, expire_on_commit=False) as s:
+            try:
+                yield s
+                s.commit()
+            except SQLAlchemyError as e:
+                s.rollback()
+                raise StoreError(
+                    f"database error in {self.path}: {e.__class__.__name__}: {e}. The run tree "
+                    "still holds everything: stop the daemon, delete the database and start "
+                    "the daemon again to rebuild it."
+                ) from e
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    # Queries used by the CLI and the daemon. They return detached objects.
+
+    def experiments(self) -> list[Experiment]:
+        with self.session() as s:
+            return list(s.exec(select(Experiment).order_by(col(Experiment.id))))
+
+    def experiment(self, exp_id: int) -> Experiment:
+        with self.session() as s:
+            exp = s.get(Experiment, exp_id)
+            if exp is None:
+                raise NotFoundError(f"experiment {exp_id} not found; `hpcdet experiment list`")
+            return exp
+
+    def trials(self, exp_id: int | None = None) -> list[Trial]:
+        with self.session() as s:
+            q = select(Trial).order_by(col(Trial.id))
+            if exp_id is not None:
+                q = q.where(Trial.experiment_id == exp_id)
+            return list(s.exec(q))
+
+    def trial(self, trial_id: int) -> Trial:
+        with self.session() as s:
+            t = s.get(Trial, trial_id)
+            if t is None:
+                raise NotFoundError(f"trial {trial_id} not found; `hpcdet experiment describe N`")
+            return t
+
+    def runs(self, trial_ids: Sequence[int] | None = None, live_only: bool = False) -> list[Run]:
+        with self.session() as s:
+            q = select(Run).order_by(col(Run.trial_id), col(Run.run_id))
+            if trial_ids is not None:
+                q = q.where(col(Run.trial_id).in_(list(trial_ids)))
+            if live_only:
+                q = q.where(col(Run.state).in_(LIVE_RUN_STATES))
+            return list(s.exec(q))
+
+    def metrics(self, trial_id: int, group: str | None = None) -> list[Metric]:
+        with self.session() as s:
+            q = select(Metric).where(Metric.trial_id == trial_id)
+            if group is not None:
+                q = q.where(Metric.group == group)
+            return list(s.exec(q.order_by(col(Metric.run_id), col(Metric.seq))))
+
+    def checkpoints(
+        self, exp_id: int | None = None, trial_id: int | None = None
+    ) -> list[Checkpoint]:
+        with self.session() as s:
+            q = select(Checkpoint).where(Checkpoint.state == "COMPLETED")
+            if exp_id is not None:
+                q = q.where(Checkpoint.experiment_id == exp_id)
+            if trial_id is not None:
+                q = q.where(Checkpoint.trial_id == trial_id)
+            return list(s.exec(q.order_by(col(Checkpoint.steps_completed))))

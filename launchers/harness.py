@@ -1,0 +1,171 @@
+"""The per-node harness: ``python -m hpcdet.launch.harness RUN_DIR``.
+
+The batch script starts one harness per node. Each harness finds its node rank and address,
+meets the others through files in ``RUN_DIR/nodes/``, writes the cluster info that
+``det.get_cluster_info()`` reads, copies the context snapshot into a node-local working
+directory, runs ``startup-hook.sh`` and the entrypoint, and keeps the node's log in the run
+tree. SIGUSR2 and SIGTERM become a preemption request (the file ``RUN_DIR/preempt``), which
+the trial sees as ``should_preempt() == True``; the exit code is the entrypoint's.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import IO
+
+from hpcdet.exchange import dumps
+from hpcdet.runspec import CLUSTER_INFO_ENV, RUN_DIR_ENV, ClusterInfoRecord, RunSpec
+
+RENDEZVOUS_TIMEOUT = 300.0
+
+
+def node_rank(env: Mapping[str, str]) -> int:
+    for key in ("SLURM_NODEID", "HPCDET_NODE_RANK"):
+        if env.get(key, "").isdigit():
+            return int(env[key])
+    return 0
+
+
+def own_address(env: Mapping[str, str], num_nodes: int) -> str:
+    """The address the other nodes can reach this one at."""
+    if num_nodes == 1:
+        return "127.0.0.1"
+    chief = env.get("SLURM_LAUNCH_NODE_IPADDR")
+    if chief:
+        # A UDP connect sends nothing; it asks the kernel which source address routes to the
+        # chief, which is the interface the other nodes share with this one.
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect((chief, 9))
+            return str(s.getsockname()[0])
+    return socket.gethostbyname(socket.gethostname())
+
+
+def rendezvous(nodes_dir: Path, rank: int, address: str, num_nodes: int) -> list[str]:
+    nodes_dir.mkdir(parents=True, exist_ok=True)
+    tmp = nodes_dir / f".{rank}.addr.tmp"
+    tmp.write_text(address)
+    os.replace(tmp, nodes_dir / f"{rank}.addr")
+    deadline = time.monotonic() + RENDEZVOUS_TIMEOUT
+    while True:
+        paths = [nodes_dir / f"{r}.addr" for r in range(num_nodes)]
+        if all(p.exists() for p in paths):
+            return [p.read_text().strip() for p in paths]
+        if time.monotonic() > deadline:
+            missing = [str(r) for r, p in enumerate(paths) if not p.exists()]
+            raise TimeoutError(f"nodes {', '.join(missing)} did not start within 300 s")
+        time.sleep(0.2)
+
+
+def entrypoint_argv(entrypoint: str | list[str], has_hook: bool) -> list[str]:
+    """Determined's rule: a string runs through `sh -c`, a list runs as argv."""
+    argv = ["sh", "-c", entrypoint] if isinstance(entrypoint, str) else list(entrypoint)
+    if not has_hook:
+        return argv
+    return ["sh", "-c", '. ./startup-hook.sh && exec "$@"', "startup-hook", *argv]
+
+
+def trial_environment(
+    spec: RunSpec, info_path: Path, record: ClusterInfoRecord, base: Mapping[str, str]
+) -> dict[str, str]:
+    env = dict(base)
+    env.update(spec.environment)
+    pythonpath = [spec.shim_dir] + ([base["PYTHONPATH"]] if base.get("PYTHONPATH") else [])
+    env.update(
+        {
+            CLUSTER_INFO_ENV: str(info_path),
+            RUN_DIR_ENV: spec.run_dir,
+            "PYTHONPATH": os.pathsep.join(p for p in pythonpath if p),
+            # `python3` in an entrypoint must be the interpreter hpcdet is installed in.
+            "PATH": os.pathsep.join([str(Path(spec.python).parent), base.get("PATH", "")]),
+            "PYTHONUNBUFFERED": "1",
+            "DET_EXPERIMENT_ID": str(spec.experiment_id),
+            "DET_TRIAL_ID": str(spec.trial_id),
+            "DET_TRIAL_RUN_ID": str(spec.run_id),
+            "DET_TRIAL_SEED": str(spec.trial_seed),
+            "DET_HPARAMS": dumps(spec.hparams),
+            "DET_SLOT_IDS": dumps(record.slot_ids),
+            "DET_TASK_TYPE": "TRIAL",
+            "DET_TASK_ID": record.task_id,
+            "DET_ALLOCATION_ID": record.allocation_id,
+            "DET_AGENT_ID": record.agent_id,
+            "DET_CHIEF_IP": record.container_addrs[0],
+            "DET_RESOURCES_TYPE": "slurm-job" if "SLURM_JOB_ID" in base else "local",
+        }
+    )
+    if spec.latest_checkpoint:
+        env["DET_LATEST_CHECKPOINT"] = spec.latest_checkpoint
+    return env
+
+
+def _pump(stream: IO[bytes], log: IO[str]) -> None:
+    for raw in iter(stream.readline, b""):
+        line = raw.decode(errors="replace").rstrip("\n")
+        stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="microseconds")
+        log.write(f"{stamp.replace('+00:00', 'Z')} {line}\n")
+        log.flush()
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+
+
+def main(argv: list[str]) -> int:
+    run_dir = Path(argv[0])
+    spec = RunSpec.load(run_dir)
+    rank = node_rank(os.environ)
+
+    def preempt_notice(signum: int, _frame: object) -> None:
+        (run_dir / "preempt").touch()
+
+    signal.signal(signal.SIGUSR2, preempt_notice)
+    signal.signal(signal.SIGTERM, preempt_notice)
+
+    addrs = rendezvous(
+        run_dir / "nodes", rank, own_address(os.environ, spec.num_nodes), spec.num_nodes
+    )
+    record = ClusterInfoRecord(
+        spec=spec.__dict__,
+        container_addrs=addrs,
+        container_rank=rank,
+        slot_ids=list(range(spec.slots_per_node)),
+        agent_id=os.environ.get("SLURMD_NODENAME", socket.gethostname()),
+        allocation_id=f"{spec.trial_id}.{spec.run_id}",
+        task_id=f"{spec.experiment_id}.{spec.trial_id}",
+    )
+    info_path = run_dir / "nodes" / f"{rank}.json"
+    record.save(info_path)
+
+    workdir = Path(tempfile.mkdtemp(prefix=f"hpcdet-{spec.trial_id}-{spec.run_id}-{rank}-"))
+    try:
+        shutil.copytree(spec.context_dir, workdir, dirs_exist_ok=True, symlinks=True)
+        has_hook = (workdir / "startup-hook.sh").exists()
+        env = trial_environment(spec, info_path, record, os.environ)
+        logs = run_dir / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        with open(logs / f"node-{rank}.log", "a") as log:
+            child = subprocess.Popen(
+                entrypoint_argv(spec.entrypoint, has_hook),
+                cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            )
+            # The trial checkpoints on request; SIGINT still goes through to it.
+            signal.signal(signal.SIGINT, lambda s, f: child.send_signal(signal.SIGINT))
+            pump = threading.Thread(target=_pump, args=(child.stdout, log), daemon=True)
+            pump.start()
+            rc = child.wait()
+            pump.join(timeout=5)
+        return 128 - rc if rc < 0 else rc
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
