@@ -39,6 +39,7 @@ class JobStatus:
     native: str = ""  # the scheduler's own code
     exit_code: int | None = None
     nodes: str = ""
+    name: str = ""
 
 
 @dataclass

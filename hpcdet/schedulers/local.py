@@ -59,10 +59,10 @@ class LocalScheduler(Scheduler):
     def parse_status(self, stdout: str) -> dict[str, JobStatus]:
         result = {}
         for line in stdout.splitlines():
-            job_id, native, code = (line.split("|") + ["", ""])[:3]
+            job_id, native, code, name = (line.split("|", 3) + ["", "", ""])[:4]
             state = _STATE_MAP.get(native, JobState.UNKNOWN)
             exit_code = int(code) if code.lstrip("-").isdigit() else None
-            result[job_id] = JobStatus(state, "", native, exit_code)
+            result[job_id] = JobStatus(state, "", native, exit_code, "", name)
         return result
 
     def cancel_command(self, job_ids: Collection[str]) -> list[str]:

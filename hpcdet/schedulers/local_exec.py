@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 KILL_WAIT = 5.0
+NAME_MARK = "# job-name: "
 
 
 def _write(path: Path, data: dict[str, object]) -> None:
@@ -40,7 +41,7 @@ def _next_id(jobs: Path) -> int:
 
 def submit(jobs: Path, script: Path) -> int:
     job_id = _next_id(jobs)
-    _write(jobs / f"{job_id}.json", {"state": "PENDING", "script": str(script)})
+    _write(jobs / f"{job_id}.json", {"state": "PENDING", "name": _job_name(script)})
     out = open(script.parent / "scheduler.out", "ab")
     subprocess.Popen(
         [sys.executable, "-m", "hpcdet.schedulers.local_exec", "supervise", str(jobs),
@@ -55,7 +56,8 @@ def supervise(jobs: Path, job_id: int, script: Path) -> int:
     env = dict(os.environ, HPCDET_LOCAL_JOB_ID=str(job_id))
     child = subprocess.Popen(["bash", str(script)], env=env, start_new_session=True,
                              cwd=script.parent)
-    _write(record, {"state": "RUNNING", "pgid": child.pid, "script": str(script)})
+    name = _job_name(script)
+    _write(record, {"state": "RUNNING", "pgid": child.pid, "name": name})
     cancel = jobs / f"{job_id}.cancel"
     cancelled_at: float | None = None
     while True:
@@ -72,8 +74,15 @@ def supervise(jobs: Path, job_id: int, script: Path) -> int:
         state = "CANCELLED"
     else:
         state = "COMPLETED" if rc == 0 else "FAILED"
-    _write(record, {"state": state, "exit_code": rc, "script": str(script)})
+    _write(record, {"state": state, "exit_code": rc, "name": name})
     return 0
+
+
+def _job_name(script: Path) -> str:
+    for line in script.read_text().splitlines()[:5]:
+        if line.startswith(NAME_MARK):
+            return line[len(NAME_MARK):].strip()
+    return script.parent.name
 
 
 def _killpg(pgid: int, sig: int) -> None:
@@ -93,7 +102,8 @@ def status(jobs: Path) -> str:
         state = data["state"]
         if state in ("PENDING", "RUNNING") and "pgid" in data and not _alive(data["pgid"]):
             state = "NODE_FAIL"  # the supervisor vanished (machine rebooted, killed)
-        lines.append(f"{path.stem}|{state}|{data.get('exit_code', '')}")
+        name = data.get("name", "")
+        lines.append(f"{path.stem}|{state}|{data.get('exit_code', '')}|{name}")
     return "\n".join(lines) + ("\n" if lines else "")
 
 

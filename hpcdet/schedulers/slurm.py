@@ -66,7 +66,7 @@ _REASONS = {
     "TimeLimit": "stopped: it reached its walltime",
 }
 
-_SQUEUE_FORMAT = "%i|%T|%r|%N"
+_SQUEUE_FORMAT = "%i|%T|%r|%N|%j"  # the name last: it may contain "|"
 
 
 def reason_in_words(code: str) -> str:
@@ -135,15 +135,15 @@ class SlurmScheduler(Scheduler):
     def parse_status(self, stdout: str) -> dict[str, JobStatus]:
         result: dict[str, JobStatus] = {}
         for line in stdout.splitlines():
-            parts = line.strip().split("|")
-            if len(parts) < 4:
+            parts = line.strip().split("|", 4)
+            if len(parts) < 5:
                 continue
-            job_id, native, reason, nodes = parts[:4]
+            job_id, native, reason, nodes, name = parts
             state = _STATE_MAP.get(native)
             if state is None:
                 log.warning("unknown Slurm job state %r for job %s", native, job_id)
                 state = JobState.UNKNOWN
-            result[job_id] = JobStatus(state, reason_in_words(reason), native, None, nodes)
+            result[job_id] = JobStatus(state, reason_in_words(reason), native, None, nodes, name)
         return result
 
     def cancel_command(self, job_ids: Collection[str]) -> list[str]:

@@ -1,0 +1,55 @@
+"""`hpcdet daemon start|stop|status`."""
+
+from __future__ import annotations
+
+import time
+
+import typer
+
+from hpcdet.cli.common import console, paths, when
+from hpcdet.daemon import process
+from hpcdet.paths import fstype_of, is_network_fs
+
+app = typer.Typer(no_args_is_help=True)
+
+
+@app.command()
+def start() -> None:
+    """Start the daemon (detached; it outlives your login session)."""
+    current = process.start(paths())
+    console.print(f"daemon running on {current.record['host']}, pid {current.record['pid']}")
+
+
+@app.command()
+def stop() -> None:
+    """Stop the daemon. Jobs keep running; a new daemon picks them up."""
+    console.print("daemon stopped" if process.stop(paths()) else "no daemon was running")
+
+
+@app.command()
+def status() -> None:
+    """Where the daemon runs, since when, its last tick and the live jobs."""
+    p = paths()
+    current = process.info(p)
+    fstype = fstype_of(p.root if p.root.exists() else p.root.parent)
+    console.print(f"state directory: {p.root} ({fstype})")
+    if is_network_fs(fstype):
+        console.print(f"database: {p.database()} (local disk: the state directory is on a "
+                      f"network filesystem, where SQLite is unsafe)")
+    else:
+        console.print(f"database: {p.database()}")
+    if not current.record:
+        console.print("daemon: never started")
+        raise typer.Exit(1)
+    rec, st = current.record, current.status
+    state = "running" if current.alive else "not running"
+    console.print(f"daemon: {state} on host {rec.get('host')}, pid {rec.get('pid')}")
+    if not current.here:
+        console.print(f"last heartbeat: {when(rec.get('heartbeat'))}")
+    if current.alive and st:
+        console.print(f"uptime: {time.time() - st['started']:.0f} s   backend: {st['backend']}")
+        console.print(f"last tick: {when(st['last_tick'])}   scheduler polls: {st['polls']}   "
+                      f"scheduler calls: {st['scheduler_calls']}")
+        console.print(f"live jobs: {' '.join(st['live_jobs']) or 'none'}")
+    if not current.alive:
+        raise typer.Exit(1)

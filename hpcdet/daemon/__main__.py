@@ -1,0 +1,42 @@
+"""``python -m hpcdet.daemon``: run the daemon in the foreground (the CLI detaches it)."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+
+from hpcdet.config.cluster import load_cluster_config
+from hpcdet.daemon.process import acquire_lock
+from hpcdet.daemon.service import Daemon
+from hpcdet.errors import HpcdetError
+from hpcdet.paths import StatePaths, state_dir
+
+
+def main() -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    paths = StatePaths(state_dir())
+    paths.root.mkdir(parents=True, exist_ok=True)
+    lock = acquire_lock(paths)
+    if lock is None:
+        print(f"a daemon already serves {paths.root}", file=sys.stderr)
+        return 0
+    try:
+        daemon = Daemon(paths, load_cluster_config())
+    except HpcdetError as e:
+        print(str(e), file=sys.stderr)
+        return 1
+
+    def _stop(signum: int, _frame: object) -> None:
+        daemon.stopping = True
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    daemon.write_status()
+    daemon.serve()
+    lock.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,127 @@
+"""Starting, finding and stopping the per-user daemon.
+
+One daemon per user and state directory: it holds an exclusive lock on a file on local disk,
+and records its host and pid in ``daemon.json`` on the shared filesystem, so that a CLI on
+another login node can name where it runs.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from typing import IO, Any
+
+from hpcdet.daemon import requests as req
+from hpcdet.errors import DaemonError
+from hpcdet.exchange import read_json
+from hpcdet.paths import StatePaths, hostname
+
+STALE_HEARTBEAT = 120.0
+
+
+@dataclass
+class DaemonInfo:
+    record: dict[str, Any]
+    status: dict[str, Any]
+    alive: bool
+    here: bool
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def acquire_lock(paths: StatePaths) -> IO[str] | None:
+    """The daemon lock, or None when another daemon holds it."""
+    lock_path = paths.lock()
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    f = open(lock_path, "a+")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.close()
+        return None
+    return f
+
+
+def info(paths: StatePaths) -> DaemonInfo:
+    record = read_json(paths.daemon_record) or {}
+    here = record.get("host") == hostname() if record else True
+    status = (read_json(paths.local_dir() / "status.json") or {}) if here else {}
+    if not record:
+        alive = False
+    elif here:
+        alive = bool(record.get("running")) and pid_alive(int(record["pid"]))
+    else:
+        alive = bool(record.get("running")) and (
+            time.time() - float(record.get("heartbeat", 0)) < STALE_HEARTBEAT
+        )
+    return DaemonInfo(record, status, alive, here)
+
+
+def start(paths: StatePaths, timeout: float = 20.0) -> DaemonInfo:
+    current = info(paths)
+    if current.alive:
+        if not current.here:
+            raise DaemonError(
+                f"the daemon for {paths.root} runs on host {current.record['host']} "
+                f"(pid {current.record['pid']}); run hpcdet there, or stop it there first"
+            )
+        return current
+    paths.local_dir().mkdir(parents=True, exist_ok=True)
+    log = open(paths.local_dir() / "daemon.log", "ab")
+    env = dict(os.environ, HPCDET_HOME=str(paths.root))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hpcdet.daemon"], stdin=subprocess.DEVNULL, stdout=log,
+        stderr=subprocess.STDOUT, start_new_session=True, env=env,
+    )
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        current = info(paths)
+        if current.alive and current.record.get("pid") == proc.pid:
+            return current
+        if proc.poll() is not None:
+            current = info(paths)
+            if current.alive:
+                return current  # another start won the race; that daemon serves
+            tail = (paths.local_dir() / "daemon.log").read_text(errors="replace")[-2000:]
+            raise DaemonError(f"the daemon exited at start (code {proc.returncode}):\n{tail}")
+        time.sleep(0.1)
+    raise DaemonError(f"the daemon did not start within {timeout:.0f} s; see "
+                      f"{paths.local_dir() / 'daemon.log'}")
+
+
+def stop(paths: StatePaths, timeout: float = 30.0) -> bool:
+    """Stop the daemon on this host by its pid; returns whether one was running."""
+    current = info(paths)
+    if not current.alive:
+        return False
+    if not current.here:
+        raise DaemonError(f"the daemon runs on host {current.record['host']}; stop it there")
+    pid = int(current.record["pid"])
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and pid_alive(pid):
+        time.sleep(0.1)
+    return True
+
+
+def call(paths: StatePaths, op: str, args: dict[str, Any], timeout: float = 60.0) -> Any:
+    """Send a request to the daemon, starting it first when it runs nowhere."""
+    current = info(paths)
+    if not current.alive:
+        current = start(paths)
+    where = f"host {current.record.get('host')}, pid {current.record.get('pid')}"
+    rid = req.submit(paths, op, args)
+    return req.wait_reply(paths, rid, timeout, where)

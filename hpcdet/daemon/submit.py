@@ -1,0 +1,91 @@
+"""From an experiment config and a trial to the run spec and the scheduler's job request."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import hpcdet
+from hpcdet.config import ExperimentConfig
+from hpcdet.config.cluster import ClusterConfig
+from hpcdet.paths import StatePaths
+from hpcdet.runspec import RunSpec
+from hpcdet.schedulers.base import JobRequest
+
+
+def checkpoint_dir(cfg: ExperimentConfig, paths: StatePaths) -> Path:
+    storage = cfg.checkpoint_storage
+    if storage is None:
+        return paths.default_checkpoints()
+    if storage.type == "directory" and storage.container_path:
+        return Path(storage.container_path)
+    base = Path(storage.host_path or paths.default_checkpoints())
+    return base / storage.storage_path if storage.storage_path else base
+
+
+def shim_dir() -> str:
+    return str(Path(hpcdet.__file__).parent / "shim")
+
+
+def layout(cfg: ExperimentConfig, backend: str) -> tuple[int, int]:
+    """(nodes, slots per node) for the trial's slots_per_trial."""
+    slots = max(cfg.resources.slots_per_trial, 1)
+    section = cfg.pbs if backend == "pbs" else cfg.slurm
+    per_node = min(section.slots_per_node or slots, slots)
+    return math.ceil(slots / per_node), per_node
+
+
+def walltime(cfg: ExperimentConfig, backend: str, cluster: ClusterConfig) -> int | None:
+    section = cfg.pbs if backend == "pbs" else cfg.slurm
+    return section.walltime_seconds or cluster.walltime_seconds
+
+
+def run_spec(
+    cfg: ExperimentConfig, paths: StatePaths, exp_id: int, trial: dict[str, Any], run_id: int,
+    backend: str, cluster: ClusterConfig,
+) -> RunSpec:
+    nodes, per_node = layout(cfg, backend)
+    return RunSpec(
+        experiment_id=exp_id,
+        trial_id=trial["id"],
+        run_id=run_id,
+        trial_seed=trial["trial_seed"],
+        hparams=trial["hparams"],
+        config=cfg.to_dict(),
+        entrypoint=cfg.entrypoint,
+        context_dir=str(paths.context(exp_id)),
+        run_dir=str(paths.run(exp_id, trial["id"], run_id)),
+        checkpoint_dir=str(checkpoint_dir(cfg, paths)),
+        latest_checkpoint=trial.get("latest_checkpoint"),
+        steps_completed=trial.get("steps_completed", 0),
+        num_nodes=nodes,
+        slots_per_node=per_node,
+        python=sys.executable,
+        shim_dir=shim_dir(),
+        walltime_seconds=walltime(cfg, backend, cluster),
+        environment=dict(cfg.environment.variables),
+    )
+
+
+def job_request(
+    spec: RunSpec, cfg: ExperimentConfig, cluster: ClusterConfig, backend: str
+) -> JobRequest:
+    pool = cfg.resources.resource_pool
+    limit = spec.walltime_seconds
+    return JobRequest(
+        name=f"hpcdet-e{spec.experiment_id}-t{spec.trial_id}-r{spec.run_id}",
+        run_dir=Path(spec.run_dir),
+        python=spec.python,
+        num_nodes=spec.num_nodes,
+        slots_per_node=spec.slots_per_node,
+        gpu_type=cfg.slurm.gpu_type or cluster.gpu_type,
+        partition=cfg.slurm.partition or cluster.partitions.get(pool) or pool or None,
+        account=cfg.slurm.account or cluster.account,
+        qos=cfg.slurm.qos or cluster.qos,
+        walltime_seconds=limit,
+        # Slurm may signal up to 60 s early; leave the trial a quarter of short walltimes.
+        preempt_grace_seconds=min(120, max(10, (limit or 480) // 4)),
+        extra_args=list(cfg.slurm.sbatch_args),
+    )

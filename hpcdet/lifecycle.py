@@ -1,0 +1,77 @@
+"""Trial and experiment states, and the pure rules that move between them.
+
+Experiment states follow Determined: ACTIVE, PAUSED, STOPPING_CANCELED (kill or cancel asked,
+jobs still ending), and the final COMPLETED, CANCELED, ERROR. Trial states: QUEUED (in hpcdet's
+own queue, no job yet), ACTIVE (a job exists), PAUSED, and the final COMPLETED, CANCELED, ERROR.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from hpcdet.schedulers.base import JobState
+
+FINAL_TRIAL_STATES = frozenset({"COMPLETED", "CANCELED", "ERROR"})
+FINAL_EXPERIMENT_STATES = frozenset({"COMPLETED", "CANCELED", "ERROR"})
+
+# Ends that the cluster caused: they resume from the latest checkpoint without using up
+# max_restarts.
+_CLUSTER_ENDS = {
+    JobState.TIMEOUT: "timed out",
+    JobState.PREEMPTED: "preempted by the scheduler",
+    JobState.NODE_FAIL: "node failure",
+}
+
+
+@dataclass(frozen=True)
+class RunEnd:
+    """What is known when a job has ended."""
+
+    exit_code: int | None  # from exit.json; None when the batch script never finished
+    job_state: JobState  # the scheduler's final word (COMPLETED if it said nothing)
+    preempt_acked: bool
+    trial_killed: bool
+
+
+@dataclass(frozen=True)
+class Decision:
+    trial_state: str  # QUEUED means: submit again
+    restarts: int
+    reason: str
+
+
+def decide_run_end(
+    end: RunEnd, experiment_state: str, restarts: int, max_restarts: int
+) -> Decision:
+    """How a trial goes on after its job ended (Determined's exit rules, spec §1.5)."""
+    stopping = experiment_state in ("STOPPING_CANCELED", "CANCELED")
+    if end.trial_killed or stopping:
+        return Decision("CANCELED", restarts, "canceled by the user")
+    if end.exit_code == 0 and not end.preempt_acked:
+        return Decision("COMPLETED", restarts, "")
+    paused = experiment_state == "PAUSED"
+    if end.exit_code == 0 and end.preempt_acked:
+        return Decision("PAUSED" if paused else "QUEUED", restarts, "preempted")
+    if end.job_state in _CLUSTER_ENDS:
+        return Decision("PAUSED" if paused else "QUEUED", restarts, _CLUSTER_ENDS[end.job_state])
+    if end.job_state == JobState.CANCELED and paused:
+        return Decision("PAUSED", restarts, "paused before it started")
+    reason = f"exited with code {end.exit_code}" if end.exit_code is not None else (
+        f"job ended as {end.job_state.value} without an exit status"
+    )
+    if restarts + 1 > max_restarts:
+        return Decision("ERROR", restarts, f"{reason}; max_restarts ({max_restarts}) used up")
+    return Decision("PAUSED" if paused else "QUEUED", restarts + 1, reason)
+
+
+def experiment_end_state(trial_states: Sequence[str]) -> str | None:
+    """The experiment's final state once every trial is final, else None (spec §4)."""
+    if not trial_states or any(s not in FINAL_TRIAL_STATES for s in trial_states):
+        return None
+    n = len(trial_states)
+    if sum(s == "ERROR" for s in trial_states) >= n:
+        return "ERROR"
+    if sum(s == "CANCELED" for s in trial_states) >= n:
+        return "CANCELED"
+    return "COMPLETED"

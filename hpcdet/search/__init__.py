@@ -1,0 +1,1 @@
+"""Hyperparameter search: pure functions of trial records."""

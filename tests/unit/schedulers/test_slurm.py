@@ -1,0 +1,94 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from hpcdet.schedulers.base import JobRequest, JobState
+from hpcdet.schedulers.slurm import SlurmScheduler, parse_config_limits, walltime
+
+GOLDEN = Path(__file__).parents[2] / "golden"
+
+
+def _request(**kw: object) -> JobRequest:
+    base: dict[str, object] = dict(
+        name="hpcdet-e1-t2-r3", run_dir=Path("/shared/runs/exp-1/trials/2/run-3"),
+        python="/opt/py/bin/python3", num_nodes=2, slots_per_node=4, partition="debug",
+        walltime_seconds=3600, preempt_grace_seconds=120,
+        extra_args=["--mem=4G"], environment={"FOO": "$(touch /tmp/owned)"},
+    )
+    base.update(kw)
+    return JobRequest(**base)  # type: ignore[arg-type]
+
+
+def test_script_matches_golden_file() -> None:
+    text = SlurmScheduler().render_script(_request())
+    golden = GOLDEN / "slurm_basic.sbatch"
+    if os.environ.get("HPCDET_REGEN_GOLDEN"):
+        golden.write_text(text)
+    expected = golden.read_text()
+    assert text == expected, (
+        "the rendered script changed; if that is intended, regenerate with "
+        "HPCDET_REGEN_GOLDEN=1 pytest tests/unit/schedulers/test_slurm.py"
+    )
+
+
+def test_user_values_are_quoted() -> None:
+    text = SlurmScheduler().render_script(
+        _request(run_dir=Path("/tmp/a b/$(touch x)"), environment={"X": "`id`'\""})
+    )
+    assert "RUN_DIR='/tmp/a b/$(touch x)'" in text
+    assert "export X='`id`'\"'\"'\"'" in text
+
+
+def test_gpu_slots_use_gpus_per_node() -> None:
+    text = SlurmScheduler().render_script(_request(gpus=True, gpu_type="a100"))
+    assert "#SBATCH --gpus-per-node=a100:4" in text
+    assert "--cpus-per-task" not in text
+
+
+@pytest.mark.parametrize(
+    ("seconds", "expected"),
+    [(60, "0-00:01:00"), (61, "0-00:02:00"), (3600, "0-01:00:00"), (90000, "1-01:00:00")],
+)
+def test_walltime(seconds: int, expected: str) -> None:
+    assert walltime(seconds) == expected
+
+
+def test_parse_job_id() -> None:
+    s = SlurmScheduler()
+    assert s.parse_job_id("1234\n") == "1234"
+    assert s.parse_job_id("1234;cluster\n") == "1234"
+    with pytest.raises(ValueError, match="could not make sense"):
+        s.parse_job_id("sbatch: error: nope")
+
+
+def test_parse_status_maps_states_and_reasons() -> None:
+    out = (
+        "12|PENDING|Priority|(null)|hpcdet-e1-t1-r1\n"
+        "13|RUNNING|None|node[1-2]|name|with|pipes\n"
+        "14|TIMEOUT|TimeLimit|node1|x\n"
+        "15_3|CANCELLED|None|node2|y\n"
+        "16|WEIRD_NEW|None||z\n"
+    )
+    st = SlurmScheduler().parse_status(out)
+    assert st["12"].state is JobState.PENDING
+    assert st["12"].reason == "waiting for higher-priority jobs to start first"
+    assert st["12"].name == "hpcdet-e1-t1-r1"
+    assert st["13"].state is JobState.RUNNING and st["13"].nodes == "node[1-2]"
+    assert st["13"].name == "name|with|pipes"
+    assert st["14"].state is JobState.TIMEOUT and st["14"].state.is_final
+    assert st["15_3"].state is JobState.CANCELED
+    assert st["16"].state is JobState.UNKNOWN and not st["16"].state.is_final
+
+
+def test_status_command_is_one_call_for_any_number_of_jobs() -> None:
+    cmd = SlurmScheduler().status_command([str(i) for i in range(5000)])
+    assert cmd[:2] == ["squeue", "--me"]
+    assert not any(arg.isdigit() for arg in cmd)
+
+
+def test_parse_config_limits() -> None:
+    text = "MaxArraySize            = 1001\nMaxJobCount             = 10000\nOther = 1\n"
+    assert parse_config_limits(text) == {"MaxArraySize": "1001", "MaxJobCount": "10000"}

@@ -1,0 +1,48 @@
+from __future__ import annotations
+
+from hpcdet.lifecycle import RunEnd, decide_run_end, experiment_end_state
+from hpcdet.schedulers.base import JobState
+
+OK = JobState.COMPLETED
+
+
+def test_exit_zero_without_ack_completes() -> None:
+    d = decide_run_end(RunEnd(0, OK, False, False), "ACTIVE", 0, 5)
+    assert (d.trial_state, d.restarts) == ("COMPLETED", 0)
+
+
+def test_exit_zero_after_ack_is_preempted() -> None:
+    assert decide_run_end(RunEnd(0, OK, True, False), "PAUSED", 0, 5).trial_state == "PAUSED"
+    assert decide_run_end(RunEnd(0, OK, True, False), "ACTIVE", 0, 5).trial_state == "QUEUED"
+
+
+def test_failures_use_up_max_restarts() -> None:
+    d = decide_run_end(RunEnd(3, OK, False, False), "ACTIVE", 0, 1)
+    assert (d.trial_state, d.restarts) == ("QUEUED", 1)
+    d = decide_run_end(RunEnd(3, OK, False, False), "ACTIVE", 1, 1)
+    assert d.trial_state == "ERROR" and "max_restarts (1)" in d.reason
+    assert decide_run_end(RunEnd(1, OK, False, False), "ACTIVE", 0, 0).trial_state == "ERROR"
+
+
+def test_cluster_caused_ends_do_not_count() -> None:
+    for state in (JobState.TIMEOUT, JobState.NODE_FAIL, JobState.PREEMPTED):
+        d = decide_run_end(RunEnd(None, state, False, False), "ACTIVE", 0, 0)
+        assert (d.trial_state, d.restarts) == ("QUEUED", 0)
+
+
+def test_kill_cancels() -> None:
+    d = decide_run_end(RunEnd(None, JobState.CANCELED, False, True), "STOPPING_CANCELED", 0, 5)
+    assert d.trial_state == "CANCELED"
+
+
+def test_cancel_of_a_pending_job_while_paused_pauses() -> None:
+    d = decide_run_end(RunEnd(None, JobState.CANCELED, False, False), "PAUSED", 0, 0)
+    assert d.trial_state == "PAUSED"
+
+
+def test_experiment_end_state() -> None:
+    assert experiment_end_state(["COMPLETED", "ACTIVE"]) is None
+    assert experiment_end_state(["COMPLETED", "ERROR"]) == "COMPLETED"
+    assert experiment_end_state(["ERROR", "ERROR"]) == "ERROR"
+    assert experiment_end_state(["CANCELED"]) == "CANCELED"
+    assert experiment_end_state([]) is None
