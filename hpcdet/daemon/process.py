@@ -55,6 +55,17 @@ def acquire_lock(paths: StatePaths) -> IO[str] | None:
     return f
 
 
+def lock_held(paths: StatePaths) -> bool:
+    """Whether a daemon holds the lock; a killed daemon's lock is free even while it is a zombie."""
+    if not paths.lock().exists():
+        return False
+    lock = acquire_lock(paths)
+    if lock is None:
+        return True
+    lock.close()
+    return False
+
+
 def info(paths: StatePaths) -> DaemonInfo:
     record = read_json(paths.daemon_record) or {}
     here = record.get("host") == hostname() if record else True
@@ -62,7 +73,7 @@ def info(paths: StatePaths) -> DaemonInfo:
     if not record:
         alive = False
     elif here:
-        alive = bool(record.get("running")) and pid_alive(int(record["pid"]))
+        alive = bool(record.get("running")) and lock_held(paths)
     else:
         alive = bool(record.get("running")) and (
             time.time() - float(record.get("heartbeat", 0)) < STALE_HEARTBEAT

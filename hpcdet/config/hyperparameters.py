@@ -1,0 +1,158 @@
+"""The ``hyperparameters`` section: validation and normalisation to Determined's expanded form.
+
+A non-mapping value is an implicit ``const``; a mapping without ``type`` is a nested group of
+hyperparameters; otherwise ``type`` is one of const, int, double, log, categorical. The
+normalised form writes every leaf as ``{"type": ..., ...}`` with optional fields filled in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from hpcdet.config.schema import At, KeyPath, did_you_mean, is_int, is_number, show
+
+HP_TYPES = ("const", "int", "double", "log", "categorical")
+_FIELDS = {
+    "const": ("type", "val"),
+    "int": ("type", "minval", "maxval", "count"),
+    "double": ("type", "minval", "maxval", "count"),
+    "log": ("type", "minval", "maxval", "base", "count"),
+    "categorical": ("type", "vals"),
+}
+_MAX_NESTING = 32
+
+
+def check_hyperparameters(value: Any, at: At) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        at.error(
+            f"must be a mapping of hyperparameter names to values, got {show(value)};"
+            " e.g. hyperparameters: {lr: {type: log, minval: -4, maxval: -1, base: 10}}"
+        )
+        return {}
+    return _check_group(value, at, 0)
+
+
+def _check_group(group: dict[str, Any], at: At, depth: int) -> dict[str, Any]:
+    if depth > _MAX_NESTING:
+        at.error("hyperparameters nest too deeply")
+        return {}
+    return {name: _check_one(hp, at / name, depth) for name, hp in group.items()}
+
+
+def _check_one(hp: Any, at: At, depth: int) -> Any:
+    if not isinstance(hp, dict):
+        return {"type": "const", "val": hp}
+    if "type" not in hp:
+        return _check_group(hp, at, depth + 1)
+    kind = hp["type"]
+    if kind not in HP_TYPES:
+        hint = did_you_mean(str(kind), HP_TYPES) if isinstance(kind, str) else ""
+        at_type = at / "type"
+        at_type.error(
+            f"must be one of {', '.join(HP_TYPES)}, got {show(kind)}"
+            + (f"; {hint}" if hint.startswith("did") else "")
+        )
+        return dict(hp)
+    for key in hp:
+        if key not in _FIELDS[kind]:
+            (at / str(key)).error(
+                f"unknown key for a {kind} hyperparameter; {did_you_mean(str(key), _FIELDS[kind])}"
+            )
+    checker = {
+        "const": _const,
+        "int": _int,
+        "double": _double,
+        "log": _log,
+        "categorical": _categorical,
+    }[kind]
+    return checker(hp, at)
+
+
+def _const(hp: dict[str, Any], at: At) -> dict[str, Any]:
+    if "val" not in hp:
+        (at / "val").error("a const hyperparameter needs val, e.g. {type: const, val: 0.1}")
+    return {"type": "const", "val": hp.get("val")}
+
+
+def _count(hp: dict[str, Any], at: At) -> Any:
+    count = hp.get("count")
+    if count is not None and not (is_int(count) and count >= 1):
+        (at / "count").error(f"must be an integer >= 1 (grid points), got {show(count)}")
+        return None
+    return count
+
+
+def _range(hp: dict[str, Any], at: At, want_int: bool) -> tuple[Any, Any]:
+    kind = "an integer" if want_int else "a number"
+    ok = is_int if want_int else is_number
+    bounds = []
+    for key in ("minval", "maxval"):
+        bound = hp.get(key)
+        if bound is None:
+            (at / key).error(f"is required: {kind}, e.g. minval: 1, maxval: 10")
+        elif not ok(bound):
+            (at / key).error(f"must be {kind}, got {show(bound)}")
+            bound = None
+        bounds.append(bound)
+    low, high = bounds
+    if low is not None and high is not None and not low < high:
+        (at / "minval").error(
+            f"minval ({low}) must be less than maxval ({high}); for a fixed value use"
+            f" {{type: const, val: {low}}}"
+        )
+    return low, high
+
+
+def _int(hp: dict[str, Any], at: At) -> dict[str, Any]:
+    low, high = _range(hp, at, want_int=True)
+    return {"type": "int", "minval": low, "maxval": high, "count": _count(hp, at)}
+
+
+def _double(hp: dict[str, Any], at: At) -> dict[str, Any]:
+    low, high = _range(hp, at, want_int=False)
+    return {"type": "double", "minval": low, "maxval": high, "count": _count(hp, at)}
+
+
+def _log(hp: dict[str, Any], at: At) -> dict[str, Any]:
+    low, high = _range(hp, at, want_int=False)
+    base = hp.get("base")
+    if base is None:
+        (at / "base").error("is required for a log hyperparameter, e.g. base: 10")
+    elif not (is_number(base) and base > 0):
+        (at / "base").error(f"must be a number > 0, got {show(base)}")
+    return {"type": "log", "minval": low, "maxval": high, "base": base, "count": _count(hp, at)}
+
+
+def _categorical(hp: dict[str, Any], at: At) -> dict[str, Any]:
+    vals = hp.get("vals")
+    if not isinstance(vals, list) or not vals:
+        (at / "vals").error(
+            f"must be a non-empty list of choices, got {show(vals)}; e.g. vals: [32, 64, 128]"
+        )
+        vals = []
+    return {"type": "categorical", "vals": vals}
+
+
+def iter_leaves(hparams: dict[str, Any], prefix: KeyPath = ()) -> Iterator[tuple[KeyPath, Any]]:
+    """Every hyperparameter of a normalised section with its path, nested groups flattened."""
+    for name, hp in hparams.items():
+        if isinstance(hp, dict) and hp.get("type") in HP_TYPES:
+            yield (*prefix, name), hp
+        elif isinstance(hp, dict):
+            yield from iter_leaves(hp, (*prefix, name))
+
+
+def check_grid_counts(hparams: dict[str, Any], at: At) -> None:
+    """Grid search needs ``count`` on every int, double and log hyperparameter."""
+    for path, hp in iter_leaves(hparams):
+        if hp["type"] in ("int", "double", "log") and hp.get("count") is None:
+            where = at
+            for part in path:
+                where = where / part
+            (where / "count").error(
+                "grid search is in use but count was not provided; add count: <number of grid"
+                " points> to this hyperparameter"
+            )

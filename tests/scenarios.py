@@ -1,0 +1,167 @@
+"""End-to-end scenarios, run on every backend (local here, real Slurm in tests/cluster)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+from tests.support import FIXTURES, Hpcdet, copy_examples
+
+
+def stage0(h: Hpcdet, tmp: Path) -> None:
+    ctx = copy_examples(tmp / "ctx")
+    out = h.run("experiment", "create", str(ctx / "0_start.yaml"), str(ctx), "-f").stdout
+    assert "Created experiment 1" in out
+    assert "x is now 100" in out
+    assert "Trial 1 ended as COMPLETED" in out
+    assert h.describe(1)["experiment"]["state"] == "COMPLETED"
+
+
+def stage1(h: Hpcdet, tmp: Path) -> None:
+    ctx = copy_examples(tmp / "ctx")
+    exp = h.create(ctx / "1_metrics.yaml", ctx, "-f")
+    assert h.describe(exp)["experiment"]["state"] == "COMPLETED"
+    trial = h.describe(exp)["trials"][0]["id"]
+    rows = h.metrics(trial)
+    training = [(r["steps_completed"], r["metrics"]) for r in rows if r["group"] == "training"]
+    validation = [(r["steps_completed"], r["metrics"]) for r in rows if r["group"] == "validation"]
+    assert training == [(s, {"x": s}) for s in range(10, 101, 10)]
+    assert validation == [(100, {"x": 100})]
+    logs = h.run("trial", "logs", str(trial)).stdout
+    assert "INFO: [" in logs and "x is now 100" in logs  # det.LOG_FORMAT
+    table = h.run("trial", "metrics", str(trial)).stdout
+    assert "validation" in table and "training" in table
+
+
+def stage2(h: Hpcdet, tmp: Path) -> None:
+    ctx = copy_examples(tmp / "ctx")
+    exp = h.create(ctx / "2_checkpoints.yaml", ctx, "-f")
+    d = h.describe(exp)
+    assert d["experiment"]["state"] == "COMPLETED"
+    trial = d["trials"][0]
+    assert trial["steps_completed"] == 100
+    listing = h.run("checkpoint", "list", str(exp)).stdout
+    assert listing.count("COMPLETED") == 10
+    ckpt_root = h.state / "checkpoints"
+    dirs = sorted(p for p in ckpt_root.iterdir() if p.is_dir())
+    assert len(dirs) == 10
+    steps = []
+    for d_ in dirs:
+        assert (d_ / "state").exists()
+        meta = json.loads((d_ / "metadata.json").read_text())
+        steps.append(meta["steps_completed"])
+        x, step, tid = (int(v) for v in (d_ / "state").read_text().split(","))
+        assert (x, step, tid) == (meta["steps_completed"], meta["steps_completed"], trial["id"])
+    assert sorted(steps) == list(range(10, 101, 10))
+    assert trial["latest_checkpoint"] in listing
+
+
+def _first_checkpoint_seen(h: Hpcdet, exp: int) -> bool:
+    trial = h.describe(exp)["trials"]
+    return bool(trial) and trial[0]["latest_checkpoint"] is not None
+
+
+def pause_activate(h: Hpcdet, tmp: Path) -> None:
+    ctx = copy_examples(tmp / "ctx")
+    (ctx / "slow.yaml").write_text(
+        (ctx / "2_checkpoints.yaml").read_text().replace("core-api-stage-2", "pausing")
+    )
+    exp = h.create(ctx / "slow.yaml", ctx)
+    h.wait_for("a first checkpoint", lambda: _first_checkpoint_seen(h, exp))
+    assert "Paused experiment" in h.run("experiment", "pause", str(exp)).stdout
+    d = h.wait_state(exp, {"PAUSED"})
+    h.wait_for("the trial to pause", lambda: h.describe(exp)["trials"][0]["state"] == "PAUSED")
+    paused_at = h.describe(exp)["trials"][0]["steps_completed"]
+    assert 10 <= paused_at < 100, paused_at
+    # Trials run the snapshot taken at create: breaking the user's copy changes nothing.
+    (ctx / "2_checkpoints.py").write_text("raise SystemExit('the edited script ran')\n")
+    assert "Activated experiment" in h.run("experiment", "activate", str(exp)).stdout
+    d = h.wait_state(exp, {"COMPLETED", "ERROR"})
+    assert d["experiment"]["state"] == "COMPLETED", d
+    runs = [r for r in d["runs"]]
+    assert len(runs) == 2, runs
+    trial = d["trials"][0]["id"]
+    rows = h.metrics(trial)
+    second = [r for r in rows if r["run_id"] == 2 and r["group"] == "training"]
+    assert second and second[0]["steps_completed"] == paused_at + 10
+    validation = [r for r in rows if r["group"] == "validation"]
+    assert validation[-1]["metrics"] == {"x": 100}  # the same final x as an uninterrupted run
+    training = [r["steps_completed"] for r in rows if r["group"] == "training"]
+    assert training == list(range(10, 101, 10))
+
+
+def bad_config(h: Hpcdet, tmp: Path) -> None:
+    cfg = tmp / "bad.yaml"
+    cfg.write_text(
+        "name: broken\nentrypoint: python3 x.py\nsearcher:\n  name: single\n  metirc: x\n"
+        "resources:\n  slots_per_trail: 2\nmax_restarts: -1\nhyperparameters:\n"
+        "  lr: {type: double, minval: 1, maxval: 0.1}\n"
+    )
+    (tmp / "ctx").mkdir()
+    p = h.run("experiment", "create", str(cfg), str(tmp / "ctx"), check=False)
+    assert p.returncode == 1
+    text = p.stdout + p.stderr
+    assert "Traceback" not in text
+    for path in ("searcher.metirc", "resources.slots_per_trail", "max_restarts",
+                 "hyperparameters.lr"):
+        assert path in text, (path, text)
+    assert "did you mean" in text
+    assert not (h.state / "runs").exists() or not any((h.state / "runs").iterdir())
+
+
+def hostile_values(h: Hpcdet, tmp: Path) -> None:
+    marker = tmp / "owned"
+    ctx = tmp / "ctx"
+    ctx.mkdir()
+    (ctx / "show.py").write_text(
+        "import determined as det\n"
+        "info = det.get_cluster_info()\n"
+        "print('HP', repr(info.trial.hparams['cmd']))\n"
+    )
+    evil = f"$(touch {marker}) `touch {marker}` '\"; touch {marker}"
+    cfg = tmp / "evil.yaml"
+    cfg.write_text(
+        f"name: {json.dumps(evil)}\nentrypoint: python3 show.py\n"
+        f"hyperparameters:\n  cmd: {json.dumps(evil)}\n"
+        "searcher: {name: single, metric: x, max_length: 1}\nmax_restarts: 0\n"
+        f"environment:\n  environment_variables:\n    - EVIL={evil}\n"
+    )
+    out = h.run("experiment", "create", str(cfg), str(ctx), "-f").stdout
+    assert f"HP {evil!r}" in out
+    assert not marker.exists()
+    listing = h.run("experiment", "list").stdout
+    assert "$(touch" in listing
+
+
+def metrics_survive_daemon_kills(h: Hpcdet, tmp: Path, kills: int = 4) -> None:
+    ctx = tmp / "ctx"
+    ctx.mkdir()
+    (ctx / "many.py").write_text((FIXTURES / "many_metrics.py").read_text())
+    cfg = tmp / "many.yaml"
+    cfg.write_text(
+        "name: many-metrics\nentrypoint: python3 many.py\n"
+        "searcher: {name: single, metric: loss, max_length: 1}\nmax_restarts: 0\n"
+    )
+    exp = h.create(cfg, ctx)
+    for _ in range(kills):
+        time.sleep(1.5)
+        pid = int(h.daemon_status()["pid"])
+        os.kill(pid, signal.SIGKILL)
+        time.sleep(0.5)
+        h.run("daemon", "start")
+    d = h.wait_state(exp, {"COMPLETED", "ERROR"}, timeout=300)
+    assert d["experiment"]["state"] == "COMPLETED", d
+    trial = d["trials"][0]["id"]
+    rows = h.metrics(trial)
+    got = sorted((r["group"], r["steps_completed"], json.dumps(r["metrics"])) for r in rows)
+    events = h.state / "runs" / f"exp-{exp}" / "trials" / str(trial) / "run-1" / "events.jsonl"
+    reported = []
+    for line in events.read_text().splitlines():
+        ev = json.loads(line)
+        if ev["type"] == "metrics":
+            reported.append((ev["group"], ev["steps_completed"], json.dumps(ev["metrics"])))
+    assert len(reported) == 600
+    assert got == sorted(reported)

@@ -1,0 +1,103 @@
+"""Running the real `hpcdet` CLI against a private state directory."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLES = REPO / "examples" / "core_api"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+@dataclass
+class Hpcdet:
+    """One user's hpcdet: a state directory, a cluster config and the CLI."""
+
+    root: Path
+    backend: str
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        (self.root / "cluster.yaml").write_text(f"backend: {self.backend}\n")
+        (self.root / "site.yaml").write_text("{}\n")
+
+    @property
+    def state(self) -> Path:
+        return self.root / "state"
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(
+            HPCDET_HOME=str(self.state),
+            HPCDET_CLUSTER_CONFIG=str(self.root / "cluster.yaml"),
+            HPCDET_SITE_CONFIG=str(self.root / "site.yaml"),
+        )
+        env.update(self.extra_env)
+        return env
+
+    def run(self, *args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        p = subprocess.run(
+            [sys.executable, "-m", "hpcdet.cli.main", *args], env=self.env(),
+            capture_output=True, text=True, timeout=timeout,
+        )
+        if check and p.returncode != 0:
+            raise AssertionError(
+                f"hpcdet {' '.join(args)} exited {p.returncode}\nstdout:\n{p.stdout}\n"
+                f"stderr:\n{p.stderr}"
+            )
+        return p
+
+    def create(self, config: Path | str, context: Path, *extra: str) -> int:
+        out = self.run("experiment", "create", str(config), str(context), *extra).stdout
+        m = re.search(r"Created experiment (\d+)\n", out)
+        assert m, out
+        return int(m.group(1))
+
+    def describe(self, exp_id: int) -> dict[str, Any]:
+        return json.loads(self.run("experiment", "describe", str(exp_id), "--json").stdout)
+
+    def metrics(self, trial_id: int) -> list[dict[str, Any]]:
+        return json.loads(self.run("trial", "metrics", str(trial_id), "--json").stdout)
+
+    def wait_for(self, what: str, predicate: Callable[[], bool], timeout: float = 180) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if predicate():
+                return
+            time.sleep(0.3)
+        logs = self.daemon_log()
+        raise AssertionError(f"timed out waiting for {what}; daemon log tail:\n{logs[-3000:]}")
+
+    def wait_state(self, exp_id: int, states: set[str], timeout: float = 180) -> dict[str, Any]:
+        self.wait_for(f"experiment {exp_id} in {states}",
+                      lambda: self.describe(exp_id)["experiment"]["state"] in states, timeout)
+        return self.describe(exp_id)
+
+    def daemon_status(self) -> dict[str, Any]:
+        for path in self.state.rglob("status.json"):
+            return json.loads(path.read_text())
+        return {}
+
+    def daemon_log(self) -> str:
+        for path in self.state.rglob("daemon.log"):
+            return path.read_text(errors="replace")
+        return ""
+
+    def stop(self) -> None:
+        self.run("daemon", "stop", check=False, timeout=60)
+
+
+def copy_examples(dest: Path) -> Path:
+    shutil.copytree(EXAMPLES, dest)
+    return dest
