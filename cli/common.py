@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,8 +15,6 @@ from hpcdet.daemon import process
 from hpcdet.errors import DaemonError
 from hpcdet.paths import StatePaths, state_dir
 from hpcdet.store.repository import Store
-
-import sys
 
 # Piped output (tests, scripts, `| less`) gets wide tables instead of rich's 80 columns.
 console = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)

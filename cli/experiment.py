@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -25,7 +25,7 @@ def create(
     context: Annotated[Path, typer.Argument(help="Context directory, copied at submit.")],
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Stream the first trial's logs.")]
     = False,
-    config: Annotated[Optional[list[str]], typer.Option(
+    config: Annotated[list[str] | None, typer.Option(
         "--config", help="Override a config field: key=value (dotted keys).")] = None,
 ) -> None:
     """Create an experiment from CONFIG_FILE with CONTEXT as its code."""

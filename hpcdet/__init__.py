@@ -1,4 +1,4 @@
-"""hpcdet: Determined's experiment platform on Slurm and PBS clusters, with no server and no root."""
+"""hpcdet: Determined's experiment platform on Slurm and PBS clusters, no server, no root."""
 
 from __future__ import annotations
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pathspec
 
@@ -19,7 +20,7 @@ DEFAULT_IGNORES = [
 ]
 
 
-def _spec(root: Path) -> pathspec.PathSpec:
+def _spec(root: Path) -> pathspec.PathSpec[Any]:
     lines = list(DEFAULT_IGNORES)
     for name in IGNORE_FILES:
         path = root / name

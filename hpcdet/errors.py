@@ -14,7 +14,7 @@ class HpcdetError(Exception):
 
 
 class ConfigError(HpcdetError):
-    """An experiment or cluster config is invalid; carries every problem found, each with its path."""
+    """An experiment or cluster config is invalid; carries every problem, each with its path."""
 
     def __init__(self, problems: Sequence[str], source: str = "experiment config") -> None:
         self.problems = list(problems)

@@ -81,7 +81,7 @@ def pause_activate(h: Hpcdet, tmp: Path) -> None:
     assert "Activated experiment" in h.run("experiment", "activate", str(exp)).stdout
     d = h.wait_state(exp, {"COMPLETED", "ERROR"})
     assert d["experiment"]["state"] == "COMPLETED", d
-    runs = [r for r in d["runs"]]
+    runs = list(d["runs"])
     assert len(runs) == 2, runs
     trial = d["trials"][0]["id"]
     rows = h.metrics(trial)
@@ -165,3 +165,62 @@ def metrics_survive_daemon_kills(h: Hpcdet, tmp: Path, kills: int = 4) -> None:
             reported.append((ev["group"], ev["steps_completed"], json.dumps(ev["metrics"])))
     assert len(reported) == 600
     assert got == sorted(reported)
+
+
+def _snapshot(h: Hpcdet, exp: int) -> dict[str, object]:
+    d = h.describe(exp)
+    keep = ("id", "state", "steps_completed", "latest_checkpoint", "best_validation", "restarts",
+            "hparams_json", "trial_seed")
+    trials = [{k: t[k] for k in keep} for t in d["trials"]]
+    return {
+        "experiment": {k: d["experiment"][k] for k in ("id", "name", "state", "searcher")},
+        "trials": trials,
+        "metrics": [h.metrics(t["id"]) for t in trials],
+        "checkpoints": h.run("checkpoint", "list", str(exp)).stdout,
+    }
+
+
+def rebuild_on_network_fs(h: Hpcdet, tmp: Path) -> None:
+    local = tmp / "local-disk"
+    h.extra_env.update(HPCDET_FSTYPE="nfs4", HPCDET_LOCAL_DIR=str(local))
+    ctx = copy_examples(tmp / "ctx")
+    exp1 = h.create(ctx / "2_checkpoints.yaml", ctx, "-f")
+    exp2 = h.create(ctx / "1_metrics.yaml", ctx, "-f")
+    status = h.run("daemon", "status").stdout
+    assert "nfs4" in status and "local disk" in status and str(local) in status, status
+    dbs = list(local.rglob("hpcdet.db"))
+    assert len(dbs) == 1 and not (h.state / "hpcdet.db").exists()
+    before = [_snapshot(h, exp1), _snapshot(h, exp2)]
+    h.stop()
+    for f in dbs[0].parent.glob("hpcdet.db*"):
+        f.unlink()
+    h.run("daemon", "start")
+    after = [_snapshot(h, exp1), _snapshot(h, exp2)]
+    assert after == before
+    # New ids continue after the rebuilt ones.
+    assert h.create(ctx / "0_start.yaml", ctx, "-f") == 3
+
+
+def one_status_query_per_tick(h: Hpcdet, tmp: Path, experiments: int = 4) -> None:
+    ctx = tmp / "ctx"
+    ctx.mkdir()
+    (ctx / "sleep.py").write_text("import time\ntime.sleep(20)\n")
+    cfg = tmp / "sleep.yaml"
+    cfg.write_text("name: sleeper\nentrypoint: python3 sleep.py\n"
+                   "searcher: {name: single, metric: x, max_length: 1}\nmax_restarts: 0\n")
+    ids = [h.create(cfg, ctx) for _ in range(experiments)]
+    h.wait_for("all jobs running",
+               lambda: sum(len(h.daemon_status().get("live_jobs", [])) for _ in [0])
+               == experiments, timeout=60)
+    time.sleep(12)  # at least two polls with every job live
+    st = h.daemon_status()
+    calls = st["scheduler_calls"]
+    assert st["polls"] >= 2
+    assert calls.get("squeue", 0) == st["polls"], st
+    assert calls.get("sbatch", 0) == experiments
+    for exp in ids:
+        assert h.wait_state(exp, {"COMPLETED", "ERROR"})["experiment"]["state"] == "COMPLETED"
+    nodes = set()
+    for info in h.state.glob("runs/exp-*/trials/*/run-1/nodes/0.json"):
+        nodes.add(json.loads(info.read_text())["agent_id"])
+    assert nodes <= {"node1", "node2"} and nodes, nodes

@@ -46,7 +46,9 @@ class Hpcdet:
         env.update(self.extra_env)
         return env
 
-    def run(self, *args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    def run(
+        self, *args: str, check: bool = True, timeout: float = 300
+    ) -> subprocess.CompletedProcess[str]:
         p = subprocess.run(
             [sys.executable, "-m", "hpcdet.cli.main", *args], env=self.env(),
             capture_output=True, text=True, timeout=timeout,

@@ -5,7 +5,7 @@ import time
 
 def main(increment_by):
     x = 0
-    for batch in range(100):
+    for _batch in range(100):
         x += increment_by
         time.sleep(0.1)
         print(f"x is now {x}")

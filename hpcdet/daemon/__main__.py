@@ -14,7 +14,9 @@ from hpcdet.paths import StatePaths, state_dir
 
 
 def main() -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     paths = StatePaths(state_dir())
     paths.root.mkdir(parents=True, exist_ok=True)
     lock = acquire_lock(paths)

@@ -13,6 +13,7 @@ from typing import Any
 
 from sqlmodel import Session, select
 
+from hpcdet.config import SearcherConfig
 from hpcdet.exchange import Event, read_events
 from hpcdet.store.models import Checkpoint, Metric, Run, Trial
 from hpcdet.store.repository import Store
@@ -28,7 +29,7 @@ class Ingestor:
     def __init__(self, store: Store) -> None:
         self.store = store
 
-    def ingest(self, run_key: tuple[int, int], events_path: Path, searcher: dict[str, Any]) -> int:
+    def ingest(self, run_key: tuple[int, int], events_path: Path, searcher: SearcherConfig) -> int:
         """Ingest new events of one run; returns how many were ingested."""
         trial_id, run_id = run_key
         with self.store.session() as s:
@@ -52,11 +53,11 @@ class Ingestor:
         return len(events)
 
 
-def _ignore(s: Session, trial: Trial, run: Run, ev: Event, searcher: dict[str, Any]) -> None:
+def _ignore(s: Session, trial: Trial, run: Run, ev: Event, searcher: SearcherConfig) -> None:
     pass
 
 
-def _metrics(s: Session, trial: Trial, run: Run, ev: Event, searcher: dict[str, Any]) -> None:
+def _metrics(s: Session, trial: Trial, run: Run, ev: Event, searcher: SearcherConfig) -> None:
     body = ev.body
     group, steps = body["group"], int(body["steps_completed"])
     existing = s.exec(
@@ -83,15 +84,15 @@ def _metrics(s: Session, trial: Trial, run: Run, ev: Event, searcher: dict[str, 
             )
         )
     if group == "validation":
-        value = _as_float(body["metrics"].get(searcher.get("metric", "")))
+        value = _as_float(body["metrics"].get(searcher.metric))
         if value is not None:
             best = trial.best_validation
-            smaller = bool(searcher.get("smaller_is_better", True))
+            smaller = searcher.smaller_is_better
             if best is None or (value < best if smaller else value > best):
                 trial.best_validation = value
 
 
-def _checkpoint(s: Session, trial: Trial, run: Run, ev: Event, searcher: dict[str, Any]) -> None:
+def _checkpoint(s: Session, trial: Trial, run: Run, ev: Event, searcher: SearcherConfig) -> None:
     body = ev.body
     if s.get(Checkpoint, body["uuid"]) is None:
         s.add(
@@ -107,7 +108,7 @@ def _checkpoint(s: Session, trial: Trial, run: Run, ev: Event, searcher: dict[st
 
 
 def _checkpoint_deleted(
-    s: Session, trial: Trial, run: Run, ev: Event, searcher: dict[str, Any]
+    s: Session, trial: Trial, run: Run, ev: Event, searcher: SearcherConfig
 ) -> None:
     ckpt = s.get(Checkpoint, ev.body["uuid"])
     if ckpt is not None:
@@ -117,11 +118,11 @@ def _checkpoint_deleted(
         trial.latest_checkpoint = None
 
 
-def _progress(s: Session, trial: Trial, run: Run, ev: Event, searcher: dict[str, Any]) -> None:
+def _progress(s: Session, trial: Trial, run: Run, ev: Event, searcher: SearcherConfig) -> None:
     trial.progress = float(ev.body["progress"])
 
 
-def _preempt_ack(s: Session, trial: Trial, run: Run, ev: Event, searcher: dict[str, Any]) -> None:
+def _preempt_ack(s: Session, trial: Trial, run: Run, ev: Event, searcher: SearcherConfig) -> None:
     run.preempt_acked = True
 
 

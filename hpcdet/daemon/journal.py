@@ -66,7 +66,8 @@ def _trial_state(s: Session, e: dict[str, Any]) -> None:
 
 def _find_run(s: Session, trial_id: int, run_id: int) -> Run | None:
     q = select(Run).where(Run.trial_id == trial_id, Run.run_id == run_id)
-    return s.exec(q).first()
+    run: Run | None = s.exec(q).first()
+    return run
 
 
 def _run_submitting(s: Session, e: dict[str, Any]) -> None:

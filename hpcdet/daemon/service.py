@@ -62,6 +62,7 @@ class Daemon:
             self.poll_interval = LOCAL_POLL_SECONDS
         else:
             self.poll_interval = max(5.0, float(cluster.min_poll_interval))
+        self.configs: dict[int, ExperimentConfig] = {}
         self.statuses: dict[str, JobStatus] = {}
         self.missing: dict[str, int] = {}
         self.preempt_asked: dict[tuple[int, int], float] = {}
@@ -86,6 +87,8 @@ class Daemon:
         """Catch up with the run tree and the scheduler after a start or a crash."""
         applied = self.journal.replay_all()
         log.info("journal replay applied %d entries", applied)
+        for run in self.store.runs():  # a rebuilt database has every event log still to read
+            self._ingest(run)
         self.poll_scheduler()
         for run in self.store.runs(live_only=True):
             if run.state == "SUBMITTING":
@@ -216,6 +219,13 @@ class Daemon:
         except SchedulerCommandError as e:
             log.warning("cancel of %s failed: %s", job_ids, e)
 
+    def _config(self, exp: Experiment) -> ExperimentConfig:
+        """The experiment's config; validated once per daemon and experiment."""
+        cfg = self.configs.get(exp.id)
+        if cfg is None:
+            cfg = self.configs[exp.id] = ExperimentConfig.from_dict(json.loads(exp.config_json))
+        return cfg
+
     def _run(self, trial_id: int, run_id: int) -> Run | None:
         for run in self.store.runs([trial_id]):
             if run.run_id == run_id:
@@ -225,9 +235,9 @@ class Daemon:
     def _ingest(self, run: Run) -> None:
         trial = self.store.trial(run.trial_id)
         exp = self.store.experiment(trial.experiment_id)
-        config = json.loads(exp.config_json)
+        searcher = self._config(exp).searcher
         events = self.paths.run(exp.id, trial.id, run.run_id) / "events.jsonl"
-        self.ingestor.ingest((trial.id, run.run_id), events, config.get("searcher") or {})
+        self.ingestor.ingest((trial.id, run.run_id), events, searcher)
 
     def poll_scheduler(self) -> None:
         """One status query for all of the user's jobs."""
@@ -276,9 +286,8 @@ class Daemon:
             job_state = JobState.NODE_FAIL  # gone from the scheduler with no exit status
         exit_code = exit_info.get("exit_code") if exit_info else None
         exp = self.store.experiment(exp_id)
-        config = json.loads(exp.config_json)
         end = RunEnd(exit_code, job_state, run.preempt_acked, trial.state == "CANCELED")
-        decision = decide_run_end(end, exp.state, trial.restarts, int(config.get("max_restarts", 5)))
+        decision = decide_run_end(end, exp.state, trial.restarts, self._config(exp).max_restarts)
         self.journal.record(
             exp_id, "run_ended", trial_id=trial.id, run_id=run.run_id, exit_code=exit_code,
             job_state=job_state.value, outcome=decision.reason or decision.trial_state,
@@ -293,8 +302,7 @@ class Daemon:
         """A trial that ignores a pause for preemption_timeout seconds is canceled."""
         for (trial_id, run_id), asked in list(self.preempt_asked.items()):
             trial = self.store.trial(trial_id)
-            config = json.loads(self.store.experiment(trial.experiment_id).config_json)
-            timeout = config.get("preemption_timeout") or 3600
+            timeout = self._config(self.store.experiment(trial.experiment_id)).preemption_timeout
             run = self._run(trial_id, run_id)
             if run is None or run.state not in ("PENDING", "RUNNING"):
                 self.preempt_asked.pop((trial_id, run_id), None)
@@ -321,7 +329,7 @@ class Daemon:
         return len(self.submissions) < max(1, int(self.cluster.submissions_per_minute))
 
     def _submit(self, exp: Experiment, trial: Trial) -> None:
-        cfg = ExperimentConfig.from_dict(json.loads(exp.config_json))
+        cfg = self._config(exp)
         run_id = trial.run_id + 1
         record = {
             "id": trial.id, "trial_seed": trial.trial_seed,

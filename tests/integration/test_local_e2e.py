@@ -34,3 +34,9 @@ def test_hostile_values_execute_nothing(local_hpcdet: Hpcdet, tmp_path: Path) ->
 
 def test_metrics_exact_after_daemon_sigkills(local_hpcdet: Hpcdet, tmp_path: Path) -> None:
     scenarios.metrics_survive_daemon_kills(local_hpcdet, tmp_path)
+
+
+def test_database_on_local_disk_and_rebuilt_from_run_tree(
+    local_hpcdet: Hpcdet, tmp_path: Path
+) -> None:
+    scenarios.rebuild_on_network_fs(local_hpcdet, tmp_path)

@@ -12,12 +12,12 @@ GOLDEN = Path(__file__).parents[2] / "golden"
 
 
 def _request(**kw: object) -> JobRequest:
-    base: dict[str, object] = dict(
-        name="hpcdet-e1-t2-r3", run_dir=Path("/shared/runs/exp-1/trials/2/run-3"),
-        python="/opt/py/bin/python3", num_nodes=2, slots_per_node=4, partition="debug",
-        walltime_seconds=3600, preempt_grace_seconds=120,
-        extra_args=["--mem=4G"], environment={"FOO": "$(touch /tmp/owned)"},
-    )
+    base: dict[str, object] = {
+        "name": "hpcdet-e1-t2-r3", "run_dir": Path("/shared/runs/exp-1/trials/2/run-3"),
+        "python": "/opt/py/bin/python3", "num_nodes": 2, "slots_per_node": 4, "partition": "debug",
+        "walltime_seconds": 3600, "preempt_grace_seconds": 120,
+        "extra_args": ["--mem=4G"], "environment": {"FOO": "$(touch /tmp/owned)"},
+    }
     base.update(kw)
     return JobRequest(**base)  # type: ignore[arg-type]
 

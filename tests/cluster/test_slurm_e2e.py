@@ -1,0 +1,53 @@
+"""The tutorial stages and the daemon's guarantees on the real two-node Slurm cluster."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests import scenarios
+from tests.support import Hpcdet
+
+
+@pytest.fixture
+def slurm_hpcdet(slurm_cluster: Any, tmp_path: Path) -> Iterator[Hpcdet]:
+    h = Hpcdet(tmp_path / "user", "slurm")
+    yield h
+    h.stop()
+
+
+def test_stage0(slurm_hpcdet: Hpcdet, tmp_path: Path) -> None:
+    scenarios.stage0(slurm_hpcdet, tmp_path)
+
+
+def test_stage1_metrics(slurm_hpcdet: Hpcdet, tmp_path: Path) -> None:
+    scenarios.stage1(slurm_hpcdet, tmp_path)
+
+
+def test_stage2_checkpoints(slurm_hpcdet: Hpcdet, tmp_path: Path) -> None:
+    scenarios.stage2(slurm_hpcdet, tmp_path)
+
+
+def test_pause_and_activate_resume_from_checkpoint(slurm_hpcdet: Hpcdet, tmp_path: Path) -> None:
+    scenarios.pause_activate(slurm_hpcdet, tmp_path)
+
+
+def test_hostile_values_execute_nothing(slurm_hpcdet: Hpcdet, tmp_path: Path) -> None:
+    scenarios.hostile_values(slurm_hpcdet, tmp_path)
+
+
+def test_metrics_exact_after_daemon_sigkills(slurm_hpcdet: Hpcdet, tmp_path: Path) -> None:
+    scenarios.metrics_survive_daemon_kills(slurm_hpcdet, tmp_path)
+
+
+def test_one_status_query_per_tick(slurm_hpcdet: Hpcdet, tmp_path: Path) -> None:
+    scenarios.one_status_query_per_tick(slurm_hpcdet, tmp_path)
+
+
+def test_database_on_local_disk_and_rebuilt_from_run_tree(
+    slurm_hpcdet: Hpcdet, tmp_path: Path
+) -> None:
+    scenarios.rebuild_on_network_fs(slurm_hpcdet, tmp_path)
