@@ -21,9 +21,11 @@ def show() -> None:
     scheduler = make_scheduler(cfg.backend, {"jobs_dir": "", "template_dir": cfg.template_dir})
     console.print(f"backend in use: {scheduler.name}")
     runner = CommandRunner(timeout=30)
-    for cmd in scheduler.info_commands():
-        console.print(f"$ {' '.join(cmd)}")
-        try:
-            console.print(runner.run(cmd).stdout.rstrip(), markup=False)
-        except SchedulerCommandError as e:
-            console.print(str(e), markup=False)
+    try:
+        outputs = [runner.run(cmd).stdout for cmd in scheduler.info_commands()]
+    except SchedulerCommandError as e:
+        console.print(f"the scheduler did not answer: {e}", markup=False)
+        raise typer.Exit(1) from None
+    rows = scheduler.parse_info(outputs)
+    if rows:
+        table(["What", "The scheduler reports"], rows, title=f"{scheduler.name}")

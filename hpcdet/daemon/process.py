@@ -128,8 +128,10 @@ def stop(paths: StatePaths, timeout: float = 30.0) -> bool:
     return True
 
 
-def call(paths: StatePaths, op: str, args: dict[str, Any], timeout: float = 60.0) -> Any:
+def call(paths: StatePaths, op: str, args: dict[str, Any], timeout: float | None = None) -> Any:
     """Send a request to the daemon, starting it first when it runs nowhere."""
+    if timeout is None:
+        timeout = float(os.environ.get("HPCDET_REQUEST_TIMEOUT", "120"))
     current = info(paths)
     if not current.alive:
         current = start(paths)

@@ -81,7 +81,7 @@ def job_request(
         num_nodes=spec.num_nodes,
         slots_per_node=spec.slots_per_node,
         gpu_type=cfg.slurm.gpu_type or cluster.gpu_type,
-        partition=cfg.slurm.partition or cluster.partitions.get(pool) or pool or None,
+        partition=cfg.slurm.partition or cluster.partition_for(pool),
         account=cfg.slurm.account or cluster.account,
         qos=cfg.slurm.qos or cluster.qos,
         walltime_seconds=limit,

@@ -89,5 +89,9 @@ class Scheduler(abc.ABC):
     def cancel_command(self, job_ids: Collection[str]) -> list[str]: ...
 
     def info_commands(self) -> list[list[str]]:
-        """Commands whose output `hpcdet cluster show` prints (partitions, nodes, limits)."""
+        """Commands whose outputs `parse_info` turns into `hpcdet cluster show`'s report."""
+        return []
+
+    def parse_info(self, outputs: list[str]) -> list[tuple[str, str]]:
+        """(what, value) rows: partitions, nodes, slots and limits the scheduler reports."""
         return []

@@ -155,6 +155,18 @@ class SlurmScheduler(Scheduler):
             ["scontrol", "show", "config"],
         ]
 
+    def parse_info(self, outputs: list[str]) -> list[tuple[str, str]]:
+        rows = []
+        for p in parse_sinfo(outputs[0]):
+            gres = "" if p["gres"] in ("(null)", "") else f", gres {p['gres']}"
+            rows.append((
+                f"partition {p['partition']}",
+                f"{p['avail']}, {p['nodes']} nodes {p['state']}, {p['cpus']} CPUs per node"
+                f"{gres}, time limit {p['timelimit']}",
+            ))
+        rows.extend(sorted(parse_config_limits(outputs[1]).items()))
+        return rows
+
 
 def parse_sinfo(stdout: str) -> list[dict[str, str]]:
     keys = ["partition", "avail", "timelimit", "nodes", "cpus", "gres", "state"]

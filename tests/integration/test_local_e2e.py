@@ -40,3 +40,32 @@ def test_database_on_local_disk_and_rebuilt_from_run_tree(
     local_hpcdet: Hpcdet, tmp_path: Path
 ) -> None:
     scenarios.rebuild_on_network_fs(local_hpcdet, tmp_path)
+
+
+def test_cli_on_another_login_node_names_the_daemon_host(
+    local_hpcdet: Hpcdet, tmp_path: Path
+) -> None:
+    import json
+    import time
+
+    h = local_hpcdet
+    h.run("daemon", "start")
+    h.stop()
+    record = json.loads((h.state / "daemon.json").read_text())
+    record.update(host="login2.example", running=True, heartbeat=time.time())
+    (h.state / "daemon.json").write_text(json.dumps(record))
+    h.extra_env["HPCDET_REQUEST_TIMEOUT"] = "2"
+    listed = h.run("experiment", "list", check=False)
+    assert listed.returncode == 1 and "login2.example" in listed.stderr
+    assert "Traceback" not in listed.stderr
+    paused = h.run("experiment", "pause", "1", check=False)
+    assert paused.returncode == 1 and "login2.example" in paused.stderr
+    # The request waits in the shared state directory for the daemon on login2.
+    assert list((h.state / "requests").glob("*.json"))
+    started = h.run("daemon", "start", check=False)
+    assert started.returncode == 1 and "runs on host login2.example" in started.stderr
+
+
+def test_cluster_show_prints_settings(local_hpcdet: Hpcdet) -> None:
+    out = local_hpcdet.run("cluster", "show").stdout
+    assert "min_poll_interval" in out and "backend in use: local" in out
