@@ -156,15 +156,26 @@ class EventWriter:
                 pending, self._pending = self._pending, []
             if not pending:
                 return
+            seq = self._seq
             lines = []
             for type_, body in pending:
-                self._seq += 1
-                lines.append(dumps({"seq": self._seq, "type": type_, "time": time.time(), **body}))
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with open(self.path, "a") as f:
-                f.write("\n".join(lines) + "\n")
-                f.flush()
-                os.fsync(f.fileno())
+                seq += 1
+                lines.append(dumps({"seq": seq, "type": type_, "time": time.time(), **body}))
+            start = self.path.stat().st_size if self.path.exists() else 0
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                with open(self.path, "a") as f:
+                    f.write("\n".join(lines) + "\n")
+                    f.flush()
+                    os.fsync(f.fileno())
+            except BaseException:
+                # Keep the batch for the next flush, and cut off whatever part of it reached
+                # the file, so that no event is written twice.
+                _truncate(self.path, start)
+                with self._lock:
+                    self._pending[:0] = pending
+                raise
+            self._seq = seq
 
     def close(self) -> None:
         self._stop.set()
@@ -179,6 +190,13 @@ class EventWriter:
                 self.flush()
             except BaseException as e:  # surfaced on the next report, as Determined does
                 self.error = e
+
+
+def _truncate(path: Path, size: int) -> None:
+    try:
+        os.truncate(path, size)
+    except OSError:
+        pass
 
 
 def _last_seq(path: Path) -> int:

@@ -14,6 +14,10 @@ from typing import Any
 from hpcdet.exchange import read_json, write_atomic
 
 RUN_SPEC_FILE = "job.json"
+EVENTS_FILE = "events.jsonl"  # trial -> daemon
+CONTROL_FILE = "control.json"  # daemon -> trial
+PREEMPT_FILE = "preempt"  # harness -> trial, on SIGUSR2/SIGTERM
+EXIT_FILE = "exit.json"  # batch script -> daemon
 CLUSTER_INFO_ENV = "HPCDET_CLUSTER_INFO"
 RUN_DIR_ENV = "HPCDET_RUN_DIR"
 

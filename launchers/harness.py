@@ -25,7 +25,13 @@ from pathlib import Path
 from typing import IO
 
 from hpcdet.exchange import dumps
-from hpcdet.runspec import CLUSTER_INFO_ENV, RUN_DIR_ENV, ClusterInfoRecord, RunSpec
+from hpcdet.runspec import (
+    CLUSTER_INFO_ENV,
+    PREEMPT_FILE,
+    RUN_DIR_ENV,
+    ClusterInfoRecord,
+    RunSpec,
+)
 
 RENDEZVOUS_TIMEOUT = 300.0
 
@@ -124,7 +130,7 @@ def main(argv: list[str]) -> int:
     rank = node_rank(os.environ)
 
     def preempt_notice(signum: int, _frame: object) -> None:
-        (run_dir / "preempt").touch()
+        (run_dir / PREEMPT_FILE).touch()
 
     signal.signal(signal.SIGUSR2, preempt_notice)
     signal.signal(signal.SIGTERM, preempt_notice)

@@ -28,6 +28,7 @@ from hpcdet.errors import HpcdetError, NotFoundError, SchedulerCommandError, Sta
 from hpcdet.exchange import read_json, write_atomic
 from hpcdet.lifecycle import FINAL_TRIAL_STATES, RunEnd, decide_run_end, experiment_end_state
 from hpcdet.paths import StatePaths, hostname
+from hpcdet.runspec import CONTROL_FILE, EVENTS_FILE, EXIT_FILE
 from hpcdet.schedulers import JobState, JobStatus, Scheduler, make_scheduler
 from hpcdet.schedulers.runner import CommandRunner
 from hpcdet.search.hparams import sample
@@ -180,7 +181,7 @@ class Daemon:
                                     restarts=trial.restarts)
             elif trial.state == "ACTIVE":
                 run_dir = self.paths.run(exp_id, trial.id, trial.run_id)
-                write_atomic(run_dir / "control.json", {"preempt": False, "reason": ""})
+                write_atomic(run_dir / CONTROL_FILE, {"preempt": False, "reason": ""})
                 self.preempt_asked.pop((trial.id, trial.run_id), None)
         self._submit_queued()
         return f"Activated experiment {exp_id}"
@@ -207,7 +208,7 @@ class Daemon:
         run_dir = self.paths.run(exp_id, trial.id, run.run_id)
         started = (run_dir / "nodes").exists()
         if graceful and started:
-            write_atomic(run_dir / "control.json", {"preempt": True, "reason": "pause",
+            write_atomic(run_dir / CONTROL_FILE, {"preempt": True, "reason": "pause",
                                                     "time": time.time()})
             self.preempt_asked[(trial.id, run.run_id)] = time.time()
         elif run.job_id:
@@ -236,7 +237,7 @@ class Daemon:
         trial = self.store.trial(run.trial_id)
         exp = self.store.experiment(trial.experiment_id)
         searcher = self._config(exp).searcher
-        events = self.paths.run(exp.id, trial.id, run.run_id) / "events.jsonl"
+        events = self.paths.run(exp.id, trial.id, run.run_id) / EVENTS_FILE
         self.ingestor.ingest((trial.id, run.run_id), events, searcher)
 
     def poll_scheduler(self) -> None:
@@ -272,7 +273,7 @@ class Daemon:
         trial = self.store.trial(run.trial_id)
         exp_id = trial.experiment_id
         run_dir = self.paths.run(exp_id, trial.id, run.run_id)
-        exit_info = read_json(run_dir / "exit.json")
+        exit_info = read_json(run_dir / EXIT_FILE)
         status = self.statuses.get(run.job_id)
         vanished = self.missing.get(run.job_id, 0) >= MISSING_POLLS_BEFORE_VANISHED
         if exit_info is None and not (status and status.state.is_final) and not vanished:
@@ -365,7 +366,7 @@ class Daemon:
         """A run journaled as submitting but with no job id: the daemon died around sbatch."""
         trial = self.store.trial(run.trial_id)
         run_dir = self.paths.run(trial.experiment_id, trial.id, run.run_id)
-        exit_info = read_json(run_dir / "exit.json")
+        exit_info = read_json(run_dir / EXIT_FILE)
         if exit_info and exit_info.get("job_id"):
             job_id = str(exit_info["job_id"])
         else:

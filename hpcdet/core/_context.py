@@ -1,0 +1,323 @@
+"""``core.init()`` and the :class:`Context` it returns, on and off the cluster.
+
+On the cluster, every report becomes an event in the run's ``events.jsonl``, written by one
+:class:`RunEvents` per run on the chief. Off the cluster (no ``HPCDET_CLUSTER_INFO``), the
+same script runs against dummies that log, with checkpoints in a local directory.
+"""
+
+from __future__ import annotations
+
+import atexit
+import faulthandler
+import logging
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from hpcdet.core._checkpoint import CheckpointContext, DummyCheckpointContext, resolve_storage
+from hpcdet.core._distributed import DistributedContext, DummyDistributedContext
+from hpcdet.core._info import ClusterInfo, get_cluster_info
+from hpcdet.core._preempt import DummyPreemptContext, PreemptContext, PreemptMode, PreemptWatcher
+from hpcdet.core._searcher import (
+    ConfigOps,
+    DummySearcherContext,
+    SearcherContext,
+    SearcherContextMissing,
+    configured_length,
+)
+from hpcdet.core._train import DummyTrainContext, EarlyExitReason, TensorboardMode, TrainContext
+from hpcdet.exchange import EventWriter
+from hpcdet.runspec import CONTROL_FILE, EVENTS_FILE, PREEMPT_FILE
+
+logger = logging.getLogger("hpcdet.core")
+
+LOG_FORMAT = "%(levelname)s: [%(process)s] %(name)s: %(message)s"
+
+_open_runs: set[Path] = set()
+_open_runs_lock = threading.Lock()
+
+
+class InvalidHP(Exception):
+    """Raise inside ``with core.init()`` when the trial's hyperparameters cannot work.
+
+    The context reports the early exit to the searcher, which replaces the trial, and exits
+    the process with code 0.
+    """
+
+
+class RunEvents:
+    """The chief's end of a run's event log; one per run directory and process at a time.
+
+    Args:
+        writer: The run's event writer, or ``None`` on non-chief workers, which may not report.
+
+    Raises:
+        RuntimeError: Another open context already writes this run's event log.
+    """
+
+    def __init__(self, writer: EventWriter | None) -> None:
+        self._writer = writer
+        self._closed = False
+        if writer is not None:
+            with _open_runs_lock:
+                if writer.path in _open_runs:
+                    raise RuntimeError(
+                        f"another core.init() context is open for {writer.path.parent}; close "
+                        "it (leave its `with` block) before starting a new one"
+                    )
+                _open_runs.add(writer.path)
+            # Buffered events must survive a script that never closes its context.
+            atexit.register(writer.flush)
+
+    def emit(self, type_: str, body: dict[str, Any], *, flush: bool = False) -> None:
+        """Queue one event (and write the queue now if ``flush``).
+
+        Raises:
+            RuntimeError: On a non-chief worker, or if writing earlier events failed (the error
+                of the background writer surfaces here, once).
+        """
+        writer = self._writer
+        if writer is None:
+            raise RuntimeError(
+                "only the chief worker (rank 0) reports to hpcdet; guard reports and "
+                "checkpoint uploads with `if core_context.distributed.rank == 0:`"
+            )
+        self._raise_write_error(writer)
+        writer.emit(type_, body)
+        if flush:
+            writer.flush()
+
+    def start(self) -> None:
+        """Start the background writer (events are written at least every second)."""
+        if self._writer is not None:
+            self._writer.start()
+
+    def close(self) -> None:
+        """Write every buffered event, stop the writer and free the run for another context."""
+        writer = self._writer
+        if writer is None or self._closed:
+            return
+        self._closed = True
+        atexit.unregister(writer.flush)
+        try:
+            writer.close()
+            self._raise_write_error(writer)
+        finally:
+            with _open_runs_lock:
+                _open_runs.discard(writer.path)
+
+    @staticmethod
+    def _raise_write_error(writer: EventWriter) -> None:
+        error, writer.error = writer.error, None
+        if error is not None:
+            raise RuntimeError(f"writing the event log {writer.path} failed: {error}") from error
+
+
+class DummyProfilerContext:
+    """System-metrics profiling; hpcdet does not collect it yet, so this only validates."""
+
+    def on(self, sampling_interval: float = 1, samples_per_report: int = 10) -> None:
+        """Accepted and ignored (with an info log).
+
+        Raises:
+            ValueError: ``sampling_interval`` is below 0.1 s.
+        """
+        if sampling_interval < 0.1:
+            raise ValueError(f"sampling_interval must be at least 0.1, not {sampling_interval}")
+        logger.info("hpcdet does not collect system metrics yet; profiler.on() does nothing")
+
+    def off(self) -> None:
+        """Nothing to stop."""
+
+
+class DummyExperimentalContext:
+    """Determined's experimental reports of checkpoint/model use; hpcdet ignores them."""
+
+    def report_task_using_checkpoint(self, checkpoint: Any) -> None:
+        """Ignored."""
+
+    def report_task_using_model_version(self, model_version: Any) -> None:
+        """Ignored."""
+
+
+class Context:
+    """The Core API of one process: a composition of one context per concern.
+
+    Use it as ``with core.init() as core_context:``; entering starts the background threads,
+    leaving writes every pending event and stops them. Leaving with :class:`InvalidHP` reports
+    an early exit and exits the process with code 0.
+
+    Attributes:
+        checkpoint, distributed, preempt, train, searcher, profiler, experimental: The
+            component contexts. info: The cluster info, ``None`` off-cluster.
+    """
+
+    def __init__(
+        self,
+        checkpoint: CheckpointContext | DummyCheckpointContext,
+        *,
+        distributed: DistributedContext | None = None,
+        preempt: PreemptContext | DummyPreemptContext | None = None,
+        train: TrainContext | DummyTrainContext | None = None,
+        searcher: SearcherContext | DummySearcherContext | SearcherContextMissing | None = None,
+        info: ClusterInfo | None = None,
+        profiler: DummyProfilerContext | None = None,
+        experimental: DummyExperimentalContext | None = None,
+        _events: RunEvents | None = None,
+    ) -> None:
+        self.checkpoint = checkpoint
+        self.distributed = distributed or DummyDistributedContext()
+        self.preempt = preempt or DummyPreemptContext(self.distributed)
+        self.train = train or DummyTrainContext()
+        self.searcher = searcher or SearcherContextMissing()
+        self.info = info
+        self.profiler = profiler or DummyProfilerContext()
+        self.experimental = experimental or DummyExperimentalContext()
+        self._events = _events or RunEvents(None)
+        self._started = False
+
+    def start(self) -> None:
+        """Start the event writer and the preemption watcher (idempotent)."""
+        if self._started:
+            return
+        self._started = True
+        self._events.start()
+        self.preempt.start()
+
+    def close(self) -> None:
+        """Stop the watcher and the transport, then write every pending event.
+
+        Raises:
+            RuntimeError: Writing events failed; some reports did not reach the daemon.
+        """
+        try:
+            self.preempt.close()
+            self.distributed.close()
+        finally:
+            self._events.close()
+
+    def __enter__(self) -> Context:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        typ: type[BaseException] | None,
+        value: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if isinstance(value, InvalidHP):
+            logger.info("InvalidHP raised: reporting an early exit, then exiting with code 0")
+            try:
+                if self.distributed.rank == 0:
+                    self.train.report_early_exit(EarlyExitReason.INVALID_HP)
+            finally:
+                self.close()
+            sys.exit(0)
+        self.close()
+
+
+def _default_storage() -> Path:
+    data_home = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(data_home) / "hpcdet" / "checkpoints"
+
+
+def _install_stack_dumper() -> None:
+    # As in Determined: `kill -USR1 <pid>` prints every thread's stack to find a hang.
+    if hasattr(signal, "SIGUSR1"):
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
+
+
+def _dummy_init(
+    *,
+    distributed: DistributedContext | None = None,
+    checkpoint_storage: str | dict[str, Any] | None = None,
+) -> Context:
+    """The off-cluster context: dummies that log, and checkpoints in a local directory."""
+    dist = distributed or DummyDistributedContext()
+    base = resolve_storage(checkpoint_storage, _default_storage())
+    if checkpoint_storage is None:
+        logger.info("no checkpoint storage given; storing checkpoints in %s", base)
+    return Context(
+        DummyCheckpointContext(dist, base),
+        distributed=dist,
+        preempt=DummyPreemptContext(dist),
+        train=DummyTrainContext(),
+        searcher=DummySearcherContext(dist),
+    )
+
+
+def init(
+    *,
+    distributed: DistributedContext | None = None,
+    checkpoint_storage: str | dict[str, Any] | None = None,
+    preempt_mode: PreemptMode = PreemptMode.WorkersAskChief,
+    tensorboard_mode: TensorboardMode = TensorboardMode.AUTO,
+) -> Context:
+    """Create the Core API context of this process (use it in a ``with`` statement).
+
+    Args:
+        distributed: Required when the task has several slots or nodes; otherwise a
+            single-process context is used.
+        checkpoint_storage: A directory overriding the run's checkpoint storage (see
+            :func:`~hpcdet.core._checkpoint.resolve_storage`).
+        preempt_mode: How workers agree on ``should_preempt()``.
+        tensorboard_mode: ``AUTO`` or ``MANUAL`` TensorBoard publishing.
+
+    Raises:
+        ValueError: A multi-slot task without ``distributed``, or unsupported storage.
+        RuntimeError: Another context is open for the same run in this process.
+    """
+    info = get_cluster_info()
+    if info is None:
+        return _dummy_init(distributed=distributed, checkpoint_storage=checkpoint_storage)
+    if distributed is None:
+        if len(info.container_addrs) > 1 or len(info.slot_ids) > 1:
+            raise ValueError("you must provide a valid DistributedContext for a multi-slot task")
+        distributed = DummyDistributedContext()
+    _install_stack_dumper()
+    if info.task_type != "TRIAL":
+        return Context(
+            DummyCheckpointContext(
+                distributed, resolve_storage(checkpoint_storage, _default_storage())
+            ),
+            distributed=distributed,
+            preempt=DummyPreemptContext(distributed, preempt_mode),
+            info=info,
+        )
+
+    run_dir = info._run_dir
+    trial = info.trial
+    base = resolve_storage(checkpoint_storage, info._checkpoint_dir)
+    length, units = configured_length(trial._config.get("searcher") or {})
+    # Last step that can fail: RunEvents claims the run's event log until close().
+    events = RunEvents(EventWriter(run_dir / EVENTS_FILE) if distributed.rank == 0 else None)
+    tensorboard = (
+        base / info.cluster_id / "tensorboard" / "experiment" / str(trial.experiment_id)
+        / "trial" / str(trial.trial_id)
+    )
+    searcher: SearcherContext | SearcherContextMissing = (
+        SearcherContextMissing()
+        if length is None
+        else SearcherContext(distributed, events, ConfigOps(length), units)
+    )
+    watcher = PreemptWatcher(run_dir / PREEMPT_FILE, run_dir / CONTROL_FILE)
+    logger.debug("hpcdet Core API: trial %s, run directory %s", trial.trial_id, run_dir)
+    return Context(
+        CheckpointContext(distributed, base, events),
+        distributed=distributed,
+        preempt=PreemptContext(distributed, watcher, events, preempt_mode),
+        train=TrainContext(
+            events,
+            control_path=run_dir / CONTROL_FILE,
+            tensorboard_path=tensorboard,
+            tensorboard_mode=TensorboardMode(tensorboard_mode),
+        ),
+        searcher=searcher,
+        info=info,
+        _events=events,
+    )
