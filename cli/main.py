@@ -9,7 +9,7 @@ import typer
 from hpcdet.cli import checkpoint, cluster, daemon, experiment, trial
 from hpcdet.errors import HpcdetError
 
-app = typer.Typer(no_args_is_help=True, add_completion=False,
+app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_show_locals=False,
                   help="Determined-style experiments on Slurm, PBS or this machine.")
 app.add_typer(experiment.app, name="experiment", help="Create and manage experiments.")
 app.add_typer(experiment.app, name="e", hidden=True)
@@ -22,21 +22,12 @@ app.add_typer(cluster.app, name="cluster", help="Cluster settings and what the s
 
 def main() -> None:
     try:
-        app(standalone_mode=False)
+        app()  # standalone: typer prints usage errors and exits with their code
     except HpcdetError as e:
         print(f"Error: {e}", file=sys.stderr)
         sys.exit(1)
-    except typer.Exit as e:
-        sys.exit(e.exit_code)
-    except typer.Abort:
-        sys.exit(1)
-    except Exception as e:  # click's usage errors
-        import click
-
-        if isinstance(e, click.ClickException):
-            e.show()
-            sys.exit(e.exit_code)
-        raise
+    except KeyboardInterrupt:
+        sys.exit(130)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
-from typing import Any
 
 import pathspec
 
@@ -20,13 +19,13 @@ DEFAULT_IGNORES = [
 ]
 
 
-def _spec(root: Path) -> pathspec.PathSpec[Any]:
+def _spec(root: Path) -> pathspec.GitIgnoreSpec:
     lines = list(DEFAULT_IGNORES)
     for name in IGNORE_FILES:
         path = root / name
         if path.is_file():
             lines.extend(path.read_text().splitlines())
-    return pathspec.PathSpec.from_lines("gitwildmatch", lines)
+    return pathspec.GitIgnoreSpec.from_lines(lines)
 
 
 def select_files(root: Path) -> list[Path]:

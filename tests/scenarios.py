@@ -224,3 +224,46 @@ def one_status_query_per_tick(h: Hpcdet, tmp: Path, experiments: int = 4) -> Non
     for info in h.state.glob("runs/exp-*/trials/*/run-1/nodes/0.json"):
         nodes.add(json.loads(info.read_text())["agent_id"])
     assert nodes <= {"node1", "node2"} and nodes, nodes
+
+
+def startup_hook_and_list_entrypoint(h: Hpcdet, tmp: Path) -> None:
+    ctx = tmp / "ctx"
+    ctx.mkdir()
+    (ctx / "startup-hook.sh").write_text("export FROM_HOOK=hooked\n")
+    (ctx / "show.py").write_text(
+        "import os, sys\nprint('hook:', os.environ.get('FROM_HOOK'), 'args:', sys.argv[1:])\n"
+    )
+    cfg = tmp / "list.yaml"
+    cfg.write_text(
+        "name: list-entrypoint\nentrypoint: [python3, show.py, 'a b', '$(x)']\n"
+        "searcher: {name: single, metric: x, max_length: 1}\nmax_restarts: 0\n"
+    )
+    out = h.run("experiment", "create", str(cfg), str(ctx), "-f").stdout
+    assert "hook: hooked args: ['a b', '$(x)']" in out
+
+
+def kill_running_experiment(h: Hpcdet, tmp: Path) -> None:
+    ctx = copy_examples(tmp / "ctx")
+    exp = h.create(ctx / "2_checkpoints.yaml", ctx)
+    h.wait_for("a first checkpoint", lambda: _first_checkpoint_seen(h, exp))
+    start = time.monotonic()
+    assert "Killed experiment" in h.run("experiment", "kill", str(exp)).stdout
+    d = h.wait_state(exp, {"CANCELED"}, timeout=60)
+    assert time.monotonic() - start < 30
+    assert d["trials"][0]["state"] == "CANCELED"
+    assert d["trials"][0]["steps_completed"] < 100
+
+
+def failing_trial_restarts(h: Hpcdet, tmp: Path) -> None:
+    ctx = tmp / "ctx"
+    ctx.mkdir()
+    (ctx / "fail.py").write_text("import sys\nprint('failing')\nsys.exit(3)\n")
+    cfg = tmp / "fail.yaml"
+    cfg.write_text("name: failing\nentrypoint: python3 fail.py\n"
+                   "searcher: {name: single, metric: x, max_length: 1}\nmax_restarts: 2\n")
+    p = h.run("experiment", "create", str(cfg), str(ctx), "-f", check=False)
+    assert p.returncode == 1
+    d = h.describe(1)
+    assert d["experiment"]["state"] == "ERROR"
+    assert len(d["runs"]) == 3 and {r["exit_code"] for r in d["runs"]} == {3}
+    assert "max_restarts (2) used up" in d["trials"][0]["end_reason"]

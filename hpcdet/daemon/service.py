@@ -31,6 +31,7 @@ from hpcdet.paths import StatePaths, hostname
 from hpcdet.runspec import CONTROL_FILE, EVENTS_FILE, EXIT_FILE
 from hpcdet.schedulers import JobState, JobStatus, Scheduler, make_scheduler
 from hpcdet.schedulers.runner import CommandRunner
+from hpcdet.schedulers.slurm import parse_config_limits
 from hpcdet.search.hparams import sample
 from hpcdet.store.models import Experiment, Run, Trial
 from hpcdet.store.repository import Store
@@ -79,13 +80,23 @@ class Daemon:
 
     def serve(self) -> None:
         self.reconcile()
+        failures = 0
         while not self.stopping:
-            self.tick()
+            try:
+                self.tick()
+                failures = 0
+            except Exception:
+                # Keep serving: the state is in the run tree and the database; a bug in one
+                # tick must not orphan running jobs. Back off while it repeats.
+                failures += 1
+                log.exception("tick failed (%d in a row)", failures)
+                time.sleep(min(30.0, LOOP_SECONDS * 2**failures))
             time.sleep(LOOP_SECONDS)
         self.write_status()
 
     def reconcile(self) -> None:
         """Catch up with the run tree and the scheduler after a start or a crash."""
+        self._detect_accounting()
         applied = self.journal.replay_all()
         log.info("journal replay applied %d entries", applied)
         for run in self.store.runs():  # a rebuilt database has every event log still to read
@@ -94,6 +105,17 @@ class Daemon:
         for run in self.store.runs(live_only=True):
             if run.state == "SUBMITTING":
                 self._adopt_or_requeue(run)
+
+    def _detect_accounting(self) -> None:
+        if self.backend != "slurm":
+            return
+        try:
+            out = self.runner.run(["scontrol", "show", "config"]).stdout
+        except SchedulerCommandError as e:
+            log.warning("could not read the Slurm configuration: %s", e)
+            return
+        storage = parse_config_limits(out).get("AccountingStorageType", "")
+        self.scheduler.settings["accounting"] = bool(storage) and not storage.endswith("/none")
 
     def tick(self) -> None:
         now = time.time()
@@ -253,6 +275,14 @@ class Daemon:
             return
         self.polls += 1
         self.statuses = self.scheduler.parse_status(result.stdout)
+        gone = [j for j in live if j not in self.statuses]
+        final_cmd = self.scheduler.final_status_command(gone)
+        if final_cmd is not None:
+            try:
+                out = self.runner.run(final_cmd).stdout
+                self.statuses.update(self.scheduler.parse_final_status(out))
+            except SchedulerCommandError as e:
+                log.warning("accounting query failed: %s", e)
         for job_id in live:
             self.missing[job_id] = 0 if job_id in self.statuses else self.missing.get(job_id, 0) + 1
         for run in self.store.runs(live_only=True):
@@ -282,10 +312,13 @@ class Daemon:
             return
         self._ingest(run)
         run = self._run(run.trial_id, run.run_id) or run
-        job_state = status.state if status and status.state.is_final else JobState.COMPLETED
-        if exit_info is None and vanished and not status:
-            job_state = JobState.NODE_FAIL  # gone from the scheduler with no exit status
         exit_code = exit_info.get("exit_code") if exit_info else None
+        if status and status.state.is_final:
+            job_state = status.state
+        elif exit_info is not None:
+            job_state = JobState.COMPLETED if exit_code == 0 else JobState.FAILED
+        else:
+            job_state = JobState.NODE_FAIL  # gone from the scheduler with no exit status
         exp = self.store.experiment(exp_id)
         end = RunEnd(exit_code, job_state, run.preempt_acked, trial.state == "CANCELED")
         decision = decide_run_end(end, exp.state, trial.restarts, self._config(exp).max_restarts)
@@ -313,12 +346,10 @@ class Daemon:
                 self.preempt_asked.pop((trial_id, run_id), None)
 
     def _submit_queued(self) -> None:
-        for exp in self.store.experiments():
+        for exp in self.store.experiments(unfinished=True):
             if exp.state != "ACTIVE":
                 continue
-            for trial in self.store.trials(exp.id):
-                if trial.state != "QUEUED":
-                    continue
+            for trial in self.store.trials(exp.id, state="QUEUED"):
                 if not self._may_submit():
                     return
                 self._submit(exp, trial)
@@ -388,8 +419,8 @@ class Daemon:
         return ""
 
     def _finish_experiments(self) -> None:
-        for exp in self.store.experiments():
-            if exp.state in ("COMPLETED", "CANCELED", "ERROR", "PAUSED"):
+        for exp in self.store.experiments(unfinished=True):
+            if exp.state == "PAUSED":
                 continue
             states = [t.state for t in self.store.trials(exp.id)]
             final = experiment_end_state(states)

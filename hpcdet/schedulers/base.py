@@ -88,6 +88,13 @@ class Scheduler(abc.ABC):
     @abc.abstractmethod
     def cancel_command(self, job_ids: Collection[str]) -> list[str]: ...
 
+    def final_status_command(self, job_ids: Collection[str]) -> list[str] | None:
+        """One command for jobs the status query no longer lists (None: no such source)."""
+        return None
+
+    def parse_final_status(self, stdout: str) -> dict[str, JobStatus]:
+        return {}
+
     def info_commands(self) -> list[list[str]]:
         """Commands whose outputs `parse_info` turns into `hpcdet cluster show`'s report."""
         return []

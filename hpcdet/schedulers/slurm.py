@@ -149,6 +149,28 @@ class SlurmScheduler(Scheduler):
     def cancel_command(self, job_ids: Collection[str]) -> list[str]:
         return ["scancel", *sorted(job_ids)]
 
+    def final_status_command(self, job_ids: Collection[str]) -> list[str] | None:
+        # Finished jobs leave squeue after MinJobAge; only accounting remembers them.
+        if not self.settings.get("accounting") or not job_ids:
+            return None
+        return ["sacct", "-X", "-P", "-n", "-j", ",".join(sorted(job_ids)),
+                "-o", "JobID,State,ExitCode"]
+
+    def parse_final_status(self, stdout: str) -> dict[str, JobStatus]:
+        result = {}
+        for line in stdout.splitlines():
+            parts = line.strip().split("|")
+            if len(parts) < 3:
+                continue
+            job_id, native, code = parts[:3]
+            native = native.split()[0] if native.strip() else ""  # "CANCELLED by 1000"
+            state = _STATE_MAP.get(native, JobState.UNKNOWN)
+            rc, _, sig = code.partition(":")
+            exit_code = 128 + int(sig) if sig.isdigit() and int(sig) else (
+                int(rc) if rc.isdigit() else None)
+            result[job_id] = JobStatus(state, "", native, exit_code)
+        return result
+
     def info_commands(self) -> list[list[str]]:
         return [
             ["sinfo", "-o", "%P|%a|%l|%D|%c|%G|%T"],

@@ -22,6 +22,7 @@ from hpcdet.errors import NotFoundError, StoreError
 from hpcdet.store.models import Checkpoint, Experiment, Metric, Run, Trial
 
 LIVE_RUN_STATES = ("SUBMITTING", "PENDING", "RUNNING")
+FINAL_STATES = ("COMPLETED", "CANCELED", "ERROR")
 
 
 def _make_engine(path: Path, readonly: bool) -> Engine:
@@ -74,9 +75,12 @@ class Store:
 
     # Queries used by the CLI and the daemon. They return detached objects.
 
-    def experiments(self) -> list[Experiment]:
+    def experiments(self, unfinished: bool = False) -> list[Experiment]:
         with self.session() as s:
-            return list(s.exec(select(Experiment).order_by(col(Experiment.id))))
+            q = select(Experiment).order_by(col(Experiment.id))
+            if unfinished:
+                q = q.where(col(Experiment.state).not_in(FINAL_STATES))
+            return list(s.exec(q))
 
     def experiment(self, exp_id: int) -> Experiment:
         with self.session() as s:
@@ -85,11 +89,13 @@ class Store:
                 raise NotFoundError(f"experiment {exp_id} not found; `hpcdet experiment list`")
             return exp
 
-    def trials(self, exp_id: int | None = None) -> list[Trial]:
+    def trials(self, exp_id: int | None = None, state: str | None = None) -> list[Trial]:
         with self.session() as s:
             q = select(Trial).order_by(col(Trial.id))
             if exp_id is not None:
                 q = q.where(Trial.experiment_id == exp_id)
+            if state is not None:
+                q = q.where(Trial.state == state)
             return list(s.exec(q))
 
     def trial(self, trial_id: int) -> Trial:

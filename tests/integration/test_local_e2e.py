@@ -69,3 +69,15 @@ def test_cli_on_another_login_node_names_the_daemon_host(
 def test_cluster_show_prints_settings(local_hpcdet: Hpcdet) -> None:
     out = local_hpcdet.run("cluster", "show").stdout
     assert "min_poll_interval" in out and "backend in use: local" in out
+
+
+def test_startup_hook_and_list_entrypoint(local_hpcdet: Hpcdet, tmp_path: Path) -> None:
+    scenarios.startup_hook_and_list_entrypoint(local_hpcdet, tmp_path)
+
+
+def test_kill_running_experiment(local_hpcdet: Hpcdet, tmp_path: Path) -> None:
+    scenarios.kill_running_experiment(local_hpcdet, tmp_path)
+
+
+def test_failing_trial_uses_up_max_restarts(local_hpcdet: Hpcdet, tmp_path: Path) -> None:
+    scenarios.failing_trial_restarts(local_hpcdet, tmp_path)

@@ -92,3 +92,18 @@ def test_status_command_is_one_call_for_any_number_of_jobs() -> None:
 def test_parse_config_limits() -> None:
     text = "MaxArraySize            = 1001\nMaxJobCount             = 10000\nOther = 1\n"
     assert parse_config_limits(text) == {"MaxArraySize": "1001", "MaxJobCount": "10000"}
+
+
+def test_accounting_is_asked_only_when_it_exists() -> None:
+    assert SlurmScheduler().final_status_command(["5"]) is None
+    cmd = SlurmScheduler({"accounting": True}).final_status_command(["7", "5"])
+    assert cmd == ["sacct", "-X", "-P", "-n", "-j", "5,7", "-o", "JobID,State,ExitCode"]
+
+
+def test_parse_sacct() -> None:
+    out = "5|COMPLETED|0:0\n7|CANCELLED by 1000|0:15\n8|TIMEOUT|0:0\n9|FAILED|2:0\n"
+    st = SlurmScheduler().parse_final_status(out)
+    assert (st["5"].state, st["5"].exit_code) == (JobState.COMPLETED, 0)
+    assert (st["7"].state, st["7"].exit_code) == (JobState.CANCELED, 143)
+    assert st["8"].state is JobState.TIMEOUT
+    assert st["9"].exit_code == 2
