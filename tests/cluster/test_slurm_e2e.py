@@ -51,3 +51,11 @@ def test_database_on_local_disk_and_rebuilt_from_run_tree(
     slurm_hpcdet: Hpcdet, tmp_path: Path
 ) -> None:
     scenarios.rebuild_on_network_fs(slurm_hpcdet, tmp_path)
+
+
+def test_kill_running_experiment(slurm_hpcdet: Hpcdet, tmp_path: Path) -> None:
+    scenarios.kill_running_experiment(slurm_hpcdet, tmp_path)
+
+
+def test_failing_trial_uses_up_max_restarts(slurm_hpcdet: Hpcdet, tmp_path: Path) -> None:
+    scenarios.failing_trial_restarts(slurm_hpcdet, tmp_path)
