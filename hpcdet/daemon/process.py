@@ -96,6 +96,9 @@ def start(paths: StatePaths, timeout: float = 20.0) -> DaemonInfo:
     proc = subprocess.Popen(
         [sys.executable, "-m", "hpcdet.daemon"], stdin=subprocess.DEVNULL, stdout=log,
         stderr=subprocess.STDOUT, start_new_session=True, env=env,
+        # `python -m` puts the working directory first on sys.path: a folder named hpcdet
+        # there would shadow the installed package. The daemon also holds no user directory.
+        cwd=paths.local_dir(),
     )
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -1,0 +1,44 @@
+"""hpcdet installed from a wheel (not the editable tree) runs an experiment end to end."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.support import REPO, Hpcdet
+
+
+def test_wheel_install_runs_an_experiment(tmp_path: Path) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", str(REPO), "--no-deps", "-q", "-w",
+         str(tmp_path / "dist")], check=True, capture_output=True,
+    )
+    wheel = next((tmp_path / "dist").glob("hpcdet-*.whl"))
+    venv = tmp_path / "venv"
+    # System site-packages provide the dependencies; the wheel shadows the editable install.
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
+    py = venv / "bin" / "python"
+    subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", str(wheel)], check=True,
+                   capture_output=True)
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    (ctx / "where.py").write_text(
+        "import determined, hpcdet\nprint('FROM', hpcdet.__file__)\n"
+        "print('SHIM', determined.__file__)\n"
+    )
+    cfg = tmp_path / "where.yaml"
+    cfg.write_text("name: wheel\nentrypoint: python3 where.py\n"
+                   "searcher: {name: single, metric: x, max_length: 1}\nmax_restarts: 0\n")
+    h = Hpcdet(tmp_path / "user", "local")
+    env = h.env()
+    try:
+        p = subprocess.run([str(venv / "bin" / "hpcdet"), "experiment", "create", str(cfg),
+                            str(ctx), "-f"], env=env, capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, p.stdout + p.stderr
+        site = str(venv / "lib")
+        assert f"FROM {site}" in p.stdout, p.stdout
+        assert f"SHIM {site}" in p.stdout and "hpcdet/shim/determined" in p.stdout
+    finally:
+        subprocess.run([str(venv / "bin" / "hpcdet"), "daemon", "stop"], env=env,
+                       capture_output=True, timeout=60)
