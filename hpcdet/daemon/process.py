@@ -20,6 +20,7 @@ from hpcdet.daemon import requests as req
 from hpcdet.errors import DaemonError
 from hpcdet.exchange import read_json
 from hpcdet.paths import StatePaths, hostname
+from hpcdet.processes import pid_alive
 
 STALE_HEARTBEAT = 120.0
 
@@ -30,16 +31,6 @@ class DaemonInfo:
     status: dict[str, Any]
     alive: bool
     here: bool
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def acquire_lock(paths: StatePaths) -> IO[str] | None:

@@ -17,6 +17,8 @@ import sys
 import time
 from pathlib import Path
 
+from hpcdet.processes import pid_alive
+
 KILL_WAIT = 5.0
 NAME_MARK = "# job-name: "
 
@@ -100,21 +102,11 @@ def status(jobs: Path) -> str:
         except (OSError, ValueError):
             continue
         state = data["state"]
-        if state in ("PENDING", "RUNNING") and "pgid" in data and not _alive(data["pgid"]):
+        if state in ("PENDING", "RUNNING") and "pgid" in data and not pid_alive(data["pgid"]):
             state = "NODE_FAIL"  # the supervisor vanished (machine rebooted, killed)
         name = data.get("name", "")
         lines.append(f"{path.stem}|{state}|{data.get('exit_code', '')}|{name}")
     return "\n".join(lines) + ("\n" if lines else "")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def cancel(jobs: Path, job_ids: list[str]) -> None:

@@ -14,7 +14,7 @@ from hpcdet.exchange import Event, read_events
 from hpcdet.runspec import CLUSTER_INFO_ENV, ClusterInfoRecord, RunSpec
 
 SHIM_DIR = Path(hpcdet.__file__).parent / "shim"
-TUTORIAL_DIR = Path(__file__).parent / "tutorial"
+TUTORIAL_DIR = Path(__file__).parents[3] / "examples" / "core_api"
 
 # Runs a script unchanged but with time.sleep() 100x faster: the tutorials sleep 0.1 s per
 # batch, 10 s a run, which is their "training" and not what the tests check.

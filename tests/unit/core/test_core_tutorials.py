@@ -1,4 +1,4 @@
-"""Determined's Core API tutorial scripts (stages 0-3), unchanged, against a fake run directory."""
+"""The Core API tutorial stages in examples/core_api, unchanged, against a fake run directory."""
 
 from __future__ import annotations
 
@@ -101,7 +101,7 @@ def test_stage3_searcher_operation_from_max_length(tmp_path: Path) -> None:
     run = make_run(tmp_path, config=config, hparams={"increment_by": 3})
     _ok(run.run_script("3_hpsearch.py"))
     assert [p["length"] for p in run.bodies("searcher_progress")] == [
-        float(b) for b in range(9, 100, 10)
+        float(b) for b in range(10, 101, 10)
     ]
     completed = run.bodies("searcher_completed")
     assert [(c["length"], c["metric"]) for c in completed] == [(100, 300.0)]
