@@ -13,7 +13,6 @@ import os
 import random
 import shutil
 import time
-import traceback
 from collections import deque
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,7 @@ from hpcdet.daemon import requests as req
 from hpcdet.daemon.ingest import Ingestor
 from hpcdet.daemon.journal import Journal
 from hpcdet.daemon.submit import checkpoint_dir, job_request, run_spec
-from hpcdet.errors import HpcdetError, NotFoundError, SchedulerCommandError, StateError
+from hpcdet.errors import HpcdetError, SchedulerCommandError, StateError
 from hpcdet.exchange import read_json, write_atomic
 from hpcdet.lifecycle import FINAL_TRIAL_STATES, RunEnd, decide_run_end, experiment_end_state
 from hpcdet.paths import StatePaths, hostname
@@ -447,12 +446,3 @@ class Daemon:
             record["local_dir"] = str(self.paths.local_dir())
             record["running"] = not self.stopping
             write_atomic(self.paths.daemon_record, record)
-
-
-def log_exception(op: str) -> str:
-    text = traceback.format_exc()
-    log.error("request %s failed:\n%s", op, text)
-    return text
-
-
-__all__ = ["Daemon", "NotFoundError"]
