@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 from tests.support import REPO, Hpcdet
@@ -15,6 +16,15 @@ def test_wheel_install_runs_an_experiment(tmp_path: Path) -> None:
          str(tmp_path / "dist")], check=True, capture_output=True,
     )
     wheel = next((tmp_path / "dist").glob("hpcdet-*.whl"))
+    with zipfile.ZipFile(wheel) as zf:
+        shipped = set(zf.namelist())
+    folders = {"hpcdet": "hpcdet", "cli": "hpcdet/cli", "launchers": "hpcdet/launch",
+               "templates": "hpcdet/templates"}
+    for folder, package in folders.items():
+        for source in (REPO / folder).rglob("*"):
+            if source.suffix in (".py", ".j2") and "__pycache__" not in source.parts:
+                rel = source.relative_to(REPO / folder).as_posix()
+                assert f"{package}/{rel}" in shipped, f"{folder}/{rel} is not in the wheel"
     venv = tmp_path / "venv"
     # System site-packages provide the dependencies; the wheel shadows the editable install.
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
