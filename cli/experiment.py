@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
+import yaml
 
 from hpcdet.cli.common import console, paths, print_csv, print_json, read_store, table, when
 from hpcdet.cli.follow import follow_trial
@@ -15,6 +16,7 @@ from hpcdet.config import load_experiment_config
 from hpcdet.context import snapshot
 from hpcdet.daemon import process
 from hpcdet.daemon.requests import new_request_id
+from hpcdet.store.models import Trial
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -25,7 +27,7 @@ def create(
     context: Annotated[Path, typer.Argument(help="Context directory, copied at submit.")],
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Stream the first trial's logs.")]
     = False,
-    config: Annotated[list[str] | None, typer.Option(
+    config: Annotated[Optional[list[str]], typer.Option(
         "--config", help="Override a config field: key=value (dotted keys).")] = None,
 ) -> None:
     """Create an experiment from CONFIG_FILE with CONTEXT as its code."""
@@ -58,8 +60,8 @@ def list_(
     rows = []
     for exp in store.experiments():
         mine = [t for t in trials if t.experiment_id == exp.id]
-        progress = sum(1.0 if t.state == "COMPLETED" else t.progress for t in mine) / max(
-            1, len(mine))
+        progress = exp.progress or sum(
+            1.0 if t.state == "COMPLETED" else t.progress for t in mine) / max(1, len(mine))
         rows.append([exp.id, _owner(), exp.name, "", exp.state, f"{progress:.1%}",
                      when(exp.created), when(exp.ended), exp.resource_pool or "default"])
     cols = ["ID", "Owner", "Name", "Parent ID", "State", "Progress", "Started", "Ended",
@@ -88,17 +90,28 @@ def describe(
         print_json({
             "experiment": exp.model_dump(exclude={"config_json"}), "config": config,
             "trials": [t.model_dump() for t in trials], "runs": [r.model_dump() for r in runs],
+            "arrays": [a.model_dump() for a in store.arrays(experiment_id)],
         })
         return
     searcher = config.get("searcher", {})
-    console.print(f"Experiment {exp.id}: {exp.name}   state {exp.state}   backend {exp.backend}")
+    console.print(f"Experiment {exp.id}: {exp.name}   state {exp.state}   backend {exp.backend}"
+                  f"   progress {exp.progress:.1%}")
+    if exp.error:
+        console.print(f"error: {exp.error}")
     console.print(f"searcher {searcher.get('name')}  metric {searcher.get('metric')}  "
                   f"smaller_is_better {searcher.get('smaller_is_better', True)}")
+    smaller = searcher.get("smaller_is_better", True)
+    scored = [t for t in trials if t.best_validation is not None]
+    if scored:
+        best = (min if smaller else max)(scored, key=lambda t: t.best_validation or 0.0)
+        console.print(f"best trial: {best.id} ({searcher.get('metric')} = "
+                      f"{best.best_validation})")
     table(
-        ["Trial ID", "State", "Hyperparameters", "Restarts", "Steps", "Best Validation",
-         "Latest Checkpoint", "Reason"],
-        [[t.id, t.state, t.hparams_json, t.restarts, t.steps_completed, t.best_validation,
-          t.latest_checkpoint, t.end_reason] for t in trials],
+        ["Trial ID", "Request", "State", "Hyperparameters", "Restarts", "Searcher",
+         "Ckpt Steps", "Best Validation", "Latest Checkpoint", "Reason"],
+        [[t.id, t.request_id, t.state, t.hparams_json, t.restarts, _searcher_view(t),
+          t.steps_completed, t.best_validation, t.latest_checkpoint, t.end_reason]
+         for t in trials],
         title="Trials",
     )
     table(
@@ -108,6 +121,19 @@ def describe(
           when(r.ended), r.outcome] for r in runs],
         title="Jobs",
     )
+
+
+def _searcher_view(t: Trial) -> str:
+    """What the searcher decided for the trial: operations (promotions), close, stop."""
+    ops = json.loads(t.ops_json)
+    words = []
+    if ops:
+        words.append("ops " + ",".join(str(o) for o in ops) + f" ({t.ops_completed} done)")
+    if t.closed:
+        words.append("closed")
+    if t.stop_requested:
+        words.append("stopped early")
+    return "; ".join(words)
 
 
 def _simple(op: str, experiment_id: int) -> None:
@@ -130,3 +156,29 @@ def activate(experiment_id: int) -> None:
 def kill(experiment_id: int) -> None:
     """Stop the experiment's trials at once."""
     _simple("kill", experiment_id)
+
+
+@app.command()
+def cancel(experiment_id: int) -> None:
+    """Stop the experiment gracefully: running trials checkpoint first."""
+    _simple("cancel", experiment_id)
+
+
+@app.command("continue")
+def continue_(
+    experiment_id: int,
+    config: Annotated[Optional[list[str]], typer.Option(
+        "--config", help="Override a config field (single searcher only): key=value.")] = None,
+    follow: Annotated[bool, typer.Option("--follow", "-f")] = False,
+) -> None:
+    """Resume a finished experiment's trials from their latest checkpoints."""
+    p = paths()
+    args: dict[str, object] = {"exp_id": experiment_id}
+    if config:
+        store = read_store(p)
+        stored = json.loads(store.experiment(experiment_id).config_json)
+        args["config"] = load_experiment_config(yaml.safe_dump(stored), config).raw
+    console.print(process.call(p, "continue", args))
+    if follow:
+        trial = read_store(p).trials(experiment_id)[0]
+        raise typer.Exit(follow_trial(p, trial.id))

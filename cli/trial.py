@@ -7,8 +7,9 @@ from typing import Annotated
 
 import typer
 
-from hpcdet.cli.common import paths, print_csv, print_json, read_store, table, when
+from hpcdet.cli.common import console, paths, print_csv, print_json, read_store, table, when
 from hpcdet.cli.follow import follow_trial, print_logs
+from hpcdet.daemon import process
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -55,3 +56,16 @@ def metrics(
         data.append([m.group, m.steps_completed, m.run_id, when(m.reported),
                      *[values.get(k, "") for k in keys]])
     print_csv(cols, data) if csv else table(cols, data)
+
+
+@app.command("continue")
+def continue_(
+    trial_id: int,
+    follow: Annotated[bool, typer.Option("--follow", "-f")] = False,
+) -> None:
+    """A new experiment whose one trial warm-starts from this trial's latest checkpoint."""
+    p = paths()
+    result = process.call(p, "continue_trial", {"trial_id": trial_id})
+    console.print(f"Created experiment {result['experiment_id']}")
+    if follow:
+        raise typer.Exit(follow_trial(p, result["trial_ids"][0]))

@@ -1,8 +1,10 @@
 """Trial and experiment states, and the pure rules that move between them.
 
 Experiment states follow Determined: ACTIVE, PAUSED, STOPPING_CANCELED (kill or cancel asked,
-jobs still ending), and the final COMPLETED, CANCELED, ERROR. Trial states: QUEUED (in hpcdet's
-own queue, no job yet), ACTIVE (a job exists), PAUSED, and the final COMPLETED, CANCELED, ERROR.
+jobs still ending), STOPPING_ERROR (the search failed), and the final COMPLETED, CANCELED,
+ERROR. Trial states: QUEUED (in hpcdet's own queue, no job yet), ACTIVE (a job exists),
+PAUSED, WAITING (0.37 ASHA: out of operations, not promoted yet, no job), and the final
+COMPLETED, CANCELED, ERROR.
 """
 
 from __future__ import annotations
@@ -32,6 +34,10 @@ class RunEnd:
     job_state: JobState  # the scheduler's final word (COMPLETED if it said nothing)
     preempt_acked: bool
     trial_killed: bool
+    stop_requested: bool = False  # the searcher stopped the trial (0.38)
+    completed_ops: bool = False  # the run completed searcher operations (0.37)
+    closed: bool = False  # the searcher has closed the trial
+    pending_ops: bool = False  # the searcher has issued an operation not run yet
 
 
 @dataclass(frozen=True)
@@ -45,12 +51,20 @@ def decide_run_end(
     end: RunEnd, experiment_state: str, restarts: int, max_restarts: int
 ) -> Decision:
     """How a trial goes on after its job ended (Determined's exit rules, spec §1.5)."""
-    stopping = experiment_state in ("STOPPING_CANCELED", "CANCELED")
+    stopping = experiment_state in ("STOPPING_CANCELED", "CANCELED", "STOPPING_ERROR")
     if end.trial_killed or stopping:
         return Decision("CANCELED", restarts, "canceled by the user")
-    if end.exit_code == 0 and not end.preempt_acked:
-        return Decision("COMPLETED", restarts, "")
+    if end.stop_requested and (end.exit_code == 0 or end.job_state == JobState.CANCELED):
+        return Decision("COMPLETED", restarts, "stopped early by the searcher")
     paused = experiment_state == "PAUSED"
+    if end.exit_code == 0 and not end.preempt_acked:
+        # 0.37: a trial that worked through operations and ran out waits for a promotion;
+        # one that never completed an operation stopped by itself, and is done.
+        if end.completed_ops and not end.closed:
+            if end.pending_ops:
+                return Decision("PAUSED" if paused else "QUEUED", restarts, "promoted")
+            return Decision("WAITING", restarts, "waiting for the searcher to promote it")
+        return Decision("COMPLETED", restarts, "")
     if end.exit_code == 0 and end.preempt_acked:
         return Decision("PAUSED" if paused else "QUEUED", restarts, "preempted")
     if end.job_state in _CLUSTER_ENDS:

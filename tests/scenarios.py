@@ -43,20 +43,22 @@ def stage2(h: Hpcdet, tmp: Path) -> None:
     assert d["experiment"]["state"] == "COMPLETED"
     trial = d["trials"][0]
     assert trial["steps_completed"] == 100
+    # The trial reported a checkpoint every 10 steps, each a directory with `state` and
+    # metadata.json ...
+    events = h.state / "runs" / f"exp-{exp}" / "trials" / str(trial["id"]) / "run-1"
+    reported = [json.loads(line) for line in (events / "events.jsonl").read_text().splitlines()]
+    ckpts = [e for e in reported if e["type"] == "checkpoint"]
+    assert [c["steps_completed"] for c in ckpts] == list(range(10, 101, 10))
+    assert all(set(c["resources"]) == {"state", "metadata.json"} for c in ckpts)
+    # ... and the default GC policy (save_trial_best 1, save_trial_latest 1) kept the last.
     listing = h.run("checkpoint", "list", str(exp)).stdout
-    assert listing.count("COMPLETED") == 10
-    ckpt_root = h.state / "checkpoints"
-    dirs = sorted(p for p in ckpt_root.iterdir() if p.is_dir())
-    assert len(dirs) == 10
-    steps = []
-    for d_ in dirs:
-        assert (d_ / "state").exists()
-        meta = json.loads((d_ / "metadata.json").read_text())
-        steps.append(meta["steps_completed"])
-        x, step, tid = (int(v) for v in (d_ / "state").read_text().split(","))
-        assert (x, step, tid) == (meta["steps_completed"], meta["steps_completed"], trial["id"])
-    assert sorted(steps) == list(range(10, 101, 10))
-    assert trial["latest_checkpoint"] in listing
+    assert listing.count("COMPLETED") == 1 and trial["latest_checkpoint"] in listing
+    dirs = [p for p in (h.state / "checkpoints").iterdir() if p.is_dir()]
+    assert [p.name for p in dirs] == [trial["latest_checkpoint"]]
+    meta = json.loads((dirs[0] / "metadata.json").read_text())
+    assert meta == {"steps_completed": 100}
+    x, step, tid = (int(v) for v in (dirs[0] / "state").read_text().split(","))
+    assert (x, step, tid) == (100, 100, trial["id"])
 
 
 def _first_checkpoint_seen(h: Hpcdet, exp: int) -> bool:
@@ -267,3 +269,133 @@ def failing_trial_restarts(h: Hpcdet, tmp: Path) -> None:
     assert d["experiment"]["state"] == "ERROR"
     assert len(d["runs"]) == 3 and {r["exit_code"] for r in d["runs"]} == {3}
     assert "max_restarts (2) used up" in d["trials"][0]["end_reason"]
+
+
+# ---- hyperparameter search (issue 3) ---------------------------------------------------------
+
+
+def _all_trials_final(d: dict[str, object]) -> None:
+    states = {t["state"] for t in d["trials"]}  # type: ignore[index]
+    assert states <= {"COMPLETED"}, d["trials"]  # type: ignore[index]
+
+
+def asha_v037(h: Hpcdet, tmp: Path, kill_daemon: bool = False) -> dict[str, object]:
+    ctx = copy_examples(tmp / "ctx")
+    exp = h.create(ctx / "3_hpsearch.yaml", ctx)
+    if kill_daemon:
+        for _ in range(3):
+            time.sleep(4)
+            os.kill(int(h.daemon_status()["pid"]), signal.SIGKILL)
+            time.sleep(0.5)
+            h.run("daemon", "start")
+    d = h.wait_state(exp, {"COMPLETED", "ERROR"}, timeout=600)
+    assert d["experiment"]["state"] == "COMPLETED", d
+    assert len(d["trials"]) == 10
+    _all_trials_final(d)
+    assert sorted(t["request_id"] for t in d["trials"]) == list(range(10))
+    ops = [json.loads(t["ops_json"]) for t in d["trials"]]
+    assert any(len(o) > 1 for o in ops), ops  # some trials were promoted
+    # Brackets of 2 rungs start at 100 / 4 = 25 batches, the 1-rung bracket at 100.
+    assert {o[0] for o in ops} <= {25, 100} and all(o[-1] in (25, 100) for o in ops), ops
+    out = h.run("experiment", "describe", str(exp)).stdout
+    assert "best trial:" in out and "closed" in out
+    return d
+
+
+def asha_v038(h: Hpcdet, tmp: Path) -> dict[str, object]:
+    ctx = copy_examples(tmp / "ctx")
+    exp = h.create(ctx / "3_hpsearch_v038.yaml", ctx)
+    d = h.wait_state(exp, {"COMPLETED", "ERROR"}, timeout=600)
+    assert d["experiment"]["state"] == "COMPLETED", d
+    assert len(d["trials"]) == 10
+    _all_trials_final(d)
+    stopped = [t for t in d["trials"] if t["stop_requested"]]
+    assert stopped, d["trials"]
+    # A stopped trial saw should_preempt() and exited before the end.
+    assert all(t["steps_completed"] < 100 for t in stopped if t["started"]), stopped
+    out = h.run("experiment", "describe", str(exp)).stdout
+    assert "stopped early" in out and "best trial:" in out
+    return d
+
+
+def random_throttled(h: Hpcdet, tmp: Path, trials: int = 200, concurrency: int = 4) -> None:
+    ctx = tmp / "ctx"
+    ctx.mkdir()
+    spans = tmp / "spans"
+    spans.mkdir()
+    (ctx / "short.py").write_text(
+        "import os, time\n"
+        "import determined as det\n"
+        "info = det.get_cluster_info()\n"
+        "start = time.time()\n"
+        "time.sleep(0.5)\n"
+        "with det.core.init() as core:\n"
+        "    core.train.report_validation_metrics(steps_completed=1, metrics={'loss': "
+        "info.trial.hparams['lr']})\n"
+        f"open(os.path.join({str(spans)!r}, str(info.trial.trial_id)), 'w')"
+        ".write(f'{start} {time.time()}')\n"
+    )
+    cfg = tmp / "random.yaml"
+    cfg.write_text(
+        "name: random-throttled\nentrypoint: python3 short.py\n"
+        "hyperparameters:\n  lr: {type: log, base: 10, minval: -4, maxval: -1}\n"
+        f"searcher: {{name: random, metric: loss, max_trials: {trials}, "
+        f"max_concurrent_trials: {concurrency}, max_length: 1}}\nmax_restarts: 0\n"
+    )
+    exp = h.create(cfg, ctx)
+    d = h.wait_state(exp, {"COMPLETED", "ERROR"}, timeout=1200)
+    assert d["experiment"]["state"] == "COMPLETED", d["experiment"]
+    assert len(d["trials"]) == trials
+    _all_trials_final(d)
+    st = h.daemon_status()
+    assert st["scheduler_calls"].get("sbatch", 0) == 1, st  # one array for all trials
+    assert len(d["arrays"]) == 1
+    events = []
+    for f in spans.iterdir():
+        a, b = (float(v) for v in f.read_text().split())
+        events += [(a, 1), (b, -1)]
+    running = peak = 0
+    for _, delta in sorted(events, key=lambda e: (e[0], e[1])):
+        running += delta
+        peak = max(peak, running)
+    assert len(events) == 2 * trials
+    assert peak <= concurrency, peak
+
+
+def split_arrays(h: Hpcdet, tmp: Path, trials: int = 120) -> None:
+    ctx = tmp / "ctx"
+    ctx.mkdir()
+    (ctx / "quick.py").write_text("print('quick')\n")
+    cfg = tmp / "split.yaml"
+    cfg.write_text(
+        "name: split\nentrypoint: python3 quick.py\n"
+        "hyperparameters:\n  a: {type: int, minval: 1, maxval: 100}\n"
+        f"searcher: {{name: random, metric: loss, max_trials: {trials}, "
+        "max_concurrent_trials: 8, max_length: 1}\nmax_restarts: 0\n"
+    )
+    exp = h.create(cfg, ctx)
+    d = h.wait_state(exp, {"COMPLETED", "ERROR"}, timeout=1200)
+    assert d["experiment"]["state"] == "COMPLETED", d["experiment"]
+    assert len(d["trials"]) == trials
+    assert [(a["offset"], a["count"]) for a in d["arrays"]] == [(0, 50), (50, 50), (100, 20)]
+
+
+def checkpoint_gc(h: Hpcdet, tmp: Path) -> None:
+    ctx = copy_examples(tmp / "ctx")
+    (ctx / "keep2.yaml").write_text(
+        (ctx / "2_checkpoints.yaml").read_text()
+        + "checkpoint_storage:\n  type: shared_fs\n"
+        f"  host_path: {tmp / 'ckpts'}\n  save_trial_latest: 2\n  save_trial_best: 0\n"
+    )
+    exp = h.create(ctx / "keep2.yaml", ctx, "-f")
+    d = h.wait_state(exp, {"COMPLETED"})
+    h.wait_for("garbage collection", lambda: len(list((tmp / "ckpts").iterdir())) == 2)
+    listing = h.run("checkpoint", "list", str(exp)).stdout
+    kept = sorted(p.name for p in (tmp / "ckpts").iterdir())
+    for uuid in kept:
+        assert uuid in listing
+        meta = json.loads((tmp / "ckpts" / uuid / "metadata.json").read_text())
+        assert meta["steps_completed"] in (90, 100)
+        assert (tmp / "ckpts" / uuid / "state").exists()
+    assert listing.count("COMPLETED") == 2
+    assert d["trials"][0]["latest_checkpoint"] in kept

@@ -47,7 +47,7 @@ class Hpcdet:
         return env
 
     def run(
-        self, *args: str, check: bool = True, timeout: float = 300
+        self, *args: str, check: bool = True, timeout: float = 180
     ) -> subprocess.CompletedProcess[str]:
         p = subprocess.run(
             [sys.executable, "-m", "hpcdet.cli.main", *args], env=self.env(),

@@ -24,10 +24,13 @@ from hpcdet.core._info import ClusterInfo, get_cluster_info
 from hpcdet.core._preempt import DummyPreemptContext, PreemptContext, PreemptMode, PreemptWatcher
 from hpcdet.core._searcher import (
     ConfigOps,
+    ControlOps,
     DummySearcherContext,
+    OpSource,
     SearcherContext,
     SearcherContextMissing,
     configured_length,
+    has_daemon_ops,
 )
 from hpcdet.core._train import DummyTrainContext, EarlyExitReason, TensorboardMode, TrainContext
 from hpcdet.exchange import EventWriter
@@ -90,6 +93,15 @@ class RunEvents:
         writer.emit(type_, body)
         if flush:
             writer.flush()
+
+    def flush(self) -> None:
+        """Write every buffered event now (nothing to do on non-chief workers).
+
+        Raises:
+            OSError: Writing failed; the events stay buffered for the next attempt.
+        """
+        if self._writer is not None:
+            self._writer.flush()
 
     def start(self) -> None:
         """Start the background writer (events are written at least every second)."""
@@ -294,18 +306,24 @@ def init(
     trial = info.trial
     base = resolve_storage(checkpoint_storage, info._checkpoint_dir)
     length, units = configured_length(trial._config.get("searcher") or {})
+    daemon_ops = has_daemon_ops(run_dir / CONTROL_FILE)
     # Last step that can fail: RunEvents claims the run's event log until close().
     events = RunEvents(EventWriter(run_dir / EVENTS_FILE) if distributed.rank == 0 else None)
     tensorboard = (
         base / info.cluster_id / "tensorboard" / "experiment" / str(trial.experiment_id)
         / "trial" / str(trial.trial_id)
     )
+    watcher = PreemptWatcher(run_dir / PREEMPT_FILE, run_dir / CONTROL_FILE)
+    source: OpSource | None = None
+    if daemon_ops:
+        source = ControlOps(run_dir / CONTROL_FILE, events.flush, watcher)
+    elif length is not None:
+        source = ConfigOps(length)
     searcher: SearcherContext | SearcherContextMissing = (
         SearcherContextMissing()
-        if length is None
-        else SearcherContext(distributed, events, ConfigOps(length), units)
+        if source is None
+        else SearcherContext(distributed, events, source, units)
     )
-    watcher = PreemptWatcher(run_dir / PREEMPT_FILE, run_dir / CONTROL_FILE)
     logger.debug("hpcdet Core API: trial %s, run directory %s", trial.trial_id, run_dir)
     return Context(
         CheckpointContext(distributed, base, events),

@@ -1,9 +1,9 @@
 """Searcher operations (``core_context.searcher``), Determined 0.37's train-to-length API.
 
-The chief takes operation lengths from an :class:`OpSource`. Today the only source is the
-experiment config (``searcher.max_length`` gives one operation); a daemon-fed source can
-replace it without touching the iteration logic, and may block in ``next_length()`` until
-the daemon has decided.
+The chief takes operation lengths from an :class:`OpSource`: :class:`ControlOps` when the
+daemon feeds operations through the run's ``control.json`` (searchers that decide as trials
+report, such as 0.37's ASHA), else :class:`ConfigOps` (one operation of
+``searcher.max_length``).
 """
 
 from __future__ import annotations
@@ -11,13 +11,17 @@ from __future__ import annotations
 import enum
 import logging
 import numbers
+import time
 from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from hpcdet.core._distributed import DistributedContext
+from hpcdet.exchange import FileWatch, read_json
 
 if TYPE_CHECKING:
     from hpcdet.core._context import RunEvents
+    from hpcdet.core._preempt import PreemptWatcher
 
 logger = logging.getLogger("hpcdet.core")
 
@@ -40,7 +44,11 @@ class Unit(enum.Enum):
 
 
 class OpSource(Protocol):
-    """Where the chief gets the length of its next operation."""
+    """Where the chief gets the length of its next operation.
+
+    :class:`SearcherContext` asks again only after the previous length was completed, so a
+    source may count its calls as completed operations.
+    """
 
     def next_length(self) -> int | None:
         """The next operation's absolute length, or ``None`` when the trial has no more."""
@@ -55,6 +63,138 @@ class ConfigOps:
     def next_length(self) -> int | None:
         """``max_length`` once, then ``None``."""
         return self._pending.pop() if self._pending else None
+
+
+# Re-read control.json at least this often even when its stat looks unchanged: a network
+# filesystem may cache attributes, or keep the same mtime and size for a quick rewrite.
+_FORCED_READ_SECONDS = 2.0
+
+
+class ControlOps:
+    """Operation lengths that the daemon decides and writes into the run's ``control.json``.
+
+    The daemon writes ``{"preempt": bool, "reason": str, "best_validation": float | None,
+    "ops": [int, ...], "decided": int}``: ``ops`` are the absolute lengths of this run's
+    operations in order (a resumed run starts at the first operation not yet completed);
+    ``decided`` is how many of this run's ``searcher_completed`` events the daemon has
+    processed. Before its i-th operation (i = operations completed so far) the chief waits
+    until ``decided >= i``, because only then does ``ops`` hold every operation the searcher
+    will give this run now.
+
+    Args:
+        control_path: The run's ``control.json``.
+        flush: Writes the buffered events at once, so the daemon sees the last
+            ``searcher_completed`` without waiting for the background writer.
+        watcher: The run's preemption watcher (the scheduler's ``preempt`` file); ``None``
+            watches only ``control.json``.
+        interval: Seconds between two checks while waiting.
+    """
+
+    def __init__(
+        self,
+        control_path: Path,
+        flush: Callable[[], None],
+        watcher: PreemptWatcher | None = None,
+        interval: float = 0.15,
+    ) -> None:
+        self._watch = FileWatch(control_path)
+        self._flush = flush
+        self._watcher = watcher
+        self._interval = interval
+        self._given = 0
+        self._control: dict[str, Any] = {}
+        self._read_at = float("-inf")
+
+    def next_length(self) -> int | None:
+        """The next operation's length once the daemon has decided; ``None`` if there is none.
+
+        Blocks (sleeping between checks of one ``stat`` each) until the daemon has processed
+        every operation this run completed. ``None`` means either that the searcher has no
+        operation for the trial now (the daemon completes it, or resumes it in a new run
+        after a promotion), or that preemption was requested while waiting. The stop is not
+        acknowledged as a preemption: the daemon knows the trial's operations and decides.
+
+        Raises:
+            ValueError: ``control.json`` breaks the protocol (``ops`` or ``decided`` malformed).
+            OSError: Writing the event log failed.
+        """
+        index = self._given
+        self._flush()
+        if not self._wait_decided(index):
+            return None
+        ops = _ops(self._control)
+        if index >= len(ops):
+            logger.info("the searcher has no further operation for this run (%d done)", index)
+            return None
+        self._given += 1
+        return ops[index]
+
+    def _wait_decided(self, index: int) -> bool:
+        """Wait until ``decided >= index``; false if preemption was requested meanwhile."""
+        waited = False
+        while True:
+            self._refresh()
+            if _decided(self._control) >= index:
+                return True
+            reason = self._preemption()
+            if reason is not None:
+                logger.info(
+                    "stopped waiting for the searcher's next operation: preemption requested "
+                    "(%s)", reason,
+                )
+                return False
+            if not waited:
+                logger.debug("waiting for the searcher to decide on operation %d", index)
+                waited = True
+            time.sleep(self._interval)
+
+    def _refresh(self) -> None:
+        now = time.monotonic()
+        if not self._watch.changed() and now - self._read_at < _FORCED_READ_SECONDS:
+            return
+        self._read_at = now
+        try:
+            control = read_json(self._watch.path, {})
+        except ValueError as e:  # keep the last good content and read again on the next check
+            logger.warning("ignoring unreadable %s: %s", self._watch.path, e)
+            return
+        if isinstance(control, dict):
+            self._control = control
+
+    def _preemption(self) -> str | None:
+        if self._control.get("preempt"):
+            return str(self._control.get("reason") or "the hpcdet daemon requested it")
+        if self._watcher is not None and self._watcher.requested:
+            return self._watcher.reason
+        return None
+
+
+def has_daemon_ops(control_path: Path) -> bool:
+    """Whether the daemon feeds this run's operations (``control.json`` has ``"ops"``).
+
+    Raises:
+        ValueError: ``control.json`` is not valid JSON.
+    """
+    control = read_json(control_path, {})
+    return isinstance(control, dict) and "ops" in control
+
+
+def _ops(control: Mapping[str, Any]) -> list[int]:
+    ops = control.get("ops", [])
+    if not isinstance(ops, list) or not all(_is_int(v) for v in ops):
+        raise ValueError(f"control.json: 'ops' must be a list of integers, not {ops!r}")
+    return ops
+
+
+def _decided(control: Mapping[str, Any]) -> int:
+    decided = control.get("decided", 0)
+    if not _is_int(decided):
+        raise ValueError(f"control.json: 'decided' must be an integer, not {decided!r}")
+    return int(decided)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def configured_length(searcher: Mapping[str, Any]) -> tuple[int | None, Unit | None]:
@@ -166,6 +306,7 @@ class SearcherContext:
         self._emit: _Emit = events.emit
         self._source = source
         self._units = units
+        self._current: SearcherOperation | None = None
 
     def operations(
         self,
@@ -194,15 +335,23 @@ class SearcherContext:
 
     def _chief_ops(self, mode: SearcherMode) -> Iterator[SearcherOperation]:
         while True:
-            length = self._source.next_length()
+            op = self._next_op()
             if mode == SearcherMode.WorkersAskChief:
-                self._dist.broadcast(length)
-            if length is None:
+                self._dist.broadcast(None if op is None else op.length)
+            if op is None:
                 return
-            op = SearcherOperation(self._emit, length, is_chief=True)
             yield op
             if not op._completed:
                 raise RuntimeError("you must call op.report_completed() on each operation")
+
+    def _next_op(self) -> SearcherOperation | None:
+        # An operation still not completed (its loop was left early) is offered again: the
+        # source counts on each length being completed before it is asked for the next.
+        if self._current is not None and not self._current._completed:
+            return self._current
+        length = self._source.next_length()
+        self._current = None if length is None else SearcherOperation(self._emit, length, True)
+        return self._current
 
     def _worker_ops(self) -> Iterator[SearcherOperation]:
         while True:

@@ -29,19 +29,21 @@ class Ingestor:
     def __init__(self, store: Store) -> None:
         self.store = store
 
-    def ingest(self, run_key: tuple[int, int], events_path: Path, searcher: SearcherConfig) -> int:
-        """Ingest new events of one run; returns how many were ingested."""
+    def ingest(
+        self, run_key: tuple[int, int], events_path: Path, searcher: SearcherConfig
+    ) -> list[Event]:
+        """Ingest the new events of one run; returns them."""
         trial_id, run_id = run_key
         with self.store.session() as s:
             run = s.exec(select(Run).where(Run.trial_id == trial_id, Run.run_id == run_id)).one()
             try:
                 if events_path.stat().st_size <= run.event_offset:
-                    return 0
+                    return []
             except FileNotFoundError:
-                return 0
+                return []
             events = read_events(events_path, run.event_offset)
             if not events:
-                return 0
+                return []
             trial = s.get(Trial, trial_id)
             assert trial is not None
             for ev in events:
@@ -50,7 +52,7 @@ class Ingestor:
             run.event_seq = events[-1].seq
             s.add(run)
             s.add(trial)
-        return len(events)
+        return events
 
 
 def _ignore(s: Session, trial: Trial, run: Run, ev: Event, searcher: SearcherConfig) -> None:
@@ -94,17 +96,21 @@ def _metrics(s: Session, trial: Trial, run: Run, ev: Event, searcher: SearcherCo
 
 def _checkpoint(s: Session, trial: Trial, run: Run, ev: Event, searcher: SearcherConfig) -> None:
     body = ev.body
-    if s.get(Checkpoint, body["uuid"]) is None:
-        s.add(
-            Checkpoint(
-                uuid=body["uuid"], trial_id=trial.id, experiment_id=trial.experiment_id,
-                run_id=run.run_id, steps_completed=int(body["steps_completed"]),
-                metadata_json=json.dumps(body.get("metadata", {})),
-                resources_json=json.dumps(body.get("resources", {})), reported=body["time"],
-            )
-        )
-    trial.latest_checkpoint = body["uuid"]
-    trial.steps_completed = int(body["steps_completed"])
+    ckpt = s.get(Checkpoint, body["uuid"])
+    # A checkpoint already known is a tombstone the journal left on a rebuild: it was
+    # deleted; fill in its details and keep it deleted.
+    deleted = ckpt is not None
+    if ckpt is None:
+        ckpt = Checkpoint(uuid=body["uuid"], trial_id=trial.id, experiment_id=trial.experiment_id,
+                          run_id=run.run_id, steps_completed=0, reported=body["time"])
+    ckpt.run_id, ckpt.steps_completed = run.run_id, int(body["steps_completed"])
+    ckpt.metadata_json = json.dumps(body.get("metadata", {}))
+    ckpt.resources_json = json.dumps(body.get("resources", {}))
+    ckpt.reported = body["time"]
+    s.add(ckpt)
+    if not deleted:
+        trial.latest_checkpoint = body["uuid"]
+        trial.steps_completed = int(body["steps_completed"])
 
 
 def _checkpoint_deleted(
@@ -122,6 +128,10 @@ def _progress(s: Session, trial: Trial, run: Run, ev: Event, searcher: SearcherC
     trial.progress = float(ev.body["progress"])
 
 
+def _early_exit(s: Session, trial: Trial, run: Run, ev: Event, searcher: SearcherConfig) -> None:
+    trial.early_exit = str(ev.body.get("reason", ""))
+
+
 def _preempt_ack(s: Session, trial: Trial, run: Run, ev: Event, searcher: SearcherConfig) -> None:
     run.preempt_acked = True
 
@@ -132,4 +142,5 @@ _APPLY = {
     "checkpoint_deleted": _checkpoint_deleted,
     "progress": _progress,
     "preempt_ack": _preempt_ack,
+    "early_exit": _early_exit,
 }

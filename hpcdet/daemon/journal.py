@@ -17,7 +17,7 @@ from sqlmodel import Session, col, select
 
 from hpcdet.exchange import append_line
 from hpcdet.paths import StatePaths
-from hpcdet.store.models import Experiment, Run, Trial
+from hpcdet.store.models import ArrayJob, Checkpoint, Experiment, Run, SearcherEvent, Trial
 from hpcdet.store.repository import Store
 
 
@@ -42,14 +42,113 @@ def _experiment_state(s: Session, e: dict[str, Any]) -> None:
         s.add(exp)
 
 
+def _action_done(s: Session, e: dict[str, Any]) -> None:
+    if "action_index" in e:
+        exp = s.get(Experiment, e["exp_id"])
+        if exp is not None:
+            exp.actions_done = max(exp.actions_done, e["action_index"] + 1)
+            s.add(exp)
+
+
+def _experiment_config(s: Session, e: dict[str, Any]) -> None:
+    exp = s.get(Experiment, e["exp_id"])
+    if exp is not None:
+        exp.config_json = json.dumps(e["config"])
+        exp.ended = None
+        s.add(exp)
+
+
+def _trial_continued(s: Session, e: dict[str, Any]) -> None:
+    trial = s.get(Trial, e["trial_id"])
+    if trial is not None:
+        trial.state, trial.restarts, trial.ended, trial.end_reason = "QUEUED", 0, None, ""
+        trial.closed = trial.stop_requested = False
+        s.add(trial)
+
+
 def _trial_created(s: Session, e: dict[str, Any]) -> None:
     if s.get(Trial, e["trial_id"]) is None:
         s.add(
             Trial(
                 id=e["trial_id"], experiment_id=e["exp_id"], state="QUEUED",
                 hparams_json=json.dumps(e["hparams"]), trial_seed=e["trial_seed"],
+                request_id=e.get("request_id", 0),
             )
         )
+    _action_done(s, e)
+
+
+def _trial_of_request(s: Session, exp_id: int, request_id: int) -> Trial | None:
+    q = select(Trial).where(Trial.experiment_id == exp_id, Trial.request_id == request_id)
+    trial: Trial | None = s.exec(q).first()
+    return trial
+
+
+def _op_issued(s: Session, e: dict[str, Any]) -> None:
+    trial = _trial_of_request(s, e["exp_id"], e["request_id"])
+    if trial is not None:
+        ops = json.loads(trial.ops_json)
+        if len(ops) == e["op_index"]:
+            trial.ops_json = json.dumps([*ops, e["length"]])
+        if trial.state == "WAITING":
+            trial.state = "QUEUED"  # promoted: resubmit from its latest checkpoint
+        s.add(trial)
+    _action_done(s, e)
+
+
+def _trial_closed(s: Session, e: dict[str, Any]) -> None:
+    trial = _trial_of_request(s, e["exp_id"], e["request_id"])
+    if trial is not None:
+        trial.closed = True
+        if trial.state == "WAITING":
+            trial.state, trial.ended = "COMPLETED", e["time"]
+        s.add(trial)
+    _action_done(s, e)
+
+
+def _trial_stop(s: Session, e: dict[str, Any]) -> None:
+    trial = _trial_of_request(s, e["exp_id"], e["request_id"])
+    if trial is not None:
+        trial.stop_requested = True
+        if trial.state in ("QUEUED", "WAITING", "PAUSED"):
+            trial.state, trial.ended = "COMPLETED", e["time"]
+            trial.end_reason = "stopped by the searcher before it ran"
+        s.add(trial)
+    _action_done(s, e)
+
+
+def _searcher_shutdown(s: Session, e: dict[str, Any]) -> None:
+    exp = s.get(Experiment, e["exp_id"])
+    if exp is not None:
+        exp.searcher_done = True
+        exp.error = e.get("message", "") if e.get("failure") else ""
+        s.add(exp)
+    _action_done(s, e)
+
+
+def _searcher_event(s: Session, e: dict[str, Any]) -> None:
+    s.add(SearcherEvent(experiment_id=e["exp_id"], event_json=json.dumps(e["event"])))
+    exp = s.get(Experiment, e["exp_id"])
+    if exp is not None and "progress" in e:
+        exp.progress = e["progress"]
+        s.add(exp)
+    if "exited_trial_id" in e:
+        exited = s.get(Trial, e["exited_trial_id"])
+        if exited is not None:
+            exited.exit_reported = True
+            s.add(exited)
+    if "trial_id" not in e:
+        return
+    run = _find_run(s, e["trial_id"], e["run_id"])
+    if run is not None:
+        run.searcher_seq = max(run.searcher_seq, e["seq"])
+        if e["event"]["kind"] == "op_completed":
+            run.ops_decided += 1
+        s.add(run)
+    trial = s.get(Trial, e["trial_id"])
+    if trial is not None and e["event"]["kind"] == "op_completed":
+        trial.ops_completed += 1
+        s.add(trial)
 
 
 def _trial_state(s: Session, e: dict[str, Any]) -> None:
@@ -72,7 +171,8 @@ def _find_run(s: Session, trial_id: int, run_id: int) -> Run | None:
 
 def _run_submitting(s: Session, e: dict[str, Any]) -> None:
     if _find_run(s, e["trial_id"], e["run_id"]) is None:
-        s.add(Run(trial_id=e["trial_id"], run_id=e["run_id"], submitted=e["time"]))
+        s.add(Run(trial_id=e["trial_id"], run_id=e["run_id"], submitted=e["time"],
+                  first_op=e.get("first_op", 0)))
     trial = s.get(Trial, e["trial_id"])
     if trial is not None:
         trial.run_id = e["run_id"]
@@ -99,7 +199,32 @@ def _run_ended(s: Session, e: dict[str, Any]) -> None:
         s.add(run)
 
 
+def _checkpoint_deleted(s: Session, e: dict[str, Any]) -> None:
+    ckpt = s.get(Checkpoint, e["uuid"])
+    if ckpt is None:
+        # A rebuilt database replays the journal before it re-reads the event logs: leave a
+        # tombstone that the later ingest of the checkpoint fills in but keeps deleted.
+        ckpt = Checkpoint(uuid=e["uuid"], trial_id=e["trial_id"], experiment_id=e["exp_id"],
+                          run_id=0, steps_completed=0, reported=e["time"])
+    ckpt.state = "DELETED"
+    s.add(ckpt)
+    trial = s.get(Trial, e["trial_id"])
+    if trial is not None and trial.latest_checkpoint == e["uuid"]:
+        trial.latest_checkpoint = None
+        s.add(trial)
+
+
+def _array_submitted(s: Session, e: dict[str, Any]) -> None:
+    if s.get(ArrayJob, e["job_id"]) is None:
+        s.add(ArrayJob(job_id=e["job_id"], experiment_id=e["exp_id"], offset=e["offset"],
+                       count=e["count"], throttle=e["throttle"], submitted=e["time"]))
+
+
 APPLY: dict[str, Callable[[Session, dict[str, Any]], None]] = {
+    "array_submitted": _array_submitted,
+    "checkpoint_deleted": _checkpoint_deleted,
+    "experiment_config": _experiment_config,
+    "trial_continued": _trial_continued,
     "experiment_created": _experiment_created,
     "experiment_state": _experiment_state,
     "trial_created": _trial_created,
@@ -107,6 +232,11 @@ APPLY: dict[str, Callable[[Session, dict[str, Any]], None]] = {
     "run_submitting": _run_submitting,
     "run_submitted": _run_submitted,
     "run_ended": _run_ended,
+    "searcher_event": _searcher_event,
+    "op_issued": _op_issued,
+    "trial_closed": _trial_closed,
+    "trial_stop": _trial_stop,
+    "searcher_shutdown": _searcher_shutdown,
 }
 
 

@@ -12,7 +12,7 @@ from hpcdet.config import ExperimentConfig
 from hpcdet.config.cluster import ClusterConfig
 from hpcdet.paths import StatePaths
 from hpcdet.runspec import RunSpec
-from hpcdet.schedulers.base import JobRequest
+from hpcdet.schedulers.base import ArraySpec, JobRequest
 
 
 def checkpoint_dir(cfg: ExperimentConfig, paths: StatePaths) -> Path:
@@ -72,20 +72,40 @@ def run_spec(
 def job_request(
     spec: RunSpec, cfg: ExperimentConfig, cluster: ClusterConfig, backend: str
 ) -> JobRequest:
-    pool = cfg.resources.resource_pool
-    limit = spec.walltime_seconds
+    """The request of a single job that runs one run of one trial."""
+    return _request(
+        f"hpcdet-e{spec.experiment_id}-t{spec.trial_id}-r{spec.run_id}", Path(spec.run_dir),
+        cfg, cluster, backend, None,
+    )
+
+
+def array_request(
+    exp_id: int, index: int, array_dir: Path, array: ArraySpec, cfg: ExperimentConfig,
+    cluster: ClusterConfig, backend: str,
+) -> JobRequest:
+    """The request of the ``index``-th job array of an experiment's search."""
+    return _request(f"hpcdet-e{exp_id}-array{index}", array_dir, cfg, cluster, backend, array)
+
+
+def _request(
+    name: str, run_dir: Path, cfg: ExperimentConfig, cluster: ClusterConfig, backend: str,
+    array: ArraySpec | None,
+) -> JobRequest:
+    nodes, per_node = layout(cfg, backend)
+    limit = walltime(cfg, backend, cluster)
     return JobRequest(
-        name=f"hpcdet-e{spec.experiment_id}-t{spec.trial_id}-r{spec.run_id}",
-        run_dir=Path(spec.run_dir),
-        python=spec.python,
-        num_nodes=spec.num_nodes,
-        slots_per_node=spec.slots_per_node,
+        name=name,
+        run_dir=run_dir,
+        python=sys.executable,
+        num_nodes=nodes,
+        slots_per_node=per_node,
         gpu_type=cfg.slurm.gpu_type or cluster.gpu_type,
-        partition=cfg.slurm.partition or cluster.partition_for(pool),
+        partition=cfg.slurm.partition or cluster.partition_for(cfg.resources.resource_pool),
         account=cfg.slurm.account or cluster.account,
         qos=cfg.slurm.qos or cluster.qos,
         walltime_seconds=limit,
         # Slurm may signal up to 60 s early; leave the trial a quarter of short walltimes.
         preempt_grace_seconds=min(120, max(10, (limit or 480) // 4)),
         extra_args=list(cfg.slurm.sbatch_args),
+        array=array,
     )

@@ -42,9 +42,22 @@ class JobStatus:
     name: str = ""
 
 
+@dataclass(frozen=True)
+class ArraySpec:
+    """A job array: task k runs search request ``offset + k`` (k < ``count``), at most
+    ``throttle`` at once (0: no limit)."""
+
+    count: int
+    offset: int = 0
+    throttle: int = 0
+
+
 @dataclass
 class JobRequest:
-    """Everything a backend needs to render one batch script."""
+    """Everything a backend needs to render one batch script.
+
+    For an array, ``run_dir`` is the experiment's array directory that holds the slot files.
+    """
 
     name: str
     run_dir: Path
@@ -61,10 +74,12 @@ class JobRequest:
     nice: int | None = None
     extra_args: list[str] = field(default_factory=list)
     environment: dict[str, str] = field(default_factory=dict)
+    array: ArraySpec | None = None
 
 
 class Scheduler(abc.ABC):
     name: ClassVar[str]
+    supports_arrays: ClassVar[bool] = False
 
     def __init__(self, settings: dict[str, Any] | None = None) -> None:
         self.settings = settings or {}
@@ -87,6 +102,10 @@ class Scheduler(abc.ABC):
 
     @abc.abstractmethod
     def cancel_command(self, job_ids: Collection[str]) -> list[str]: ...
+
+    def array_task_id(self, job_id: str, index: int) -> str:
+        """How the status query names task ``index`` of array ``job_id``."""
+        return f"{job_id}_{index}"
 
     def final_status_command(self, job_ids: Collection[str]) -> list[str] | None:
         """One command for jobs the status query no longer lists (None: no such source)."""

@@ -85,6 +85,7 @@ def walltime(seconds: int) -> str:
 
 class SlurmScheduler(Scheduler):
     name: ClassVar[str] = "slurm"
+    supports_arrays: ClassVar[bool] = True
 
     def render_script(self, job: JobRequest) -> str:
         cpus = "" if job.gpus else f" --cpus-per-task={job.slots_per_node}"
@@ -112,6 +113,7 @@ class SlurmScheduler(Scheduler):
                 "environment": job.environment,
                 "launch": launch,
                 "job_id_var": "SLURM_JOB_ID",
+                "array": job.array,
             },
             self.settings.get("template_dir"),
         )

@@ -22,11 +22,22 @@ class Experiment(SQLModel, table=True):
     created: float
     ended: Optional[float] = None
     journal_offset: int = 0
+    progress: float = 0.0
+    actions_done: int = 0  # searcher decisions carried out so far
+    searcher_done: bool = False
+    error: str = ""
 
 
 class Trial(SQLModel, table=True):
     id: int = Field(primary_key=True)
     experiment_id: int = Field(index=True, foreign_key="experiment.id")
+    request_id: int = 0  # the searcher's name for it: 0, 1, 2, ... per experiment
+    ops_json: str = "[]"  # 0.37 operation lengths issued by the searcher, in order
+    ops_completed: int = 0
+    closed: bool = False  # 0.37: no more operations will come
+    stop_requested: bool = False  # 0.38: the searcher stopped it
+    early_exit: str = ""
+    exit_reported: bool = False  # the searcher has been told the trial ended
     state: str = "ACTIVE"
     hparams_json: str = "{}"
     trial_seed: int = 0
@@ -57,6 +68,9 @@ class Run(SQLModel, table=True):
     outcome: str = ""
     event_offset: int = 0
     event_seq: int = 0
+    searcher_seq: int = 0  # the last event of this run fed to the searcher
+    first_op: int = 0  # index into the trial's ops of this run's first operation
+    ops_decided: int = 0  # this run's completed operations the searcher has decided on
 
 
 class Metric(SQLModel, table=True):
@@ -80,3 +94,22 @@ class Checkpoint(SQLModel, table=True):
     resources_json: str = "{}"
     state: str = "COMPLETED"
     reported: float
+
+
+class SearcherEvent(SQLModel, table=True):
+    """The searcher's inputs in order; replaying them rebuilds the searcher exactly."""
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    experiment_id: int = Field(index=True, foreign_key="experiment.id")
+    event_json: str
+
+
+class ArrayJob(SQLModel, table=True):
+    """One job array of an experiment: task k runs search request ``offset + k``."""
+
+    job_id: str = Field(primary_key=True)
+    experiment_id: int = Field(index=True, foreign_key="experiment.id")
+    offset: int
+    count: int
+    throttle: int
+    submitted: float

@@ -19,7 +19,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session, SQLModel, col, create_engine, select
 
 from hpcdet.errors import NotFoundError, StoreError
-from hpcdet.store.models import Checkpoint, Experiment, Metric, Run, Trial
+from hpcdet.store.models import ArrayJob, Checkpoint, Experiment, Metric, Run, Trial
 
 LIVE_RUN_STATES = ("SUBMITTING", "PENDING", "RUNNING")
 FINAL_STATES = ("COMPLETED", "CANCELED", "ERROR")
@@ -121,6 +121,28 @@ class Store:
                 q = q.where(Metric.group == group)
             return list(s.exec(q.order_by(col(Metric.run_id), col(Metric.seq))))
 
+    def experiment_metrics(self, exp_id: int, group: str) -> list[Metric]:
+        """The ``group`` metrics of every trial of an experiment, by trial then report."""
+        with self.session() as s:
+            q = (
+                select(Metric)
+                .join(Trial, col(Trial.id) == col(Metric.trial_id))
+                .where(Trial.experiment_id == exp_id, Metric.group == group)
+            )
+            return list(
+                s.exec(q.order_by(col(Metric.trial_id), col(Metric.run_id), col(Metric.seq)))
+            )
+
+    def checkpoint(self, uuid: str) -> Checkpoint:
+        """One checkpoint, in whatever state."""
+        with self.session() as s:
+            c = s.get(Checkpoint, uuid)
+            if c is None:
+                raise NotFoundError(
+                    f"checkpoint {uuid} not found; `hpcdet checkpoint list EXPERIMENT_ID`"
+                )
+            return c
+
     def checkpoints(
         self, exp_id: int | None = None, trial_id: int | None = None
     ) -> list[Checkpoint]:
@@ -131,3 +153,8 @@ class Store:
             if trial_id is not None:
                 q = q.where(Checkpoint.trial_id == trial_id)
             return list(s.exec(q.order_by(col(Checkpoint.steps_completed))))
+
+    def arrays(self, exp_id: int) -> list[ArrayJob]:
+        with self.session() as s:
+            q = select(ArrayJob).where(ArrayJob.experiment_id == exp_id)
+            return list(s.exec(q.order_by(col(ArrayJob.offset))))

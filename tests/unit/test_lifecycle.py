@@ -46,3 +46,24 @@ def test_experiment_end_state() -> None:
     assert experiment_end_state(["ERROR", "ERROR"]) == "ERROR"
     assert experiment_end_state(["CANCELED"]) == "CANCELED"
     assert experiment_end_state([]) is None
+
+
+def test_037_trial_out_of_operations_waits_for_promotion() -> None:
+    end = RunEnd(0, OK, False, False, completed_ops=True)
+    assert decide_run_end(end, "ACTIVE", 0, 0).trial_state == "WAITING"
+    closed = RunEnd(0, OK, False, False, completed_ops=True, closed=True)
+    assert decide_run_end(closed, "ACTIVE", 0, 0).trial_state == "COMPLETED"
+    promoted = RunEnd(0, OK, False, False, completed_ops=True, pending_ops=True)
+    assert decide_run_end(promoted, "ACTIVE", 0, 0).trial_state == "QUEUED"
+
+
+def test_a_trial_that_ignores_its_operations_completes() -> None:
+    ignored = RunEnd(0, OK, False, False, pending_ops=True)
+    assert decide_run_end(ignored, "ACTIVE", 0, 0).trial_state == "COMPLETED"
+
+
+def test_searcher_stop_completes_the_trial() -> None:
+    acked = RunEnd(0, OK, True, False, stop_requested=True)
+    assert decide_run_end(acked, "ACTIVE", 0, 5).trial_state == "COMPLETED"
+    canceled = RunEnd(None, JobState.CANCELED, False, False, stop_requested=True)
+    assert decide_run_end(canceled, "ACTIVE", 0, 5).trial_state == "COMPLETED"

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcdet.schedulers.base import JobRequest, JobState
+from hpcdet.schedulers.base import ArraySpec, JobRequest, JobState
 from hpcdet.schedulers.slurm import SlurmScheduler, parse_config_limits, walltime
 
 GOLDEN = Path(__file__).parents[2] / "golden"
@@ -32,6 +32,18 @@ def test_script_matches_golden_file() -> None:
         "the rendered script changed; if that is intended, regenerate with "
         "HPCDET_REGEN_GOLDEN=1 pytest tests/unit/schedulers/test_slurm.py"
     )
+
+
+def test_array_script_matches_golden_file() -> None:
+    req = _request(run_dir=Path("/shared/runs/exp-4/array"), name="hpcdet-e4-array0",
+                   array=ArraySpec(count=50, offset=100, throttle=4))
+    text = SlurmScheduler().render_script(req)
+    golden = GOLDEN / "slurm_array.sbatch"
+    if os.environ.get("HPCDET_REGEN_GOLDEN"):
+        golden.write_text(text)
+    assert text == golden.read_text(), "regenerate with HPCDET_REGEN_GOLDEN=1 if intended"
+    assert "#SBATCH --array=0-49%4" in text
+    assert "SLOT=/shared/runs/exp-4/array/slot-$(( SLURM_ARRAY_TASK_ID + 100 ))" in text
 
 
 def test_user_values_are_quoted() -> None:

@@ -1,0 +1,57 @@
+"""Planning the job arrays of a search (pure).
+
+All trials of a search go into job arrays: task k of an array runs search request
+``offset + k``. Sites cap arrays (``MaxArraySize``: indices must stay below it) and job counts
+(``MaxJobCount``, a QOS's ``MaxSubmitJobs``, hpcdet's ``max_jobs``), so a large search is split
+into several arrays by request range, and the next one is submitted only once the previous
+one has no task left waiting: that keeps the user under the submit limit and, apart from the
+moment two arrays overlap, within the search's concurrency.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Chunk:
+    offset: int
+    count: int
+
+
+def next_chunk(
+    bound: int,
+    covered: int,
+    previous_pending: bool,
+    max_array_size: int | None,
+    job_headroom: int | None,
+) -> Chunk | None:
+    """The next array to submit, or None.
+
+    Args:
+        bound: the most trials the search can create.
+        covered: requests already covered by submitted arrays (they cover 0..covered-1).
+        previous_pending: whether the last submitted array still has tasks waiting to start.
+        max_array_size: the scheduler's MaxArraySize (array indices must be below it).
+        job_headroom: how many more jobs the user may submit now (None: no known limit).
+    """
+    if covered >= bound or previous_pending:
+        return None
+    count = bound - covered
+    if max_array_size:
+        count = min(count, max_array_size)
+    if job_headroom is not None:
+        count = min(count, job_headroom)
+    return Chunk(covered, count) if count > 0 else None
+
+
+def owner(request_id: int, chunks: Sequence[tuple[str, int, int]]) -> tuple[str, int] | None:
+    """(array job id, task index) of the array covering ``request_id``.
+
+    ``chunks`` are (job id, offset, count) triples.
+    """
+    for job_id, offset, count in chunks:
+        if offset <= request_id < offset + count:
+            return job_id, request_id - offset
+    return None

@@ -1,0 +1,130 @@
+"""Driving a searcher from the daemon: journaled inputs, decisions carried out exactly once.
+
+Every input is journaled before it is fed. Decisions are numbered in the order the searcher
+makes them, and carrying out decision k journals its effect with ``action_index=k``. After a
+restart the searcher is rebuilt by feeding it the journaled inputs again; the decisions it
+makes from index ``Experiment.actions_done`` on were never carried out, and are now.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlmodel import col, select
+
+from hpcdet.config import ExperimentConfig
+from hpcdet.daemon.journal import Journal
+from hpcdet.search import Searcher
+from hpcdet.search.base import (
+    Action,
+    Close,
+    Create,
+    Event,
+    Shutdown,
+    Stop,
+    ValidateAfter,
+    event_from_dict,
+    event_to_dict,
+)
+from hpcdet.store.models import Experiment, SearcherEvent, Trial
+from hpcdet.store.repository import Store
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Search:
+    searcher: Searcher
+    actions: list[Action] = field(default_factory=list)
+
+
+class SearchDriver:
+    def __init__(self, store: Store, journal: Journal) -> None:
+        self.store = store
+        self.journal = journal
+        self._searches: dict[int, _Search] = {}
+
+    def _search(self, exp: Experiment, cfg: ExperimentConfig) -> _Search:
+        found = self._searches.get(exp.id)
+        if found is None:
+            found = _Search(Searcher(cfg.searcher, cfg.hyperparameters, cfg.experiment_seed))
+            with self.store.session() as s:
+                rows = s.exec(
+                    select(SearcherEvent)
+                    .where(SearcherEvent.experiment_id == exp.id)
+                    .order_by(col(SearcherEvent.id))
+                )
+                events = [event_from_dict(json.loads(r.event_json)) for r in rows]
+            for event in events:
+                found.actions.extend(found.searcher.feed(event))
+            self._searches[exp.id] = found
+        return found
+
+    def bound(self, exp: Experiment, cfg: ExperimentConfig) -> tuple[int, int]:
+        """(most trials the search can create, its concurrency)."""
+        searcher = self._search(exp, cfg).searcher
+        return searcher.trial_count_bound(), searcher.concurrency()
+
+    def feed(
+        self, exp: Experiment, cfg: ExperimentConfig, event: Event, source: dict[str, int] | None
+    ) -> None:
+        """Journal ``event`` (``source``: trial_id, run_id, seq of the trial event behind it),
+        feed it, and carry out the decisions it causes."""
+        search = self._search(exp, cfg)
+        actions = search.searcher.feed(event)
+        search.actions.extend(actions)
+        self.journal.record(
+            exp.id, "searcher_event", event=event_to_dict(event),
+            progress=search.searcher.progress(), **(source or {}),
+        )
+        self.carry_out(exp, cfg)
+
+    def carry_out(self, exp: Experiment, cfg: ExperimentConfig) -> None:
+        """Carry out every decision not yet carried out (all of them after a crash)."""
+        search = self._search(exp, cfg)
+        done = self.store.experiment(exp.id).actions_done
+        for index in range(done, len(search.actions)):
+            self._carry_out_one(exp.id, index, search.actions[index])
+
+    def _carry_out_one(self, exp_id: int, index: int, action: Action) -> None:
+        record = self.journal.record
+        if isinstance(action, Create):
+            record(
+                exp_id, "trial_created", trial_id=self._next_trial_id(),
+                request_id=action.request_id, hparams=action.hparams,
+                trial_seed=action.trial_seed, action_index=index,
+            )
+        elif isinstance(action, ValidateAfter):
+            trial = self._trial(exp_id, action.request_id)
+            record(
+                exp_id, "op_issued", request_id=action.request_id, length=action.length,
+                op_index=len(json.loads(trial.ops_json)) if trial else 0, action_index=index,
+            )
+        elif isinstance(action, Close):
+            record(exp_id, "trial_closed", request_id=action.request_id, action_index=index)
+        elif isinstance(action, Stop):
+            record(exp_id, "trial_stop", request_id=action.request_id, action_index=index)
+        elif isinstance(action, Shutdown):
+            record(exp_id, "searcher_shutdown", failure=action.failure, message=action.message,
+                   action_index=index)
+        else:  # pragma: no cover - the Action union is closed
+            raise TypeError(f"unknown searcher decision {action!r}")
+
+    def _trial(self, exp_id: int, request_id: int) -> Trial | None:
+        for t in self.store.trials(exp_id):
+            if t.request_id == request_id:
+                return t
+        return None
+
+    def _next_trial_id(self) -> int:
+        return self.journal.max_ids()[1] + 1
+
+    def forget(self, exp_id: int) -> None:
+        self._searches.pop(exp_id, None)
+
+
+def searcher_source(trial_id: int, run_id: int, seq: int) -> dict[str, Any]:
+    return {"trial_id": trial_id, "run_id": run_id, "seq": seq}

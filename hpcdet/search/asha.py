@@ -1,0 +1,120 @@
+"""Adaptive ASHA: several ASHA brackets run side by side as one search.
+
+The flavour follows the config's shape: ``time_metric`` + ``max_time`` (0.38) run the
+stopping-based brackets on validation reports; otherwise ``max_length`` (0.37) runs the
+operation-driven brackets, promotion-based, or stopping-based when ``stop_once`` is set.
+Each event goes to the bracket that created the trial; progress is the brackets' mean.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Callable
+
+from hpcdet.config.searcher import SearcherConfig
+from hpcdet.search.asha_legacy import LegacyBracket, LegacyBracketConfig
+from hpcdet.search.asha_stopping import StoppingBracket, StoppingBracketConfig
+from hpcdet.search.base import Action, Create
+from hpcdet.search.brackets import (
+    bracket_max_concurrent_trials,
+    bracket_max_trials,
+    bracket_rungs,
+    rung_units,
+)
+from hpcdet.search.method import SearchMethod, TrialFactory
+
+
+class Tournament(SearchMethod):
+    """Brackets sharing one trial factory; each trial belongs to the bracket that created it."""
+
+    def __init__(self, brackets: list[SearchMethod]) -> None:
+        self.brackets = brackets
+        self._owner: dict[int, int] = {}
+
+    def _claim(self, bracket: int, actions: list[Action]) -> list[Action]:
+        for action in actions:
+            if isinstance(action, Create):
+                self._owner[action.request_id] = bracket
+        return actions
+
+    def initial(self) -> list[Action]:
+        actions: list[Action] = []
+        for i, bracket in enumerate(self.brackets):
+            actions.extend(self._claim(i, bracket.initial()))
+        return actions
+
+    def validation(self, request_id: int, metrics: Mapping[str, Any]) -> list[Action]:
+        i = self._owner[request_id]
+        return self._claim(i, self.brackets[i].validation(request_id, metrics))
+
+    def op_completed(self, request_id: int, length: int, metric: Any) -> list[Action]:
+        i = self._owner[request_id]
+        return self._claim(i, self.brackets[i].op_completed(request_id, length, metric))
+
+    def exited(self, request_id: int, reason: str) -> list[Action]:
+        i = self._owner[request_id]
+        return self._claim(i, self.brackets[i].exited(request_id, reason))
+
+    def progress(self) -> float:
+        return sum(b.progress() for b in self.brackets) / len(self.brackets)
+
+    def trial_count_bound(self) -> int:
+        return sum(b.trial_count_bound() for b in self.brackets)
+
+    def concurrency(self) -> int:
+        return sum(b.concurrency() for b in self.brackets)
+
+
+def _length(config: SearcherConfig) -> int:
+    if config.time_metric is not None and config.max_time is not None:
+        return config.max_time
+    if config.max_length is not None:
+        return config.max_length
+    raise ValueError(
+        "the `adaptive_asha` searcher requires `max_time` and `time_metric` to be set"
+        " (or max_length in 0.37-style configs)"
+    )
+
+
+def _stopping(config: SearcherConfig, trials: TrialFactory, units: list[int], max_trials: int,
+              concurrency: int) -> SearchMethod:
+    assert config.time_metric is not None  # _length() chose this flavour because it is set
+    return StoppingBracket(trials, StoppingBracketConfig(
+        metric=config.metric, smaller_is_better=config.smaller_is_better,
+        time_metric=config.time_metric, units=units, max_trials=max_trials,
+        max_concurrent_trials=concurrency, divisor=config.divisor,
+    ))
+
+
+def _legacy(config: SearcherConfig, trials: TrialFactory, units: list[int], max_trials: int,
+            concurrency: int) -> SearchMethod:
+    return LegacyBracket(trials, LegacyBracketConfig(
+        metric=config.metric, smaller_is_better=config.smaller_is_better, units=units,
+        max_trials=max_trials, max_concurrent_trials=concurrency, divisor=config.divisor,
+        stop_once=config.stop_once,
+    ))
+
+
+BracketFactory = Callable[[SearcherConfig, TrialFactory, list[int], int, int], SearchMethod]
+FLAVOURS: dict[bool, BracketFactory] = {True: _stopping, False: _legacy}
+
+
+def uses_validations(config: SearcherConfig) -> bool:
+    """0.38 shape: ASHA decides on validation reports carrying ``time_metric``."""
+    return config.time_metric is not None and config.max_time is not None
+
+
+def adaptive_asha(config: SearcherConfig, trials: TrialFactory) -> SearchMethod:
+    if config.max_trials is None:
+        raise ValueError("the adaptive_asha searcher needs max_trials")
+    length, divisor = _length(config), config.divisor
+    rungs = bracket_rungs(config.mode, length, config.max_trials, divisor, config.max_rungs,
+                          config.bracket_rungs)
+    max_trials = bracket_max_trials(config.max_trials, divisor, rungs)
+    concurrency = bracket_max_concurrent_trials(config.max_concurrent_trials, divisor,
+                                                max_trials)
+    make = FLAVOURS[uses_validations(config)]
+    return Tournament([
+        make(config, trials, rung_units(n, length, divisor), t, c)
+        for n, t, c in zip(rungs, max_trials, concurrency)
+    ])
