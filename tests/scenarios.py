@@ -309,10 +309,11 @@ def asha_v038(h: Hpcdet, tmp: Path) -> dict[str, object]:
     assert d["experiment"]["state"] == "COMPLETED", d
     assert len(d["trials"]) == 10
     _all_trials_final(d)
-    stopped = [t for t in d["trials"] if t["stop_requested"]]
-    assert stopped, d["trials"]
-    # A stopped trial saw should_preempt() and exited before the end.
-    assert all(t["steps_completed"] < 100 for t in stopped if t["started"]), stopped
+    # ASHA stops trials below the top rung early (they see should_preempt() and exit before
+    # 100 batches) and stops those reaching the top rung at 100.
+    early = [t for t in d["trials"] if t["stop_requested"] and t["steps_completed"] < 100]
+    assert early, d["trials"]
+    assert all(t["steps_completed"] in (100, 25, 30, 40) for t in d["trials"]), d["trials"]
     out = h.run("experiment", "describe", str(exp)).stdout
     assert "stopped early" in out and "best trial:" in out
     return d

@@ -81,3 +81,12 @@ def test_kill_running_experiment(local_hpcdet: Hpcdet, tmp_path: Path) -> None:
 
 def test_failing_trial_uses_up_max_restarts(local_hpcdet: Hpcdet, tmp_path: Path) -> None:
     scenarios.failing_trial_restarts(local_hpcdet, tmp_path)
+
+
+def test_asha_v037_on_the_local_backend(local_hpcdet: Hpcdet, tmp_path: Path) -> None:
+    d = scenarios.asha_v037(local_hpcdet, tmp_path)
+    assert d["arrays"] == []
+
+
+def test_asha_v038_on_the_local_backend(local_hpcdet: Hpcdet, tmp_path: Path) -> None:
+    scenarios.asha_v038(local_hpcdet, tmp_path)

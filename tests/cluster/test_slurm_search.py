@@ -1,0 +1,58 @@
+"""Hyperparameter searches on the real two-node Slurm cluster, trials in job arrays."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests import scenarios
+from tests.support import Hpcdet
+
+
+@pytest.fixture
+def slurm_hpcdet(slurm_cluster: Any, tmp_path: Path) -> Iterator[Hpcdet]:
+    h = Hpcdet(tmp_path / "user", "slurm")
+    yield h
+    h.stop()
+
+
+def test_asha_v037_promotions_in_one_array(slurm_hpcdet: Hpcdet, tmp_path: Path) -> None:
+    d = scenarios.asha_v037(slurm_hpcdet, tmp_path)
+    assert len(d["arrays"]) == 1 and d["arrays"][0]["count"] == 10  # type: ignore[index]
+
+
+def test_asha_v038_stops_in_one_array(slurm_hpcdet: Hpcdet, tmp_path: Path) -> None:
+    d = scenarios.asha_v038(slurm_hpcdet, tmp_path)
+    assert len(d["arrays"]) == 1 and d["arrays"][0]["count"] == 10  # type: ignore[index]
+
+
+def test_asha_survives_daemon_sigkills(slurm_hpcdet: Hpcdet, tmp_path: Path) -> None:
+    scenarios.asha_v037(slurm_hpcdet, tmp_path, kill_daemon=True)
+
+
+def test_random_200_trials_4_at_a_time_one_sbatch(slurm_hpcdet: Hpcdet, tmp_path: Path) -> None:
+    scenarios.random_throttled(slurm_hpcdet, tmp_path)
+
+
+def test_checkpoint_gc(slurm_hpcdet: Hpcdet, tmp_path: Path) -> None:
+    scenarios.checkpoint_gc(slurm_hpcdet, tmp_path)
+
+
+@pytest.fixture
+def small_max_array_size(slurm_cluster: Any) -> Iterator[None]:
+    script = str(slurm_cluster.script)
+    env = {"HPCDET_TEST_MAX_ARRAY_SIZE": "50", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
+    subprocess.run(["bash", script, "start"], env=env, check=True, capture_output=True)
+    yield
+    subprocess.run(["bash", script, "start"], env={"PATH": env["PATH"]}, check=True,
+                   capture_output=True)
+
+
+def test_max_array_size_splits_the_search(
+    small_max_array_size: None, slurm_hpcdet: Hpcdet, tmp_path: Path
+) -> None:
+    scenarios.split_arrays(slurm_hpcdet, tmp_path)
