@@ -400,3 +400,22 @@ def checkpoint_gc(h: Hpcdet, tmp: Path) -> None:
         assert (tmp / "ckpts" / uuid / "state").exists()
     assert listing.count("COMPLETED") == 2
     assert d["trials"][0]["latest_checkpoint"] in kept
+
+
+def refused_submission(h: Hpcdet, tmp: Path, searcher: str) -> None:
+    ctx = tmp / "ctx"
+    ctx.mkdir()
+    (ctx / "x.py").write_text("print('never runs')\n")
+    cfg = tmp / "refused.yaml"
+    cfg.write_text(
+        f"name: refused\nentrypoint: python3 x.py\nsearcher: {searcher}\n"
+        "hyperparameters:\n  a: {type: int, minval: 1, maxval: 9}\n"
+        "slurm:\n  partition: no-such-partition\nmax_restarts: 0\n"
+    )
+    out = h.run("experiment", "create", str(cfg), str(ctx)).stdout
+    assert "Created experiment 1" in out
+    assert "invalid partition" in out.lower(), out  # the scheduler's own words
+    d = h.wait_state(1, {"ERROR"}, timeout=60)
+    described = h.run("experiment", "describe", "1").stdout
+    assert "invalid partition" in described.lower(), described
+    assert all(t["state"] in ("ERROR", "CANCELED") for t in d["trials"])

@@ -50,6 +50,13 @@ def _action_done(s: Session, e: dict[str, Any]) -> None:
             s.add(exp)
 
 
+def _experiment_error(s: Session, e: dict[str, Any]) -> None:
+    exp = s.get(Experiment, e["exp_id"])
+    if exp is not None:
+        exp.error = e["message"]
+        s.add(exp)
+
+
 def _experiment_config(s: Session, e: dict[str, Any]) -> None:
     exp = s.get(Experiment, e["exp_id"])
     if exp is not None:
@@ -224,6 +231,7 @@ APPLY: dict[str, Callable[[Session, dict[str, Any]], None]] = {
     "array_submitted": _array_submitted,
     "checkpoint_deleted": _checkpoint_deleted,
     "experiment_config": _experiment_config,
+    "experiment_error": _experiment_error,
     "trial_continued": _trial_continued,
     "experiment_created": _experiment_created,
     "experiment_state": _experiment_state,

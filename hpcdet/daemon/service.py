@@ -150,7 +150,9 @@ class Daemon:
         live = self.store.runs(live_only=True)
         for run in live:
             self._ingest(run)
-        if live and now - self.last_poll >= self.poll_interval:
+        # Poll while jobs live, and while a search waits for its next array to be due.
+        busy = live or any(e.state == "ACTIVE" for e in self.store.experiments(unfinished=True))
+        if busy and now - self.last_poll >= self.poll_interval:
             self.poll_scheduler()
         for run in self.store.runs(live_only=True):
             self._check_end(run)
@@ -200,7 +202,9 @@ class Daemon:
         self.search.feed(exp, cfg, Initialize(), None)
         self._submit_queued()
         trials = self.store.trials(exp_id)
-        warning = "; ".join(t.end_reason for t in trials if t.state == "ERROR")
+        reasons = [self.store.experiment(exp_id).error]
+        reasons += [t.end_reason for t in trials if t.state == "ERROR"]
+        warning = "; ".join(r for r in reasons if r)
         return {"experiment_id": exp_id, "trial_ids": [t.id for t in trials],
                 "warning": warning}
 
@@ -575,12 +579,9 @@ class Daemon:
         return [*chunks, (job_id, chunk.offset, chunk.count)]
 
     def _refuse(self, exp: Experiment, message: str) -> None:
-        """A submission was refused: the experiment errors with the scheduler's reason."""
+        """The scheduler refused the search's array: the experiment stops with its reason."""
         log.warning("experiment %d: %s", exp.id, message)
-        for trial in self.store.trials(exp.id):
-            if trial.state in ("QUEUED", "PAUSED", "WAITING"):
-                self.journal.record(exp.id, "trial_state", trial_id=trial.id, state="ERROR",
-                                    restarts=trial.restarts, reason=message)
+        self.journal.record(exp.id, "experiment_error", message=message)
 
     def _may_submit(self) -> bool:
         now = time.time()

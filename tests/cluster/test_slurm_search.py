@@ -56,3 +56,14 @@ def test_max_array_size_splits_the_search(
     small_max_array_size: None, slurm_hpcdet: Hpcdet, tmp_path: Path
 ) -> None:
     scenarios.split_arrays(slurm_hpcdet, tmp_path)
+
+
+@pytest.mark.parametrize(
+    "searcher",
+    ["{name: single, metric: x, max_length: 1}",
+     "{name: random, metric: x, max_trials: 5, max_length: 1}"],
+)
+def test_refused_submission_shows_the_schedulers_reason(
+    slurm_hpcdet: Hpcdet, tmp_path: Path, searcher: str
+) -> None:
+    scenarios.refused_submission(slurm_hpcdet, tmp_path, searcher)
