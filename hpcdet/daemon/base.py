@@ -1,0 +1,123 @@
+"""State shared by the parts of the daemon, and the small helpers they all use.
+
+The daemon is one object assembled from mixins by concept: user commands
+(``hpcdet.daemon.commands``), submission to the scheduler (``hpcdet.daemon.submission``)
+and the loop that watches runs (``hpcdet.daemon.service``). Methods one part calls in
+another are declared here.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections import deque
+from typing import Any
+
+from hpcdet.config import ExperimentConfig
+from hpcdet.config.cluster import ClusterConfig
+from hpcdet.daemon.ingest import Ingestor
+from hpcdet.daemon.journal import Journal
+from hpcdet.daemon.searching import SearchDriver
+from hpcdet.errors import SchedulerCommandError
+from hpcdet.paths import StatePaths
+from hpcdet.schedulers import JobStatus, Scheduler, make_scheduler
+from hpcdet.schedulers.runner import CommandRunner
+from hpcdet.schedulers.slurm import parse_config_limits
+from hpcdet.store.models import Checkpoint, Experiment, Run
+from hpcdet.store.repository import Store
+
+log = logging.getLogger(__name__)
+
+LOCAL_POLL_SECONDS = 1.0
+
+
+class DaemonBase:
+    """The daemon's state; see the module docstring."""
+
+    def __init__(
+        self, paths: StatePaths, cluster: ClusterConfig, runner: CommandRunner | None = None
+    ) -> None:
+        self.paths = paths
+        self.cluster = cluster
+        self.store = Store(paths.database())
+        self.journal = Journal(paths, self.store)
+        self.ingestor = Ingestor(self.store)
+        self.runner = runner or CommandRunner()
+        self.scheduler: Scheduler = make_scheduler(
+            cluster.backend,
+            {"jobs_dir": str(paths.local_dir() / "local-jobs"),
+             "template_dir": cluster.template_dir},
+        )
+        self.backend = self.scheduler.name
+        if self.backend == "local":
+            self.poll_interval = LOCAL_POLL_SECONDS
+        else:
+            self.poll_interval = max(5.0, float(cluster.min_poll_interval))
+        self.configs: dict[int, ExperimentConfig] = {}
+        self.limits: dict[str, int] = {}
+        self.canceled: set[str] = set()  # asked once; scancel is not repeated every tick
+        self.statuses: dict[str, JobStatus] = {}
+        self.missing: dict[str, int] = {}
+        self.preempt_asked: dict[tuple[int, int], float] = {}
+        self.controls: dict[tuple[int, int], dict[str, Any]] = {}
+        self.search = SearchDriver(self.store, self.journal)
+        self.submissions: deque[float] = deque()
+        self.started = time.time()
+        self.last_poll = 0.0
+        self.last_tick = 0.0
+        self.last_heartbeat = 0.0
+        self.polls = 0
+        self.stopping = False
+
+    def _config(self, exp: Experiment) -> ExperimentConfig:
+        """The experiment's config; validated once per daemon and experiment."""
+        cfg = self.configs.get(exp.id)
+        if cfg is None:
+            cfg = self.configs[exp.id] = ExperimentConfig.from_dict(json.loads(exp.config_json))
+        return cfg
+
+    def _run(self, trial_id: int, run_id: int) -> Run | None:
+        for run in self.store.runs([trial_id]):
+            if run.run_id == run_id:
+                return run
+        return None
+
+    def _cancel(self, job_ids: list[str]) -> None:
+        job_ids = [j for j in job_ids if j not in self.canceled]
+        if not job_ids:
+            return
+        self.canceled.update(job_ids)
+        try:
+            self.runner.run(self.scheduler.cancel_command(job_ids))
+        except SchedulerCommandError as e:
+            log.warning("cancel of %s failed: %s", job_ids, e)
+
+    def _detect_accounting(self) -> None:
+        if self.backend != "slurm":
+            return
+        try:
+            out = self.runner.run(["scontrol", "show", "config"]).stdout
+        except SchedulerCommandError as e:
+            log.warning("could not read the Slurm configuration: %s", e)
+            return
+        limits = parse_config_limits(out)
+        storage = limits.get("AccountingStorageType", "")
+        self.scheduler.settings["accounting"] = bool(storage) and not storage.endswith("/none")
+        for key in ("MaxArraySize", "MaxJobCount"):
+            if limits.get(key, "").isdigit():
+                self.limits[key] = int(limits[key])
+
+    # Implemented by the other parts (see the module docstring).
+
+    def _submit_queued(self) -> None:
+        raise NotImplementedError
+
+    def _sync_controls(self) -> None:
+        raise NotImplementedError
+
+    def _sync_control(self, run: Run, best: dict[int, float | None] | None = None) -> None:
+        raise NotImplementedError
+
+    def _delete_checkpoint(self, ckpt: Checkpoint) -> None:
+        raise NotImplementedError

@@ -1,0 +1,188 @@
+"""What users ask the daemon to do: the requests behind `hpcdet experiment ...`."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import time
+from typing import Any
+
+from hpcdet.config import ExperimentConfig
+from hpcdet.daemon.base import DaemonBase
+from hpcdet.errors import HpcdetError, NotFoundError, StateError
+from hpcdet.exchange import write_atomic
+from hpcdet.lifecycle import FINAL_TRIAL_STATES
+from hpcdet.paths import hostname
+from hpcdet.search.base import Initialize
+from hpcdet.store.models import Checkpoint, Trial
+
+log = logging.getLogger(__name__)
+
+
+class Commands(DaemonBase):
+    """`handle(op, args)` dispatches a request to `op_<op>`; each returns what the CLI prints."""
+
+    def handle(self, op: str, args: dict[str, Any]) -> Any:
+        handler = getattr(self, f"op_{op}", None)
+        if handler is None:
+            raise HpcdetError(f"unknown request {op!r}")
+        return handler(**args)
+
+    def op_ping(self) -> dict[str, Any]:
+        return {"pid": os.getpid(), "host": hostname()}
+
+    def op_shutdown(self) -> str:
+        self.stopping = True
+        return "stopping"
+
+    def op_create(self, config: dict[str, Any], staging: str) -> dict[str, Any]:
+        raw = ExperimentConfig.from_dict(config).to_dict()
+        if not raw.get("checkpoint_storage"):
+            raw["checkpoint_storage"] = {
+                "type": "shared_fs", "host_path": str(self.paths.default_checkpoints()),
+            }
+        cfg = ExperimentConfig.from_dict(raw)
+        raw = cfg.to_dict()
+        exp_id = self.journal.max_ids()[0] + 1
+        exp_dir = self.paths.experiment(exp_id)
+        exp_dir.mkdir(parents=True)
+        os.replace(staging, self.paths.context(exp_id))
+        write_atomic(exp_dir / "experiment.json", {"id": exp_id, "config": raw})
+        self.journal.record(
+            exp_id, "experiment_created", name=cfg.name, config=raw,
+            description=cfg.description, backend=self.backend,
+            resource_pool=cfg.resources.resource_pool, priority=cfg.resources.priority,
+            searcher=cfg.searcher.name,
+        )
+        exp = self.store.experiment(exp_id)
+        self.search.feed(exp, cfg, Initialize(), None)
+        self._submit_queued()
+        trials = self.store.trials(exp_id)
+        reasons = [self.store.experiment(exp_id).error]
+        reasons += [t.end_reason for t in trials if t.state == "ERROR"]
+        warning = "; ".join(r for r in reasons if r)
+        return {"experiment_id": exp_id, "trial_ids": [t.id for t in trials],
+                "warning": warning}
+
+    def op_pause(self, exp_id: int) -> str:
+        exp = self.store.experiment(exp_id)
+        if exp.state != "ACTIVE":
+            raise StateError(f"experiment {exp_id} is {exp.state}; only ACTIVE ones can pause")
+        self.journal.record(exp_id, "experiment_state", state="PAUSED")
+        for trial in self.store.trials(exp_id):
+            if trial.state == "QUEUED":
+                self.journal.record(exp_id, "trial_state", trial_id=trial.id, state="PAUSED")
+            elif trial.state == "ACTIVE":
+                self._stop_run(exp_id, trial, graceful=True)
+        self._sync_controls()
+        return f"Paused experiment {exp_id}"
+
+    def op_activate(self, exp_id: int) -> str:
+        exp = self.store.experiment(exp_id)
+        if exp.state == "ACTIVE":
+            return f"Activated experiment {exp_id}"
+        if exp.state != "PAUSED":
+            raise StateError(f"experiment {exp_id} is {exp.state}; only PAUSED ones can activate")
+        self.journal.record(exp_id, "experiment_state", state="ACTIVE")
+        for trial in self.store.trials(exp_id):
+            if trial.state == "PAUSED":
+                self.journal.record(exp_id, "trial_state", trial_id=trial.id, state="QUEUED",
+                                    restarts=trial.restarts)
+        self._sync_controls()
+        self._submit_queued()
+        return f"Activated experiment {exp_id}"
+
+    def op_cancel(self, exp_id: int) -> str:
+        """Graceful stop: running trials checkpoint and exit; nothing new starts."""
+        exp = self.store.experiment(exp_id)
+        if exp.state in ("COMPLETED", "CANCELED", "ERROR"):
+            return f"Canceled experiment {exp_id}"
+        self.journal.record(exp_id, "experiment_state", state="STOPPING_CANCELED")
+        for trial in self.store.trials(exp_id):
+            if trial.state == "ACTIVE":
+                self._stop_run(exp_id, trial, graceful=True)
+            elif trial.state not in FINAL_TRIAL_STATES:
+                self.journal.record(exp_id, "trial_state", trial_id=trial.id, state="CANCELED",
+                                    reason="canceled by the user", restarts=trial.restarts)
+        self._sync_controls()
+        return f"Canceled experiment {exp_id}"
+
+    def op_kill(self, exp_id: int) -> str:
+        exp = self.store.experiment(exp_id)
+        if exp.state in ("COMPLETED", "CANCELED", "ERROR"):
+            return f"Killed experiment {exp_id}"
+        self.journal.record(exp_id, "experiment_state", state="STOPPING_CANCELED")
+        for trial in self.store.trials(exp_id):
+            if trial.state == "ACTIVE":
+                self._stop_run(exp_id, trial, graceful=False)
+            elif trial.state not in FINAL_TRIAL_STATES:
+                self.journal.record(exp_id, "trial_state", trial_id=trial.id, state="CANCELED",
+                                    reason="killed by the user", restarts=trial.restarts)
+        return f"Killed experiment {exp_id}"
+
+    def op_continue(self, exp_id: int, config: dict[str, Any] | None = None) -> str:
+        """Determined's `experiment continue`: same experiment and trials, resumed from their
+        latest checkpoints with restarts reset."""
+        exp = self.store.experiment(exp_id)
+        if exp.state not in ("COMPLETED", "CANCELED", "ERROR"):
+            raise StateError(f"experiment {exp_id} is {exp.state}; only a finished experiment "
+                             "can continue (pause/activate resume a running one)")
+        name = self._config(exp).searcher.name
+        if name not in ("single", "random", "grid"):
+            raise StateError(f"Unsupported searcher type provided: '{name}'; only single, "
+                             "random and grid experiments can continue")
+        if config is not None and name != "single":
+            raise StateError("config overrides are only allowed when continuing an experiment "
+                             "with the single searcher")
+        trials = self.store.trials(exp_id)
+        again = trials if name == "single" else [t for t in trials if t.state != "COMPLETED"]
+        if not again:
+            raise StateError("experiment has been completed, cannot continue this experiment")
+        if config is not None:
+            cfg = ExperimentConfig.from_dict(config)
+            self.journal.record(exp_id, "experiment_config", config=cfg.to_dict())
+            self.configs.pop(exp_id, None)
+        for trial in again:
+            self.journal.record(exp_id, "trial_continued", trial_id=trial.id)
+        self.journal.record(exp_id, "experiment_state", state="ACTIVE")
+        self._submit_queued()
+        return f"Continued experiment {exp_id}"
+
+    def op_continue_trial(self, trial_id: int) -> dict[str, Any]:
+        """The WebUI's Continue Trial: a new single-trial experiment warm-started from the
+        trial's latest checkpoint, with its hyperparameters fixed."""
+        trial = self.store.trial(trial_id)
+        exp = self.store.experiment(trial.experiment_id)
+        raw = self._config(exp).to_dict()
+        searcher = raw["searcher"]
+        raw["searcher"] = {
+            "name": "single", "metric": searcher["metric"],
+            "smaller_is_better": searcher.get("smaller_is_better", True),
+            "source_trial_id": trial.id, "source_checkpoint_uuid": trial.latest_checkpoint,
+            **({"max_length": searcher["max_length"]} if searcher.get("max_length") else {}),
+        }
+        raw["hyperparameters"] = json.loads(trial.hparams_json)
+        staging = self.paths.requests / f"continue-{trial_id}-{time.time():.0f}.context"
+        shutil.copytree(self.paths.context(exp.id), staging)
+        return self.op_create(raw, str(staging))
+
+    def op_delete_checkpoint(self, uuid: str) -> str:
+        with self.store.session() as s:
+            ckpt = s.get(Checkpoint, uuid)
+        if ckpt is None or ckpt.state != "COMPLETED":
+            raise NotFoundError(f"checkpoint {uuid} not found (or already deleted); see "
+                                "`hpcdet checkpoint list EXPERIMENT_ID`")
+        self._delete_checkpoint(ckpt)
+        return f"Deleted checkpoint {uuid}"
+
+    def _stop_run(self, exp_id: int, trial: Trial, graceful: bool) -> None:
+        run = self._run(trial.id, trial.run_id)
+        if run is None:
+            return
+        started = (self.paths.run(exp_id, trial.id, run.run_id) / "nodes").exists()
+        # A job that has not started cannot checkpoint: cancel it. One that has gets a
+        # preemption request through its control file (_sync_controls).
+        if not (graceful and started) and run.job_id:
+            self._cancel([run.job_id])

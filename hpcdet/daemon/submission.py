@@ -1,0 +1,168 @@
+"""Submitting trials: single jobs for runs, and the job arrays of searches."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import time
+from pathlib import Path
+
+from hpcdet.daemon.arrays import next_chunk, owner
+from hpcdet.daemon.base import DaemonBase
+from hpcdet.daemon.submit import array_request, checkpoint_dir, job_request, run_spec
+from hpcdet.errors import SchedulerCommandError
+from hpcdet.exchange import read_json
+from hpcdet.runspec import EXIT_FILE
+from hpcdet.schedulers import JobState
+from hpcdet.schedulers.base import ArraySpec
+from hpcdet.store.models import Experiment, Run, Trial
+
+log = logging.getLogger(__name__)
+
+
+class Submission(DaemonBase):
+    """Queued trials become jobs or array tasks, within the site's limits."""
+
+    def _submit_queued(self) -> None:
+        for exp in self.store.experiments(unfinished=True):
+            if exp.state != "ACTIVE":
+                continue
+            arrays = self._ensure_arrays(exp)
+            for trial in self.store.trials(exp.id, state="QUEUED"):
+                if arrays is not None and trial.run_id == 0:
+                    found = owner(trial.request_id, arrays)
+                    if found is not None:
+                        self._submit(exp, trial, found)
+                    continue  # its array is not submitted yet
+                if not self._may_submit():
+                    return
+                self._submit(exp, trial)
+
+    def _ensure_arrays(self, exp: Experiment) -> list[tuple[str, int, int]] | None:
+        """The experiment's arrays as (job id, offset, count); None if it uses no arrays.
+
+        Submits the next array when the search needs one and the site's limits allow it.
+        """
+        cfg = self._config(exp)
+        bound, concurrency = self.search.bound(exp, cfg)
+        if not self.scheduler.supports_arrays or bound <= 1:
+            return None
+        rows = self.store.arrays(exp.id)
+        chunks = [(a.job_id, a.offset, a.count) for a in rows]
+        covered = sum(a.count for a in rows)
+        pending = bool(rows) and any(
+            st.state == JobState.PENDING and job_id.startswith(f"{rows[-1].job_id}_")
+            for job_id, st in self.statuses.items()
+        )
+        if rows and rows[-1].submitted > self.last_poll:
+            pending = True  # not yet seen by a status query
+        headroom = None
+        if self.cluster.max_jobs:
+            headroom = self.cluster.max_jobs - len(self.store.runs(live_only=True))
+        chunk = next_chunk(bound, covered, pending, self.limits.get("MaxArraySize"), headroom)
+        if chunk is None or not self._may_submit():
+            return chunks
+        array_dir = self.paths.experiment(exp.id) / "array"
+        array_dir.mkdir(exist_ok=True)
+        spec = ArraySpec(count=chunk.count, offset=chunk.offset,
+                         throttle=min(concurrency, chunk.count) if concurrency else 0)
+        script = array_dir / f"array{len(rows)}.sh"
+        script.write_text(self.scheduler.render_script(
+            array_request(exp.id, len(rows), array_dir, spec, cfg, self.cluster, self.backend)))
+        self.submissions.append(time.time())
+        try:
+            job_id = self.scheduler.parse_job_id(
+                self.runner.run(self.scheduler.submit_command(script)).stdout)
+        except (SchedulerCommandError, ValueError) as e:
+            self._refuse(exp, f"the scheduler refused the job array: {e}")
+            return chunks
+        self.journal.record(exp.id, "array_submitted", job_id=job_id, offset=chunk.offset,
+                            count=chunk.count, throttle=spec.throttle)
+        return [*chunks, (job_id, chunk.offset, chunk.count)]
+
+    def _refuse(self, exp: Experiment, message: str) -> None:
+        """The scheduler refused the search's array: the experiment stops with its reason."""
+        log.warning("experiment %d: %s", exp.id, message)
+        self.journal.record(exp.id, "experiment_error", message=message)
+
+    def _may_submit(self) -> bool:
+        now = time.time()
+        while self.submissions and now - self.submissions[0] > 60:
+            self.submissions.popleft()
+        return len(self.submissions) < max(1, int(self.cluster.submissions_per_minute))
+
+    def _submit(
+        self, exp: Experiment, trial: Trial, array_task: tuple[str, int] | None = None
+    ) -> None:
+        """Submit the trial's next run: as a job, or into its array task's slot."""
+        cfg = self._config(exp)
+        run_id = trial.run_id + 1
+        record = {
+            "id": trial.id, "trial_seed": trial.trial_seed,
+            "hparams": json.loads(trial.hparams_json),
+            "latest_checkpoint": trial.latest_checkpoint or cfg.searcher.source_checkpoint_uuid,
+            "steps_completed": trial.steps_completed,
+        }
+        spec = run_spec(cfg, self.paths, exp.id, record, run_id, self.backend, self.cluster)
+        run_dir = Path(spec.run_dir)
+        if run_dir.exists():
+            shutil.rmtree(run_dir)  # left by a submission that never reached the scheduler
+        run_dir.mkdir(parents=True)
+        checkpoint_dir(cfg, self.paths).mkdir(parents=True, exist_ok=True)
+        spec.save(run_dir)
+        script = run_dir / "job.sh"
+        script.write_text(self.scheduler.render_script(
+            job_request(spec, cfg, self.cluster, self.backend)))
+        self.journal.record(exp.id, "run_submitting", trial_id=trial.id, run_id=run_id,
+                            first_op=trial.ops_completed)
+        submitting = self._run(trial.id, run_id)
+        if submitting is not None:
+            self._sync_control(submitting)  # the trial reads it at start
+        if array_task is not None:
+            array_id, index = array_task
+            slot = self.paths.experiment(exp.id) / "array" / f"slot-{trial.request_id}"
+            tmp = slot.with_name(f".{slot.name}.tmp")
+            tmp.write_text(str(run_dir))
+            os.replace(tmp, slot)
+            self.journal.record(exp.id, "run_submitted", trial_id=trial.id, run_id=run_id,
+                                job_id=self.scheduler.array_task_id(array_id, index))
+            return
+        self.submissions.append(time.time())
+        try:
+            out = self.runner.run(self.scheduler.submit_command(script))
+            job_id = self.scheduler.parse_job_id(out.stdout)
+        except (SchedulerCommandError, ValueError) as e:
+            self.journal.record(exp.id, "run_ended", trial_id=trial.id, run_id=run_id,
+                                job_state="FAILED", outcome=f"submission refused: {e}")
+            self.journal.record(exp.id, "trial_state", trial_id=trial.id, state="ERROR",
+                                restarts=trial.restarts, reason=f"submission refused: {e}")
+            return
+        self.journal.record(exp.id, "run_submitted", trial_id=trial.id, run_id=run_id,
+                            job_id=job_id)
+
+    def _adopt_or_requeue(self, run: Run) -> None:
+        """A run journaled as submitting but with no job id: the daemon died around sbatch."""
+        trial = self.store.trial(run.trial_id)
+        run_dir = self.paths.run(trial.experiment_id, trial.id, run.run_id)
+        exit_info = read_json(run_dir / EXIT_FILE)
+        if exit_info and exit_info.get("job_id"):
+            job_id = str(exit_info["job_id"])
+        else:
+            job_id = self._find_job_by_name(
+                f"hpcdet-e{trial.experiment_id}-t{trial.id}-r{run.run_id}")
+        if job_id:
+            self.journal.record(trial.experiment_id, "run_submitted", trial_id=trial.id,
+                                run_id=run.run_id, job_id=job_id)
+            return
+        self.journal.record(trial.experiment_id, "run_ended", trial_id=trial.id,
+                            run_id=run.run_id, job_state="CANCELED", outcome="never submitted")
+        self.journal.record(trial.experiment_id, "trial_state", trial_id=trial.id,
+                            state="QUEUED", restarts=trial.restarts)
+
+    def _find_job_by_name(self, name: str) -> str:
+        for job_id, status in self.statuses.items():
+            if status.name == name:
+                return job_id
+        return ""
