@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -419,3 +420,50 @@ def refused_submission(h: Hpcdet, tmp: Path, searcher: str) -> None:
     described = h.run("experiment", "describe", "1").stdout
     assert "invalid partition" in described.lower(), described
     assert all(t["state"] in ("ERROR", "CANCELED") for t in d["trials"])
+
+
+def preempt_through_slurm_signal(h: Hpcdet, tmp: Path) -> None:
+    """The scheduler's preemption notice (SIGUSR2 to the batch shell, as --signal sends it
+    before the walltime) makes the trial checkpoint and exit; the daemon resubmits it and it
+    ends exactly as an uninterrupted run."""
+    ctx = copy_examples(tmp / "ctx")
+    exp = h.create(ctx / "2_checkpoints.yaml", ctx)
+    h.wait_for("a first checkpoint", lambda: _first_checkpoint_seen(h, exp))
+    job = h.describe(exp)["runs"][0]["job_id"]
+    subprocess.run(["scancel", "--signal=USR2", "--batch", job], check=True)
+    d = h.wait_state(exp, {"COMPLETED", "ERROR"})
+    assert d["experiment"]["state"] == "COMPLETED", d
+    runs = d["runs"]
+    assert len(runs) == 2 and runs[0]["outcome"] == "preempted", runs
+    assert d["trials"][0]["restarts"] == 0
+    rows = h.metrics(d["trials"][0]["id"])
+    assert [r["steps_completed"] for r in rows if r["group"] == "training"] == list(
+        range(10, 101, 10))
+    assert [r["metrics"] for r in rows if r["group"] == "validation"] == [{"x": 100}]
+
+
+def longer_than_walltime(h: Hpcdet, tmp: Path) -> None:
+    """A trial that needs about three times the job's walltime finishes across several jobs
+    with no user action; its metrics form one continuous series."""
+    ctx = tmp / "ctx"
+    ctx.mkdir()
+    (ctx / "long.py").write_text((FIXTURES / "long_training.py").read_text())
+    cfg = tmp / "long.yaml"
+    cfg.write_text(
+        "name: long\nentrypoint: python3 long.py\n"
+        "searcher: {name: single, metric: x, max_length: 1}\nmax_restarts: 0\n"
+        "environment:\n  environment_variables: [STEPS=300]\n"
+        "slurm:\n  walltime: 1\n"
+    )
+    exp = h.create(cfg, ctx)
+    d = h.wait_state(exp, {"COMPLETED", "ERROR"}, timeout=900)
+    assert d["experiment"]["state"] == "COMPLETED", d
+    runs = d["runs"]
+    assert len(runs) >= 3, runs
+    assert all(r["outcome"] in ("preempted", "timed out", "COMPLETED") for r in runs), runs
+    assert d["trials"][0]["restarts"] == 0
+    rows = h.metrics(d["trials"][0]["id"])
+    training = [(r["steps_completed"], r["metrics"]["x"]) for r in rows
+                if r["group"] == "training"]
+    assert training == [(s, s) for s in range(10, 301, 10)]
+    assert [r["metrics"] for r in rows if r["group"] == "validation"] == [{"x": 300}]

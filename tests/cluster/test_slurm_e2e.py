@@ -59,3 +59,13 @@ def test_kill_running_experiment(slurm_hpcdet: Hpcdet, tmp_path: Path) -> None:
 
 def test_failing_trial_uses_up_max_restarts(slurm_hpcdet: Hpcdet, tmp_path: Path) -> None:
     scenarios.failing_trial_restarts(slurm_hpcdet, tmp_path)
+
+
+def test_preemption_signal_from_slurm_resumes(slurm_hpcdet: Hpcdet, tmp_path: Path) -> None:
+    scenarios.preempt_through_slurm_signal(slurm_hpcdet, tmp_path)
+
+
+def test_trial_longer_than_walltime_completes_across_jobs(
+    slurm_hpcdet: Hpcdet, tmp_path: Path
+) -> None:
+    scenarios.longer_than_walltime(slurm_hpcdet, tmp_path)
