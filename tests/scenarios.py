@@ -467,3 +467,67 @@ def longer_than_walltime(h: Hpcdet, tmp: Path) -> None:
                 if r["group"] == "training"]
     assert training == [(s, s) for s in range(10, 301, 10)]
     assert [r["metrics"] for r in rows if r["group"] == "validation"] == [{"x": 300}]
+
+
+def node_failure(h: Hpcdet, tmp: Path, cluster_script: Path) -> None:
+    """The node running a trial dies (its slurmd and every process on it are killed): once
+    Slurm marks the node failed, the daemon resubmits the trial from its latest checkpoint
+    and it completes on the other node without using up max_restarts."""
+    ctx = tmp / "ctx"
+    ctx.mkdir()
+    (ctx / "long.py").write_text((FIXTURES / "long_training.py").read_text())
+    cfg = tmp / "long.yaml"
+    cfg.write_text(
+        "name: node-failure\nentrypoint: python3 long.py\n"
+        "searcher: {name: single, metric: x, max_length: 1}\nmax_restarts: 0\n"
+        "environment:\n  environment_variables: [STEPS=80]\n"
+    )
+    exp = h.create(cfg, ctx)
+    h.wait_for("a first checkpoint", lambda: _first_checkpoint_seen(h, exp))
+    trial = h.describe(exp)["trials"][0]["id"]
+    info = h.state / "runs" / f"exp-{exp}" / "trials" / str(trial) / "run-1" / "nodes" / "0.json"
+    node = json.loads(info.read_text())["agent_id"]
+    pids = subprocess.run(["ip", "netns", "pids", node], capture_output=True, text=True,
+                          check=True).stdout.split()
+    for pid in pids:  # the node dies: slurmd, slurmstepd and the trial with it
+        try:
+            os.kill(int(pid), signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    try:
+        d = h.wait_state(exp, {"COMPLETED", "ERROR"}, timeout=300)
+    finally:
+        subprocess.run(["bash", str(cluster_script), "start"], check=True, capture_output=True)
+    assert d["experiment"]["state"] == "COMPLETED", d
+    runs = d["runs"]
+    assert runs[0]["outcome"] == "node failure" and len(runs) == 2, runs
+    assert d["trials"][0]["restarts"] == 0
+    second = json.loads((info.parents[2] / "run-2" / "nodes" / "0.json").read_text())
+    assert second["agent_id"] != node
+    rows = h.metrics(trial)
+    assert [r["metrics"] for r in rows if r["group"] == "validation"] == [{"x": 80}]
+
+
+# ---- distributed trials (issue 4) ------------------------------------------------------------
+
+
+def stage4(h: Hpcdet, tmp: Path) -> None:
+    """The tutorial's stage 4 with its own launcher: 8 slots over 2 nodes."""
+    ctx = copy_examples(tmp / "ctx")
+    out = h.run("experiment", "create", str(ctx / "4_distributed.yaml"), str(ctx), "-f",
+                timeout=300).stdout
+    d = h.describe(1)
+    assert d["experiment"]["state"] == "COMPLETED", (d, out[-3000:])
+    for rank in range(8):
+        assert f"[rank={rank}]" in out, rank
+    trial = d["trials"][0]["id"]
+    run_dir = h.state / "runs" / "exp-1" / "trials" / str(trial) / "run-1"
+    infos = [json.loads((run_dir / "nodes" / f"{n}.json").read_text()) for n in (0, 1)]
+    assert {i["agent_id"] for i in infos} == {"node1", "node2"}
+    assert infos[0]["container_addrs"] == infos[1]["container_addrs"]
+    assert len(set(infos[0]["container_addrs"])) == 2
+    rows = h.metrics(trial)
+    training = [(r["steps_completed"], r["metrics"]["x"]) for r in rows
+                if r["group"] == "training"]
+    assert training == [(s, 8 * s) for s in range(10, 101, 10)]  # 8 increments per step
+    assert [r["metrics"] for r in rows if r["group"] == "validation"] == [{"x": 800}]

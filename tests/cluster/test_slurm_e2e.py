@@ -69,3 +69,9 @@ def test_trial_longer_than_walltime_completes_across_jobs(
     slurm_hpcdet: Hpcdet, tmp_path: Path
 ) -> None:
     scenarios.longer_than_walltime(slurm_hpcdet, tmp_path)
+
+
+def test_node_failure_resubmits_from_checkpoint(
+    slurm_cluster: Any, slurm_hpcdet: Hpcdet, tmp_path: Path
+) -> None:
+    scenarios.node_failure(slurm_hpcdet, tmp_path, slurm_cluster.script)
