@@ -6,6 +6,8 @@ RANK is an integer or a comma-separated list of environment variables tried in o
 ``RANK`` or ``HOROVOD_RANK,OMPI_COMM_WORLD_RANK,PMI_RANK``. SIGINT, SIGTERM, SIGHUP, SIGUSR1
 and SIGUSR2 are forwarded to SCRIPT; the exit code is SCRIPT's (128 + N if killed by signal N).
 
+File descriptors SCRIPT's caller passed on stay open in SCRIPT (an MPI rank's ``PMI_FD``).
+
 ``--no-redirect-stdio`` is accepted for Determined compatibility and changes nothing: hpcdet's
 harness captures each node's output itself, so there are no log files to copy lines into.
 """
@@ -196,7 +198,11 @@ def _run(
     cmd: list[str], rank: int, child: list[subprocess.Popen[bytes]], early: list[int]
 ) -> int:
     try:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        # Inherited descriptors stay open: MPI process managers hand each rank its PMI
+        # connection as one (PMI_FD). Descriptors Python opens itself are not inheritable.
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, close_fds=False
+        )
     except OSError as e:
         print(f"wrap_rank: cannot run {cmd[0]!r}: {e}", file=sys.stderr)
         return 127

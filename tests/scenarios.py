@@ -9,7 +9,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from tests.support import FIXTURES, Hpcdet, copy_examples
+from tests.support import EXAMPLES, FIXTURES, Hpcdet, copy_examples
 
 
 def stage0(h: Hpcdet, tmp: Path) -> None:
@@ -422,12 +422,14 @@ def refused_submission(h: Hpcdet, tmp: Path, searcher: str) -> None:
     assert all(t["state"] in ("ERROR", "CANCELED") for t in d["trials"])
 
 
-def preempt_through_slurm_signal(h: Hpcdet, tmp: Path) -> None:
+def preempt_through_slurm_signal(
+    h: Hpcdet, tmp: Path, config: str = "2_checkpoints.yaml", per_step: int = 1
+) -> None:
     """The scheduler's preemption notice (SIGUSR2 to the batch shell, as --signal sends it
     before the walltime) makes the trial checkpoint and exit; the daemon resubmits it and it
     ends exactly as an uninterrupted run."""
     ctx = copy_examples(tmp / "ctx")
-    exp = h.create(ctx / "2_checkpoints.yaml", ctx)
+    exp = h.create(ctx / config, ctx)
     h.wait_for("a first checkpoint", lambda: _first_checkpoint_seen(h, exp))
     job = h.describe(exp)["runs"][0]["job_id"]
     subprocess.run(["scancel", "--signal=USR2", "--batch", job], check=True)
@@ -437,9 +439,10 @@ def preempt_through_slurm_signal(h: Hpcdet, tmp: Path) -> None:
     assert len(runs) == 2 and runs[0]["outcome"] == "preempted", runs
     assert d["trials"][0]["restarts"] == 0
     rows = h.metrics(d["trials"][0]["id"])
-    assert [r["steps_completed"] for r in rows if r["group"] == "training"] == list(
-        range(10, 101, 10))
-    assert [r["metrics"] for r in rows if r["group"] == "validation"] == [{"x": 100}]
+    assert [(r["steps_completed"], r["metrics"]["x"]) for r in rows
+            if r["group"] == "training"] == [(s, per_step * s) for s in range(10, 101, 10)]
+    assert [r["metrics"] for r in rows if r["group"] == "validation"] == [
+        {"x": 100 * per_step}]
 
 
 def longer_than_walltime(h: Hpcdet, tmp: Path) -> None:
@@ -531,3 +534,48 @@ def stage4(h: Hpcdet, tmp: Path) -> None:
                 if r["group"] == "training"]
     assert training == [(s, 8 * s) for s in range(10, 101, 10)]  # 8 increments per step
     assert [r["metrics"] for r in rows if r["group"] == "validation"] == [{"x": 800}]
+
+
+def kill_one_rank(h: Hpcdet, tmp: Path) -> None:
+    """One of 8 ranks dies: the others stop within seconds, the trial restarts from its latest
+    checkpoint (using one of max_restarts) and completes."""
+    ctx = copy_examples(tmp / "ctx")
+    exp = h.create(ctx / "4_distributed.yaml", ctx, "--config", "max_restarts=1")
+    h.wait_for("a first checkpoint", lambda: _first_checkpoint_seen(h, exp))
+    # Rank 5 runs on the second node; the test owns the only experiment on the cluster.
+    found = subprocess.run(["pgrep", "-f", "4_distributed.py worker 5 "], capture_output=True,
+                           text=True).stdout.split()
+    assert found, "rank 5 is not running"
+    killed_at = time.time()
+    for pid in found:
+        os.kill(int(pid), signal.SIGKILL)
+    h.wait_for("the first run to end", lambda: h.describe(exp)["runs"][0]["ended"] is not None,
+               timeout=60)
+    first = h.describe(exp)["runs"][0]
+    assert first["ended"] - killed_at < 30, first
+    assert first["exit_code"] != 0
+    d = h.wait_state(exp, {"COMPLETED", "ERROR"}, timeout=300)
+    assert d["experiment"]["state"] == "COMPLETED", d
+    assert d["trials"][0]["restarts"] == 1 and len(d["runs"]) == 2
+    rows = h.metrics(d["trials"][0]["id"])
+    assert [r["metrics"] for r in rows if r["group"] == "validation"] == [{"x": 800}]
+
+
+def ddp(h: Hpcdet, tmp: Path, config: str) -> None:
+    """A torch DDP example (gloo, CPU) under torchrun on 2 nodes x 2 processes."""
+    import shutil
+
+    ctx = tmp / "ctx"
+    shutil.copytree(EXAMPLES.parent / "ddp", ctx)
+    out = h.run("experiment", "create", str(ctx / config), str(ctx), "-f", timeout=300).stdout
+    d = h.describe(1)
+    assert d["experiment"]["state"] == "COMPLETED", (d, out[-3000:])
+    for rank in range(4):
+        assert f"[rank={rank}]" in out, rank
+    trial = d["trials"][0]
+    rows = h.metrics(trial["id"])
+    validation = [r["metrics"] for r in rows if r["group"] == "validation"]
+    assert validation and validation[-1]["validation_loss"] < 0.01, validation
+    assert [r for r in rows if r["group"] == "training"]
+    ckpt = h.state / "checkpoints" / trial["latest_checkpoint"]
+    assert (ckpt / "model.pt").exists() and (ckpt / "metadata.json").exists()

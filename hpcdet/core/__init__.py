@@ -29,6 +29,7 @@ from hpcdet.core._context import (
 from hpcdet.core._context import _dummy_init as _dummy_init  # for Determined's Trainer APIs
 from hpcdet.core._distributed import DistributedContext, DummyDistributedContext, Transport
 from hpcdet.core._info import ClusterInfo, TrialInfo, get_cluster_info
+from hpcdet.core._mpi import MpiTransport
 from hpcdet.core._preempt import DummyPreemptContext, PreemptContext, PreemptMode
 from hpcdet.core._searcher import (
     DummySearcherContext,
@@ -38,6 +39,7 @@ from hpcdet.core._searcher import (
     SearcherOperation,
     Unit,
 )
+from hpcdet.core._tcp import TcpTransport
 from hpcdet.core._train import DummyTrainContext, EarlyExitReason, TensorboardMode, TrainContext
 
 __all__ = [
@@ -57,12 +59,14 @@ __all__ = [
     "DummyTrainContext",
     "EarlyExitReason",
     "InvalidHP",
+    "MpiTransport",
     "PreemptContext",
     "PreemptMode",
     "SearcherContext",
     "SearcherContextMissing",
     "SearcherMode",
     "SearcherOperation",
+    "TcpTransport",
     "TensorboardMode",
     "TrainContext",
     "Transport",

@@ -75,3 +75,23 @@ def test_node_failure_resubmits_from_checkpoint(
     slurm_cluster: Any, slurm_hpcdet: Hpcdet, tmp_path: Path
 ) -> None:
     scenarios.node_failure(slurm_hpcdet, tmp_path, slurm_cluster.script)
+
+
+def test_stage4_distributed_over_two_nodes(slurm_hpcdet: Hpcdet, tmp_path: Path) -> None:
+    scenarios.stage4(slurm_hpcdet, tmp_path)
+
+
+def test_distributed_preemption_signal_resumes(slurm_hpcdet: Hpcdet, tmp_path: Path) -> None:
+    scenarios.preempt_through_slurm_signal(
+        slurm_hpcdet, tmp_path, config="4_distributed.yaml", per_step=8
+    )
+
+
+def test_killing_one_rank_restarts_the_trial(slurm_hpcdet: Hpcdet, tmp_path: Path) -> None:
+    scenarios.kill_one_rank(slurm_hpcdet, tmp_path)
+
+
+@pytest.mark.parametrize("config", ["ddp.yaml", "ddp_determined.yaml"])
+def test_torch_ddp_two_nodes(slurm_hpcdet: Hpcdet, tmp_path: Path, config: str) -> None:
+    pytest.importorskip("torch")
+    scenarios.ddp(slurm_hpcdet, tmp_path, config)

@@ -15,7 +15,8 @@ from tests.unit.core.core_fakes import FakeRun
 
 def _two_workers(rank: int) -> core.DistributedContext:
     return core.DistributedContext(
-        rank=rank, size=2, local_rank=rank, local_size=2, cross_rank=0, cross_size=1
+        rank=rank, size=2, local_rank=rank, local_size=2, cross_rank=0, cross_size=1,
+        transport=core.Transport(),
     )
 
 
@@ -133,9 +134,9 @@ def test_only_the_chief_stores_unsharded(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
-def test_sharded_store_needs_the_transport_for_several_workers(tmp_path: Path) -> None:
+def test_sharded_store_is_a_collective(tmp_path: Path) -> None:
     ckpt = core.CheckpointContext(_two_workers(0), tmp_path, RunEvents(None))
-    with pytest.raises(NotImplementedError, match="arrive with distributed training support"):
+    with pytest.raises(NotImplementedError, match="has no transport for its collectives"):
         with ckpt.store_path({"steps_completed": 1}, shard=True):
             pass
 

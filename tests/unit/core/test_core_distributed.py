@@ -86,12 +86,42 @@ def test_single_process_collectives_short_circuit() -> None:
 
 def test_one_worker_per_node_short_circuits_local_collectives_only() -> None:
     d = core.DistributedContext(
-        rank=1, size=2, local_rank=0, local_size=1, cross_rank=1, cross_size=2, chief_ip="h"
+        rank=1, size=2, local_rank=0, local_size=1, cross_rank=1, cross_size=2, chief_ip="h",
+        transport=core.Transport(),
     )
     assert d.broadcast_local("x") == "x"
-    with pytest.raises(NotImplementedError) as err:
+    with pytest.raises(NotImplementedError, match="has no transport for its collectives"):
         d.allgather("x")
-    assert str(err.value) == "multi-process collectives arrive with distributed training support"
+
+
+def test_several_workers_get_tcp_to_the_chief_by_default() -> None:
+    d = core.DistributedContext(
+        rank=1, size=4, local_rank=1, local_size=2, cross_rank=0, cross_size=2,
+        chief_ip="10.0.0.1", pub_port=20000, port_offset=5,
+    )
+    assert isinstance(d._transport, core.TcpTransport)
+    assert d._transport.address == "10.0.0.1:20005"
+    assert type(core.DummyDistributedContext()._transport) is core.Transport
+
+
+def test_port_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("INTER_TRAIN_PROCESS_COMM_PORT_1", "15000")
+    d = core.DistributedContext(
+        rank=0, size=2, local_rank=0, local_size=2, cross_rank=0, cross_size=1
+    )
+    assert isinstance(d._transport, core.TcpTransport)
+    assert d._transport.address == "127.0.0.1:15000"
+    env = {**TORCH_ENV, "INTER_TRAIN_PROCESS_COMM_PORT_1": "15100", "DET_CHIEF_IP": "h"}
+    t = core.DistributedContext.from_torch_distributed(env=env)._transport
+    assert isinstance(t, core.TcpTransport) and t.address == "h:15100"
+
+
+def test_a_transport_replaces_chief_ip() -> None:
+    d = core.DistributedContext(
+        rank=0, size=4, local_rank=0, local_size=2, cross_rank=0, cross_size=2,
+        transport=core.Transport(),
+    )
+    assert d.cross_size == 2
 
 
 class _Recording(core.Transport):

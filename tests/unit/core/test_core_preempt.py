@@ -106,9 +106,11 @@ def test_chief_only_mode_refuses_workers(tmp_path: Path) -> None:
     )
 
 
-def test_workers_ask_chief_needs_a_transport_for_several_workers(tmp_path: Path) -> None:
-    preempt = _worker_preempt(tmp_path, core.PreemptMode.WorkersAskChief)
-    with pytest.raises(NotImplementedError, match="arrive with distributed training support"):
+def test_workers_ask_chief_is_a_collective(tmp_path: Path) -> None:
+    preempt = _worker_preempt(
+        tmp_path, core.PreemptMode.WorkersAskChief, transport=core.Transport()
+    )
+    with pytest.raises(NotImplementedError, match="has no transport for its collectives"):
         preempt.should_preempt()
 
 

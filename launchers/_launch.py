@@ -1,0 +1,176 @@
+"""What the distributed launchers share: their command line, the node layout, one child.
+
+Every launcher takes ``[OVERRIDES... --] SCRIPT...``: arguments before the first ``--`` go to
+the underlying tool (torchrun, srun, deepspeed) after hpcdet's own, so a later flag overrides
+an earlier one; the rest is the script each worker runs under ``wrap_rank``.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+
+from hpcdet.runspec import CLUSTER_INFO_ENV, ClusterInfoRecord
+
+FORWARDED_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP", "SIGUSR1", "SIGUSR2")
+WRAP_RANK_MODULE = "hpcdet.launch.wrap_rank"
+
+
+class UsageError(ValueError):
+    """The launcher's command line does not match its usage."""
+
+
+class LaunchError(RuntimeError):
+    """The launcher cannot run here; the message says why and what to do."""
+
+
+def split_overrides(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Split ``[OVERRIDES... --] SCRIPT...`` into (overrides, script).
+
+    Only the first ``--`` separates, so a script may contain ``--`` itself when overrides
+    (or a bare leading ``--``) come first.
+
+    Raises:
+        UsageError: The script is empty; ``-h``/``--help`` as the first argument raise it
+            with an empty message; ``--trial`` (Determined's Trial classes) is refused.
+    """
+    args = list(argv)
+    if args[:1] in (["-h"], ["--help"]):
+        raise UsageError("")
+    if "--" in args:
+        cut = args.index("--")
+        overrides, script = args[:cut], args[cut + 1 :]
+    else:
+        overrides, script = [], args
+    if script[:1] == ["--trial"] or any(a.startswith("--trial=") for a in script[:1]):
+        raise UsageError(
+            "--trial is not supported: hpcdet runs Core API scripts; pass the script to run, "
+            "e.g. python3 train.py"
+        )
+    if not script:
+        raise UsageError("empty script is not allowed")
+    return overrides, script
+
+
+def wrap_rank_command(python: str, rank_spec: str, script: Sequence[str]) -> list[str]:
+    """``SCRIPT`` under wrap_rank, so each output line is tagged with the worker's rank."""
+    return [python, "-m", WRAP_RANK_MODULE, rank_spec, "--", *script]
+
+
+@dataclass(frozen=True)
+class NodeLayout:
+    """Where this node stands in the trial's allocation (from the harness's cluster info).
+
+    Attributes:
+        addrs: Every node's address, in node-rank order; ``addrs[0]`` is the chief's.
+        node_rank: This node's index in ``addrs`` (Determined's ``container_rank``).
+        slots_per_node: Slots of this node (``len(slot_ids)``).
+        allocation_id: The run's allocation id, unique per trial run.
+        run_dir: The run directory on the shared file system.
+    """
+
+    addrs: tuple[str, ...]
+    node_rank: int
+    slots_per_node: int
+    allocation_id: str
+    run_dir: str
+
+    @property
+    def num_nodes(self) -> int:
+        """Number of nodes in the allocation."""
+        return len(self.addrs)
+
+    @property
+    def chief_ip(self) -> str:
+        """The chief node's address."""
+        return self.addrs[0]
+
+    @classmethod
+    def from_record(cls, record: ClusterInfoRecord) -> NodeLayout:
+        """The layout described by a harness-written cluster info record."""
+        return cls(
+            addrs=tuple(record.container_addrs),
+            node_rank=record.container_rank,
+            slots_per_node=len(record.slot_ids),
+            allocation_id=record.allocation_id,
+            run_dir=str(record.spec.get("run_dir", "")),
+        )
+
+
+def load_layout(env: Mapping[str, str], launcher: str) -> NodeLayout:
+    """The layout of the trial this process runs in.
+
+    Raises:
+        LaunchError: Not inside a trial (no cluster info), or the record is unreadable.
+    """
+    path = env.get(CLUSTER_INFO_ENV)
+    if not path:
+        raise LaunchError(
+            f"{launcher} runs inside an hpcdet trial: put it in the experiment's entrypoint "
+            f"({CLUSTER_INFO_ENV} is not set, so this is not a trial)"
+        )
+    try:
+        return NodeLayout.from_record(ClusterInfoRecord.load(Path(path)))
+    except (OSError, TypeError, ValueError) as e:
+        raise LaunchError(f"cannot read the cluster info {path}: {e}") from e
+
+
+def exit_code(returncode: int) -> int:
+    """A child's return code as a shell would report it (128 + N if killed by signal N)."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def run_forwarding_signals(cmd: Sequence[str], env: Mapping[str, str]) -> int:
+    """Run ``cmd``, pass SIGINT/SIGTERM/SIGHUP/SIGUSR1/SIGUSR2 on to it; its exit code.
+
+    Handlers are installed before the child starts, so a signal can never kill this process
+    alone and orphan the child; one that arrives in between is delivered once it exists.
+    """
+    child: list[subprocess.Popen[bytes]] = []
+    early: list[int] = []
+
+    def forward(signum: int, _frame: FrameType | None) -> None:
+        if child:
+            child[0].send_signal(signum)
+        else:
+            early.append(signum)
+
+    previous = {}
+    for name in FORWARDED_SIGNALS:
+        sig = getattr(signal, name, None)
+        if sig is not None:
+            previous[sig] = signal.signal(sig, forward)
+    try:
+        try:
+            proc = subprocess.Popen(list(cmd), env=dict(env))
+        except OSError as e:
+            print(f"cannot run {cmd[0]!r}: {e}", file=sys.stderr)
+            return 127
+        child.append(proc)
+        for signum in early:
+            proc.send_signal(signum)
+        return exit_code(proc.wait())
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def report_usage(usage: str, error: UsageError) -> int:
+    """Print the usage (and the error, if any) to stderr; the exit code for it."""
+    if not str(error):
+        print(usage, file=sys.stderr)
+        return 0
+    print(f"{usage}\nerror: {error}", file=sys.stderr)
+    return 1
+
+
+def merged_env(base: Mapping[str, str], extra: Mapping[str, str]) -> dict[str, str]:
+    """A copy of ``base`` with ``extra`` on top."""
+    env = dict(base)
+    env.update(extra)
+    return env

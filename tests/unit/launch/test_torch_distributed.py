@@ -1,0 +1,107 @@
+"""torch_distributed: the torchrun command as data, then the launcher as a program."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from hpcdet.launch._launch import LaunchError
+from hpcdet.launch.torch_distributed import (
+    build_command,
+    build_env,
+    command_for,
+    master_address,
+    master_port,
+)
+from tests.unit.launch.launch_support import PY, make_layout, trial_env, write_info
+
+TD = [PY, "-m", "hpcdet.launch.torch_distributed"]
+
+
+def test_single_node_command() -> None:
+    assert build_command(
+        num_nodes=1, procs_per_node=4, node_rank=0, master_addr="localhost",
+        master_port=29400, script=["python3", "train.py", "--epochs", "2"],
+    ) == [
+        "python3", "-m", "torch.distributed.run",
+        "--nnodes", "1", "--nproc_per_node", "4", "--node_rank", "0", "--max_restarts", "0",
+        "--master_addr", "localhost", "--master_port", "29400",
+        "--module", "hpcdet.launch.wrap_rank", "RANK", "--",
+        "python3", "train.py", "--epochs", "2",
+    ]  # fmt: skip
+
+
+def test_multi_node_command_with_overrides() -> None:
+    layout = make_layout(addrs=("10.0.0.1", "10.0.0.2"), rank=1, slots=2)
+    cmd = command_for(layout, {"C10D_PORT": "29555"}, ["python3", "t.py"],
+                      overrides=["--rdzv_endpoint=10.0.0.9:1234"], python="/py")
+    assert cmd == [
+        "/py", "-m", "torch.distributed.run",
+        "--nnodes", "2", "--nproc_per_node", "2", "--node_rank", "1", "--max_restarts", "0",
+        "--master_addr", "10.0.0.1", "--master_port", "29555",
+        "--rdzv_endpoint=10.0.0.9:1234",
+        "--module", "hpcdet.launch.wrap_rank", "RANK", "--", "python3", "t.py",
+    ]  # fmt: skip
+
+
+def test_master_address_and_port() -> None:
+    assert master_address(["10.0.0.1"]) == "localhost"
+    assert master_address(["10.0.0.1", "10.0.0.2"]) == "10.0.0.1"
+    assert master_port({}) == 29400
+    assert master_port({"C10D_PORT": ""}) == 29400
+    assert master_port({"C10D_PORT": "30000"}) == 30000
+    for bad in ("http", "0", "70000"):
+        with pytest.raises(LaunchError, match="C10D_PORT"):
+            master_port({"C10D_PORT": bad})
+
+
+def test_env() -> None:
+    layout = make_layout(addrs=("10.0.0.1", "10.0.0.2"), rank=1)
+    assert build_env(layout) == {"USE_TORCH_DISTRIBUTED": "True", "DET_CHIEF_IP": "10.0.0.1"}
+
+
+@pytest.mark.parametrize("argv", [[], ["--"], ["--nnodes", "1", "--"]])
+def test_empty_script(argv: list[str], tmp_path: Path) -> None:
+    p = subprocess.run([*TD, *argv], capture_output=True, text=True,
+                       env=trial_env(write_info(tmp_path)))
+    assert p.returncode == 1
+    assert p.stderr.splitlines() == [
+        "usage: python3 -m hpcdet.launch.torch_distributed [[TORCH_OVERRIDES...] --] SCRIPT...",
+        "error: empty script is not allowed",
+    ]
+
+
+def test_determined_spelling(tmp_path: Path) -> None:
+    p = subprocess.run([PY, "-m", "determined.launch.torch_distributed"], capture_output=True,
+                       text=True, env=trial_env(write_info(tmp_path)))
+    assert p.returncode == 1 and "error: empty script is not allowed" in p.stderr
+
+
+def test_off_cluster(tmp_path: Path) -> None:
+    p = subprocess.run([*TD, "python3", "t.py"], capture_output=True, text=True,
+                       env=trial_env(None))
+    assert p.returncode == 1 and "runs inside an hpcdet trial" in p.stderr
+
+
+def test_real_torchrun(tmp_path: Path) -> None:
+    """Two workers on one node: ranks from torchrun, lines tagged, exit code propagated."""
+    pytest.importorskip("torch")
+    script = tmp_path / "w.py"
+    script.write_text(
+        "import os, sys\n"
+        "keys = ('RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'GROUP_RANK', 'USE_TORCH_DISTRIBUTED',"
+        " 'DET_CHIEF_IP')\n"
+        "print(' '.join(os.environ[k] for k in keys))\n"
+        "sys.exit(int(sys.argv[1]) if os.environ['RANK'] == '1' else 0)\n"
+    )
+    env = trial_env(write_info(tmp_path, slots=2), C10D_PORT="29461")
+    ok = subprocess.run([*TD, PY, str(script), "0"], capture_output=True, text=True,
+                        env=env, timeout=120)
+    assert ok.returncode == 0, ok.stderr
+    lines = sorted(line for line in ok.stdout.splitlines() if line.startswith("[rank="))
+    assert lines == ["[rank=0] 0 2 0 0 True 127.0.0.1", "[rank=1] 1 2 1 0 True 127.0.0.1"]
+    failed = subprocess.run([*TD, PY, str(script), "3"], capture_output=True, text=True,
+                            env=env, timeout=120)
+    assert failed.returncode == 1  # torchrun reports a failed worker as 1
