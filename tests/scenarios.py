@@ -579,3 +579,20 @@ def ddp(h: Hpcdet, tmp: Path, config: str) -> None:
     assert [r for r in rows if r["group"] == "training"]
     ckpt = h.state / "checkpoints" / trial["latest_checkpoint"]
     assert (ckpt / "model.pt").exists() and (ckpt / "metadata.json").exists()
+
+
+def never_fits(h: Hpcdet, tmp: Path) -> None:
+    """A trial the partition can never hold is refused at submit, naming the limits."""
+    ctx = tmp / "ctx"
+    ctx.mkdir()
+    (ctx / "x.py").write_text("print('never runs')\n")
+    cfg = tmp / "big.yaml"
+    cfg.write_text(
+        "name: too-big\nentrypoint: python3 x.py\n"
+        "searcher: {name: single, metric: x, max_length: 1}\nmax_restarts: 0\n"
+        "resources: {slots_per_trial: 16}\nslurm: {slots_per_node: 4}\n"
+    )
+    out = h.run("experiment", "create", str(cfg), str(ctx)).stdout
+    assert "needs 4 node(s) x 4 CPU slot(s)" in out and "'debug' has 2 node(s)" in out, out
+    d = h.wait_state(1, {"ERROR"}, timeout=60)
+    assert d["runs"] == []  # nothing was left pending in the queue

@@ -172,10 +172,10 @@ class _Relay:
     def _accept(self) -> None:
         try:
             conn, _ = self._listener.accept()
+            _tune(conn)
         except OSError as e:
             logger.warning("accepting a connection for collectives failed: %s", e)
             return
-        _tune(conn)
         conn.settimeout(_HELLO_TIMEOUT)
         self._sel.register(conn, selectors.EVENT_READ, None)
 
@@ -246,6 +246,8 @@ class _Relay:
     def _request(self, member: _Member) -> None:
         try:
             body = memoryview(_recv_frame(member.sock))
+            if len(body) < 2:
+                raise EOFError("malformed request")
         except (OSError, EOFError) as e:
             self._lost(member, e)
             return
@@ -352,6 +354,7 @@ class TcpTransport(Transport):
     for up to ``connect_timeout`` seconds. Collectives then block until every rank of their
     scope has called; there is no time limit, since workers may legitimately compute for
     hours between collectives, but a peer that dies makes them raise at once.
+    Call the collectives of one transport from one thread at a time.
 
     Args:
         rank, size, local_rank, local_size, cross_rank: This worker's place, as in

@@ -19,9 +19,11 @@ from hpcdet.config.cluster import ClusterConfig
 from hpcdet.daemon.ingest import Ingestor
 from hpcdet.daemon.journal import Journal
 from hpcdet.daemon.searching import SearchDriver
+from hpcdet.daemon.submit import layout
 from hpcdet.errors import SchedulerCommandError
 from hpcdet.paths import StatePaths
 from hpcdet.schedulers import JobStatus, Scheduler, make_scheduler
+from hpcdet.schedulers.base import Partition, fit_problem
 from hpcdet.schedulers.runner import CommandRunner
 from hpcdet.schedulers.slurm import parse_config_limits
 from hpcdet.store.models import Checkpoint, Experiment, Run
@@ -56,6 +58,7 @@ class DaemonBase:
             self.poll_interval = max(5.0, float(cluster.min_poll_interval))
         self.configs: dict[int, ExperimentConfig] = {}
         self.limits: dict[str, int] = {}
+        self.partitions: dict[str, Partition] = {}
         self.canceled: set[str] = set()  # asked once; scancel is not repeated every tick
         self.statuses: dict[str, JobStatus] = {}
         self.missing: dict[str, int] = {}
@@ -93,7 +96,16 @@ class DaemonBase:
         except SchedulerCommandError as e:
             log.warning("cancel of %s failed: %s", job_ids, e)
 
-    def _detect_accounting(self) -> None:
+    def _read_site(self) -> None:
+        """What the scheduler offers: partitions (to refuse trials that can never fit, and to
+        know which have GPUs) and, on Slurm, limits and whether accounting exists."""
+        cmd = self.scheduler.partitions_command()
+        if cmd is not None:
+            try:
+                parts = self.scheduler.parse_partitions(self.runner.run(cmd).stdout)
+                self.partitions = {p.name: p for p in parts}
+            except SchedulerCommandError as e:
+                log.warning("could not list partitions: %s", e)
         if self.backend != "slurm":
             return
         try:
@@ -107,6 +119,23 @@ class DaemonBase:
         for key in ("MaxArraySize", "MaxJobCount"):
             if limits.get(key, "").isdigit():
                 self.limits[key] = int(limits[key])
+
+    def _partition(self, cfg: ExperimentConfig) -> Partition | None:
+        """The partition the experiment's jobs go to, if the scheduler told us about it."""
+        name = cfg.slurm.partition or self.cluster.partition_for(cfg.resources.resource_pool)
+        if name is None:
+            return next((p for p in self.partitions.values() if p.default), None)
+        return self.partitions.get(name)
+
+    def _gpus(self, cfg: ExperimentConfig) -> bool:
+        partition = self._partition(cfg)
+        return partition is not None and partition.gpus_per_node > 0
+
+    def _fit_problem(self, cfg: ExperimentConfig) -> str | None:
+        partition = self._partition(cfg)
+        if partition is None:
+            return None
+        return fit_problem(*layout(cfg, self.backend), partition)
 
     # Implemented by the other parts (see the module docstring).
 

@@ -70,7 +70,7 @@ class Daemon(Commands, Submission):
 
     def reconcile(self) -> None:
         """Catch up with the run tree and the scheduler after a start or a crash."""
-        self._detect_accounting()
+        self._read_site()
         applied = self.journal.replay_all()
         log.info("journal replay applied %d entries", applied)
         for exp in self.store.experiments(unfinished=True):

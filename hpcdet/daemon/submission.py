@@ -50,6 +50,10 @@ class Submission(DaemonBase):
         if not self.scheduler.supports_arrays or bound <= 1:
             return None
         rows = self.store.arrays(exp.id)
+        problem = None if rows else self._fit_problem(cfg)
+        if problem is not None:
+            self._refuse(exp, problem)
+            return []
         chunks = [(a.job_id, a.offset, a.count) for a in rows]
         covered = sum(a.count for a in rows)
         pending = bool(rows) and any(
@@ -70,7 +74,8 @@ class Submission(DaemonBase):
                          throttle=min(concurrency, chunk.count) if concurrency else 0)
         script = array_dir / f"array{len(rows)}.sh"
         script.write_text(self.scheduler.render_script(
-            array_request(exp.id, len(rows), array_dir, spec, cfg, self.cluster, self.backend)))
+            array_request(exp.id, len(rows), array_dir, spec, cfg, self.cluster, self.backend,
+                          self._gpus(cfg))))
         self.submissions.append(time.time())
         try:
             job_id = self.scheduler.parse_job_id(
@@ -99,6 +104,12 @@ class Submission(DaemonBase):
         """Submit the trial's next run: as a job, or into its array task's slot."""
         cfg = self._config(exp)
         run_id = trial.run_id + 1
+        problem = self._fit_problem(cfg)
+        if problem is not None:
+            # Slurm would accept some of these and leave them pending forever.
+            self.journal.record(exp.id, "trial_state", trial_id=trial.id, state="ERROR",
+                                restarts=trial.restarts, reason=problem)
+            return
         record = {
             "id": trial.id, "trial_seed": trial.trial_seed,
             "hparams": json.loads(trial.hparams_json),
@@ -114,7 +125,7 @@ class Submission(DaemonBase):
         spec.save(run_dir)
         script = run_dir / "job.sh"
         script.write_text(self.scheduler.render_script(
-            job_request(spec, cfg, self.cluster, self.backend)))
+            job_request(spec, cfg, self.cluster, self.backend, self._gpus(cfg))))
         self.journal.record(exp.id, "run_submitting", trial_id=trial.id, run_id=run_id,
                             first_op=trial.ops_completed)
         submitting = self._run(trial.id, run_id)

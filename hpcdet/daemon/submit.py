@@ -70,27 +70,30 @@ def run_spec(
 
 
 def job_request(
-    spec: RunSpec, cfg: ExperimentConfig, cluster: ClusterConfig, backend: str
+    spec: RunSpec, cfg: ExperimentConfig, cluster: ClusterConfig, backend: str, gpus: bool
 ) -> JobRequest:
     """The request of a single job that runs one run of one trial."""
     return _request(
         f"hpcdet-e{spec.experiment_id}-t{spec.trial_id}-r{spec.run_id}", Path(spec.run_dir),
-        cfg, cluster, backend, None,
+        cfg, cluster, backend, None, gpus,
     )
 
 
 def array_request(
     exp_id: int, index: int, array_dir: Path, array: ArraySpec, cfg: ExperimentConfig,
-    cluster: ClusterConfig, backend: str,
+    cluster: ClusterConfig, backend: str, gpus: bool,
 ) -> JobRequest:
     """The request of the ``index``-th job array of an experiment's search."""
-    return _request(f"hpcdet-e{exp_id}-array{index}", array_dir, cfg, cluster, backend, array)
+    return _request(
+        f"hpcdet-e{exp_id}-array{index}", array_dir, cfg, cluster, backend, array, gpus
+    )
 
 
 def _request(
     name: str, run_dir: Path, cfg: ExperimentConfig, cluster: ClusterConfig, backend: str,
-    array: ArraySpec | None,
+    array: ArraySpec | None, gpus: bool,
 ) -> JobRequest:
+    """Slots are GPUs when the partition has GPUs (``gpus``), else CPUs."""
     nodes, per_node = layout(cfg, backend)
     limit = walltime(cfg, backend, cluster)
     return JobRequest(
@@ -99,6 +102,7 @@ def _request(
         python=sys.executable,
         num_nodes=nodes,
         slots_per_node=per_node,
+        gpus=gpus,
         gpu_type=cfg.slurm.gpu_type or cluster.gpu_type,
         partition=cfg.slurm.partition or cluster.partition_for(cfg.resources.resource_pool),
         account=cfg.slurm.account or cluster.account,

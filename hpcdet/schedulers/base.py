@@ -43,6 +43,33 @@ class JobStatus:
 
 
 @dataclass(frozen=True)
+class Partition:
+    """What a partition (Slurm) or queue (PBS) offers, as far as fitting a trial goes."""
+
+    name: str
+    nodes: int
+    cpus_per_node: int
+    gpus_per_node: int = 0
+    default: bool = False
+
+
+def fit_problem(nodes: int, per_node: int, partition: Partition) -> str | None:
+    """Why a trial of ``nodes`` x ``per_node`` slots can never run in ``partition``, or None.
+
+    Slots are GPUs where the partition has GPUs, otherwise CPUs.
+    """
+    kind, cap = ("GPU", partition.gpus_per_node) if partition.gpus_per_node else (
+        "CPU", partition.cpus_per_node)
+    if nodes <= partition.nodes and per_node <= cap:
+        return None
+    return (
+        f"the trial needs {nodes} node(s) x {per_node} {kind} slot(s), but partition "
+        f"{partition.name!r} has {partition.nodes} node(s) with {cap} {kind}(s) each; lower "
+        "resources.slots_per_trial, set slurm.slots_per_node, or choose another resource_pool"
+    )
+
+
+@dataclass(frozen=True)
 class ArraySpec:
     """A job array: task k runs search request ``offset + k`` (k < ``count``), at most
     ``throttle`` at once (0: no limit)."""
@@ -120,4 +147,11 @@ class Scheduler(abc.ABC):
 
     def parse_info(self, outputs: list[str]) -> list[tuple[str, str]]:
         """(what, value) rows: partitions, nodes, slots and limits the scheduler reports."""
+        return []
+
+    def partitions_command(self) -> list[str] | None:
+        """A command listing partitions (None: nothing to ask, e.g. the local backend)."""
+        return None
+
+    def parse_partitions(self, stdout: str) -> list[Partition]:
         return []

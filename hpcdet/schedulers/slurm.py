@@ -7,7 +7,7 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import ClassVar
 
-from hpcdet.schedulers.base import JobRequest, JobState, JobStatus, Scheduler
+from hpcdet.schedulers.base import JobRequest, JobState, JobStatus, Partition, Scheduler
 from hpcdet.schedulers.templating import render, shq
 
 log = logging.getLogger(__name__)
@@ -179,6 +179,26 @@ class SlurmScheduler(Scheduler):
             ["scontrol", "show", "config"],
         ]
 
+    def partitions_command(self) -> list[str] | None:
+        return ["sinfo", "--noheader", "-o", "%P|%D|%c|%G"]
+
+    def parse_partitions(self, stdout: str) -> list[Partition]:
+        found: dict[str, Partition] = {}
+        for line in stdout.splitlines():
+            parts = line.strip().split("|")
+            if len(parts) != 4:
+                continue
+            name, nodes, cpus, gres = parts
+            default = name.endswith("*")
+            name = name.rstrip("*")
+            # sinfo prints one line per node state: add the nodes up per partition.
+            seen = found.get(name) or Partition(name, 0, 0)
+            found[name] = Partition(
+                name, seen.nodes + _leading_int(nodes), max(seen.cpus_per_node, _leading_int(cpus)),
+                max(seen.gpus_per_node, _gpus(gres)), default or seen.default,
+            )
+        return list(found.values())
+
     def parse_info(self, outputs: list[str]) -> list[tuple[str, str]]:
         rows = []
         for p in parse_sinfo(outputs[0]):
@@ -190,6 +210,25 @@ class SlurmScheduler(Scheduler):
             ))
         rows.extend(sorted(parse_config_limits(outputs[1]).items()))
         return rows
+
+
+def _leading_int(text: str) -> int:
+    digits = ""
+    for ch in text:
+        if not ch.isdigit():
+            break
+        digits += ch
+    return int(digits) if digits else 0
+
+
+def _gpus(gres: str) -> int:
+    """GPUs per node from a gres string such as ``gpu:a100:4(S:0-1),shard:8``."""
+    total = 0
+    for item in gres.split(","):
+        parts = item.split("(")[0].split(":")
+        if parts[0] == "gpu":
+            total += _leading_int(parts[-1]) if len(parts) > 1 else 1
+    return total
 
 
 def parse_sinfo(stdout: str) -> list[dict[str, str]]:

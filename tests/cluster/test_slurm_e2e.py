@@ -95,3 +95,7 @@ def test_killing_one_rank_restarts_the_trial(slurm_hpcdet: Hpcdet, tmp_path: Pat
 def test_torch_ddp_two_nodes(slurm_hpcdet: Hpcdet, tmp_path: Path, config: str) -> None:
     pytest.importorskip("torch")
     scenarios.ddp(slurm_hpcdet, tmp_path, config)
+
+
+def test_request_that_never_fits_is_refused(slurm_hpcdet: Hpcdet, tmp_path: Path) -> None:
+    scenarios.never_fits(slurm_hpcdet, tmp_path)

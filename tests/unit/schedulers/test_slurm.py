@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcdet.schedulers.base import ArraySpec, JobRequest, JobState
+from hpcdet.schedulers.base import ArraySpec, JobRequest, JobState, Partition, fit_problem
 from hpcdet.schedulers.slurm import SlurmScheduler, parse_config_limits, walltime
 
 GOLDEN = Path(__file__).parents[2] / "golden"
@@ -119,3 +119,21 @@ def test_parse_sacct() -> None:
     assert (st["7"].state, st["7"].exit_code) == (JobState.CANCELED, 143)
     assert st["8"].state is JobState.TIMEOUT
     assert st["9"].exit_code == 2
+
+
+def test_parse_partitions_adds_up_node_groups() -> None:
+    out = "debug*|1|4|(null)\ndebug*|1|4|(null)\ngpu|2|32|gpu:a100:4(S:0-1)\nbig|3|64+|(null)\n"
+    parts = {p.name: p for p in SlurmScheduler().parse_partitions(out)}
+    assert parts["debug"] == Partition("debug", 2, 4, 0, True)
+    assert parts["gpu"] == Partition("gpu", 2, 32, 4, False)
+    assert parts["big"].cpus_per_node == 64
+
+
+def test_fit_problem_names_the_partition_limits() -> None:
+    debug = Partition("debug", 2, 4)
+    assert fit_problem(2, 4, debug) is None
+    msg = fit_problem(4, 4, debug)
+    assert msg is not None and "4 node(s) x 4 CPU slot(s)" in msg and "2 node(s) with 4 CPU" in msg
+    gpu = Partition("gpu", 2, 32, 4)
+    assert fit_problem(1, 8, gpu) is not None and "GPU" in (fit_problem(1, 8, gpu) or "")
+    assert fit_problem(2, 4, gpu) is None
