@@ -20,6 +20,7 @@ import sys
 import tempfile
 import threading
 import time
+import zlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import IO
@@ -111,7 +112,21 @@ def trial_environment(
     )
     if spec.latest_checkpoint:
         env["DET_LATEST_CHECKPOINT"] = spec.latest_checkpoint
+    # Trials sharing a node must not share rendezvous ports; the user's own settings win.
+    for key, port in trial_ports(record.allocation_id).items():
+        env.setdefault(key, str(port))
     return env
+
+
+def trial_ports(allocation_id: str) -> dict[str, int]:
+    """Rendezvous ports for one run, spread by its allocation id (Determined's are fixed)."""
+    spread = zlib.crc32(allocation_id.encode()) % 5000
+    base = 20000 + 2 * spread
+    return {
+        "INTER_TRAIN_PROCESS_COMM_PORT_1": base,
+        "INTER_TRAIN_PROCESS_COMM_PORT_2": base + 1,
+        "C10D_PORT": 30000 + spread,
+    }
 
 
 def _pump(stream: IO[bytes], log: IO[str]) -> None:

@@ -54,7 +54,8 @@ _STEPS = {
     "slurm-auto": 'srun "$PY" "$W" slurm-auto',
     # ... or takes the address the batch script resolved, as a launcher would pass it.
     "slurm-env": 'first=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -1)\n'
-    'DET_CHIEF_IP=$(getent hosts "$first" | cut -d" " -f1) srun "$PY" "$W" slurm-env',
+    # ahostsv4: `getent hosts` asks DNS for IPv6 first, which times out inside the nodes.
+    'DET_CHIEF_IP=$(getent ahostsv4 "$first" | head -1 | cut -d" " -f1) srun "$PY" "$W" slurm-env',
 }
 
 
