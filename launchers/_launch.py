@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from hpcdet.runspec import CLUSTER_INFO_ENV, ClusterInfoRecord
 
@@ -125,39 +126,51 @@ def exit_code(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
-def run_forwarding_signals(cmd: Sequence[str], env: Mapping[str, str]) -> int:
-    """Run ``cmd``, pass SIGINT/SIGTERM/SIGHUP/SIGUSR1/SIGUSR2 on to it; its exit code.
+class ForwardedSignals:
+    """While active, SIGINT/SIGTERM/SIGHUP/SIGUSR1/SIGUSR2 go on to the adopted child.
 
-    Handlers are installed before the child starts, so a signal can never kill this process
-    alone and orphan the child; one that arrives in between is delivered once it exists.
+    Enter it before starting the child: a signal can then never kill this process alone and
+    orphan the child; one that arrives before ``adopt`` is delivered once the child exists.
     """
-    child: list[subprocess.Popen[bytes]] = []
-    early: list[int] = []
 
-    def forward(signum: int, _frame: FrameType | None) -> None:
-        if child:
-            child[0].send_signal(signum)
+    def __init__(self) -> None:
+        self._child: subprocess.Popen[bytes] | None = None
+        self._early: list[int] = []
+        self._previous: dict[int, Any] = {}
+
+    def _forward(self, signum: int, _frame: FrameType | None) -> None:
+        if self._child is not None:
+            self._child.send_signal(signum)
         else:
-            early.append(signum)
+            self._early.append(signum)
 
-    previous = {}
-    for name in FORWARDED_SIGNALS:
-        sig = getattr(signal, name, None)
-        if sig is not None:
-            previous[sig] = signal.signal(sig, forward)
-    try:
+    def __enter__(self) -> ForwardedSignals:
+        for name in FORWARDED_SIGNALS:
+            sig = getattr(signal, name, None)
+            if sig is not None:
+                self._previous[sig] = signal.signal(sig, self._forward)
+        return self
+
+    def adopt(self, child: subprocess.Popen[bytes]) -> None:
+        self._child = child
+        for signum in self._early:
+            child.send_signal(signum)
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+
+def run_forwarding_signals(cmd: Sequence[str], env: Mapping[str, str]) -> int:
+    """Run ``cmd``, pass SIGINT/SIGTERM/SIGHUP/SIGUSR1/SIGUSR2 on to it; its exit code."""
+    with ForwardedSignals() as signals:
         try:
             proc = subprocess.Popen(list(cmd), env=dict(env))
         except OSError as e:
             print(f"cannot run {cmd[0]!r}: {e}", file=sys.stderr)
             return 127
-        child.append(proc)
-        for signum in early:
-            proc.send_signal(signum)
+        signals.adopt(proc)
         return exit_code(proc.wait())
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 def report_usage(usage: str, error: UsageError) -> int:

@@ -17,17 +17,16 @@ from __future__ import annotations
 import io
 import os
 import re
-import signal
 import subprocess
 import sys
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from types import FrameType
 from typing import BinaryIO
 
+from ._launch import ForwardedSignals, exit_code
+
 USAGE = "usage: python3 -m hpcdet.launch.wrap_rank [--no-redirect-stdio] RANK [--] SCRIPT..."
-FORWARDED_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP", "SIGUSR1", "SIGUSR2")
 # Lines longer than this are cut into several prefixed pieces, as Determined does.
 MAX_LINE = io.DEFAULT_BUFFER_SIZE - 1
 _EOL = re.compile(rb"\r\n|\r|\n")
@@ -171,32 +170,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"wrap_rank: {e}", file=sys.stderr)
         return 1
     cmd = build_command(args)
-    # Handlers go in before the child starts, so that no signal can kill the wrapper alone
-    # and orphan the child; one that arrives in between is delivered once the child exists.
-    child: list[subprocess.Popen[bytes]] = []
-    early: list[int] = []
-
-    def forward(signum: int, _frame: FrameType | None) -> None:
-        if child:
-            child[0].send_signal(signum)
-        else:
-            early.append(signum)
-
-    previous = {}
-    for name in FORWARDED_SIGNALS:
-        sig = getattr(signal, name, None)
-        if sig is not None:
-            previous[sig] = signal.signal(sig, forward)
-    try:
-        return _run(cmd, rank, child, early)
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    with ForwardedSignals() as signals:
+        return _run(cmd, rank, signals)
 
 
-def _run(
-    cmd: list[str], rank: int, child: list[subprocess.Popen[bytes]], early: list[int]
-) -> int:
+def _run(cmd: list[str], rank: int, signals: ForwardedSignals) -> int:
     try:
         # Inherited descriptors stay open: MPI process managers hand each rank its PMI
         # connection as one (PMI_FD). Descriptors Python opens itself are not inheritable.
@@ -206,9 +184,7 @@ def _run(
     except OSError as e:
         print(f"wrap_rank: cannot run {cmd[0]!r}: {e}", file=sys.stderr)
         return 127
-    child.append(proc)
-    for signum in early:
-        proc.send_signal(signum)
+    signals.adopt(proc)
     assert proc.stdout is not None and proc.stderr is not None
     pumps = [
         threading.Thread(target=_pump, args=(proc.stdout, sys.stdout.buffer, rank)),
@@ -219,7 +195,7 @@ def _run(
     code = proc.wait()
     for t in pumps:
         t.join()
-    return 128 - code if code < 0 else code
+    return exit_code(code)
 
 
 if __name__ == "__main__":

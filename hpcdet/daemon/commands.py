@@ -96,31 +96,26 @@ class Commands(DaemonBase):
 
     def op_cancel(self, exp_id: int) -> str:
         """Graceful stop: running trials checkpoint and exit; nothing new starts."""
-        exp = self.store.experiment(exp_id)
-        if exp.state in ("COMPLETED", "CANCELED", "ERROR"):
-            return f"Canceled experiment {exp_id}"
-        self.journal.record(exp_id, "experiment_state", state="STOPPING_CANCELED")
-        for trial in self.store.trials(exp_id):
-            if trial.state == "ACTIVE":
-                self._stop_run(exp_id, trial, graceful=True)
-            elif trial.state not in FINAL_TRIAL_STATES:
-                self.journal.record(exp_id, "trial_state", trial_id=trial.id, state="CANCELED",
-                                    reason="canceled by the user", restarts=trial.restarts)
-        self._sync_controls()
-        return f"Canceled experiment {exp_id}"
+        return self._stop_experiment(exp_id, graceful=True, verb="Canceled")
 
     def op_kill(self, exp_id: int) -> str:
+        """Immediate stop: running trials' jobs are canceled."""
+        return self._stop_experiment(exp_id, graceful=False, verb="Killed")
+
+    def _stop_experiment(self, exp_id: int, graceful: bool, verb: str) -> str:
         exp = self.store.experiment(exp_id)
         if exp.state in ("COMPLETED", "CANCELED", "ERROR"):
-            return f"Killed experiment {exp_id}"
+            return f"{verb} experiment {exp_id}"
         self.journal.record(exp_id, "experiment_state", state="STOPPING_CANCELED")
         for trial in self.store.trials(exp_id):
             if trial.state == "ACTIVE":
-                self._stop_run(exp_id, trial, graceful=False)
+                self._stop_run(exp_id, trial, graceful=graceful)
             elif trial.state not in FINAL_TRIAL_STATES:
                 self.journal.record(exp_id, "trial_state", trial_id=trial.id, state="CANCELED",
-                                    reason="killed by the user", restarts=trial.restarts)
-        return f"Killed experiment {exp_id}"
+                                    reason=f"{verb.lower()} by the user",
+                                    restarts=trial.restarts)
+        self._sync_controls()
+        return f"{verb} experiment {exp_id}"
 
     def op_continue(self, exp_id: int, config: dict[str, Any] | None = None) -> str:
         """Determined's `experiment continue`: same experiment and trials, resumed from their
