@@ -6,7 +6,7 @@ import sys
 
 import typer
 
-from hpcdet.cli import checkpoint, cluster, daemon, experiment, trial
+from hpcdet.cli import checkpoint, cluster, daemon, experiment, job, trial
 from hpcdet.errors import HpcdetError
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_show_locals=False,
@@ -16,6 +16,7 @@ app.add_typer(experiment.app, name="e", hidden=True)
 app.add_typer(trial.app, name="trial", help="Trial logs and metrics.")
 app.add_typer(trial.app, name="t", hidden=True)
 app.add_typer(checkpoint.app, name="checkpoint", help="Checkpoints.")
+app.add_typer(job.app, name="job", help="The job queue: order and priorities.")
 app.add_typer(daemon.app, name="daemon", help="The per-user daemon.")
 app.add_typer(cluster.app, name="cluster", help="Cluster settings and what the scheduler says.")
 

@@ -596,3 +596,49 @@ def never_fits(h: Hpcdet, tmp: Path) -> None:
     assert "needs 4 node(s) x 4 CPU slot(s)" in out and "'debug' has 2 node(s)" in out, out
     d = h.wait_state(1, {"ERROR"}, timeout=60)
     assert d["runs"] == []  # nothing was left pending in the queue
+
+
+# ---- job queue (issue 5, first part) ---------------------------------------------------------
+
+
+def priorities_order_the_queue(h: Hpcdet, tmp: Path) -> None:
+    """With the cluster full, Determined priorities become Slurm nice values (and `scontrol
+    top` for priorities below the default); `job list` shows the order Slurm starts them in."""
+    ctx = tmp / "ctx"
+    ctx.mkdir()
+    starts = tmp / "starts"
+    starts.mkdir()
+    (ctx / "mark.py").write_text(
+        "import os, time\n"
+        f"open(os.path.join({str(starts)!r}, os.environ['DET_EXPERIMENT_ID']), 'w')"
+        ".write(str(time.time()))\n"
+    )
+    blocker = tmp / "blocker.yaml"
+    blocker.write_text(
+        "name: blocker\nentrypoint: sleep 20\nresources: {slots_per_trial: 8}\n"
+        "slurm: {slots_per_node: 4}\nsearcher: {name: single, metric: x, max_length: 1}\n"
+        "max_restarts: 0\n"
+    )
+    h.create(blocker, ctx)
+    h.wait_for("the blocker to run", lambda: h.describe(1)["runs"][0]["state"] == "RUNNING",
+               timeout=60)
+    small = "entrypoint: python3 mark.py\nsearcher: {name: single, metric: x, max_length: 1}\n"
+    (tmp / "a.yaml").write_text(f"name: a\n{small}")
+    (tmp / "b.yaml").write_text(f"name: b\n{small}resources: {{priority: 60}}\n")
+    (tmp / "c.yaml").write_text(f"name: c\n{small}")
+    a, b, c = (h.create(tmp / f"{n}.yaml", ctx) for n in "abc")
+
+    def order() -> list[str]:
+        rows = json.loads(h.run("job", "list", "--json").stdout)
+        return [r["job_id"] for r in rows if r["state"] == "QUEUED"]
+
+    h.wait_for("all three pending", lambda: len(order()) == 3, timeout=60)
+    assert order()[-1] == str(b), order()  # priority 60: nice 1800, behind the default ones
+    h.run("job", "update", str(c), "--priority", "30")  # ahead of this user's other jobs
+    time.sleep(6)  # the daemon's next poll
+    expected = [str(c), str(a), str(b)]
+    assert order() == expected, order()
+    for exp in (a, b, c):
+        h.wait_state(exp, {"COMPLETED"}, timeout=180)
+    started = sorted((float((starts / str(e)).read_text()), str(e)) for e in (a, b, c))
+    assert [e for _, e in started] == expected, started

@@ -50,6 +50,13 @@ def _action_done(s: Session, e: dict[str, Any]) -> None:
             s.add(exp)
 
 
+def _experiment_priority(s: Session, e: dict[str, Any]) -> None:
+    exp = s.get(Experiment, e["exp_id"])
+    if exp is not None:
+        exp.priority = e["priority"]
+        s.add(exp)
+
+
 def _experiment_error(s: Session, e: dict[str, Any]) -> None:
     exp = s.get(Experiment, e["exp_id"])
     if exp is not None:
@@ -232,6 +239,7 @@ APPLY: dict[str, Callable[[Session, dict[str, Any]], None]] = {
     "checkpoint_deleted": _checkpoint_deleted,
     "experiment_config": _experiment_config,
     "experiment_error": _experiment_error,
+    "experiment_priority": _experiment_priority,
     "trial_continued": _trial_continued,
     "experiment_created": _experiment_created,
     "experiment_state": _experiment_state,

@@ -14,6 +14,7 @@ from hpcdet.daemon.base import DaemonBase
 from hpcdet.daemon.submit import array_request, checkpoint_dir, job_request, run_spec
 from hpcdet.errors import SchedulerCommandError
 from hpcdet.exchange import read_json
+from hpcdet.priority import nice_for
 from hpcdet.runspec import EXIT_FILE
 from hpcdet.schedulers import JobState
 from hpcdet.schedulers.base import ArraySpec
@@ -75,7 +76,7 @@ class Submission(DaemonBase):
         script = array_dir / f"array{len(rows)}.sh"
         script.write_text(self.scheduler.render_script(
             array_request(exp.id, len(rows), array_dir, spec, cfg, self.cluster, self.backend,
-                          self._gpus(cfg))))
+                          self._gpus(cfg), nice_for(exp.priority))))
         self.submissions.append(time.time())
         try:
             job_id = self.scheduler.parse_job_id(
@@ -125,7 +126,8 @@ class Submission(DaemonBase):
         spec.save(run_dir)
         script = run_dir / "job.sh"
         script.write_text(self.scheduler.render_script(
-            job_request(spec, cfg, self.cluster, self.backend, self._gpus(cfg))))
+            job_request(spec, cfg, self.cluster, self.backend, self._gpus(cfg),
+                        nice_for(exp.priority))))
         self.journal.record(exp.id, "run_submitting", trial_id=trial.id, run_id=run_id,
                             first_op=trial.ops_completed)
         submitting = self._run(trial.id, run_id)

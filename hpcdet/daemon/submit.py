@@ -70,28 +70,29 @@ def run_spec(
 
 
 def job_request(
-    spec: RunSpec, cfg: ExperimentConfig, cluster: ClusterConfig, backend: str, gpus: bool
+    spec: RunSpec, cfg: ExperimentConfig, cluster: ClusterConfig, backend: str, gpus: bool,
+    nice: int,
 ) -> JobRequest:
     """The request of a single job that runs one run of one trial."""
     return _request(
         f"hpcdet-e{spec.experiment_id}-t{spec.trial_id}-r{spec.run_id}", Path(spec.run_dir),
-        cfg, cluster, backend, None, gpus,
+        cfg, cluster, backend, None, gpus, nice,
     )
 
 
 def array_request(
     exp_id: int, index: int, array_dir: Path, array: ArraySpec, cfg: ExperimentConfig,
-    cluster: ClusterConfig, backend: str, gpus: bool,
+    cluster: ClusterConfig, backend: str, gpus: bool, nice: int,
 ) -> JobRequest:
     """The request of the ``index``-th job array of an experiment's search."""
     return _request(
-        f"hpcdet-e{exp_id}-array{index}", array_dir, cfg, cluster, backend, array, gpus
+        f"hpcdet-e{exp_id}-array{index}", array_dir, cfg, cluster, backend, array, gpus, nice
     )
 
 
 def _request(
     name: str, run_dir: Path, cfg: ExperimentConfig, cluster: ClusterConfig, backend: str,
-    array: ArraySpec | None, gpus: bool,
+    array: ArraySpec | None, gpus: bool, nice: int,
 ) -> JobRequest:
     """Slots are GPUs when the partition has GPUs (``gpus``), else CPUs."""
     nodes, per_node = layout(cfg, backend)
@@ -112,4 +113,5 @@ def _request(
         preempt_grace_seconds=min(120, max(10, (limit or 480) // 4)),
         extra_args=list(cfg.slurm.sbatch_args),
         array=array,
+        nice=nice or None,
     )

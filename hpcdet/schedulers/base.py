@@ -40,6 +40,8 @@ class JobStatus:
     exit_code: int | None = None
     nodes: str = ""
     name: str = ""
+    priority: int | None = None  # the scheduler's own number (higher starts first on Slurm)
+    nice: int | None = None
 
 
 @dataclass(frozen=True)
@@ -133,6 +135,14 @@ class Scheduler(abc.ABC):
     def array_task_id(self, job_id: str, index: int) -> str:
         """How the status query names task ``index`` of array ``job_id``."""
         return f"{job_id}_{index}"
+
+    def nice_command(self, job_ids: Collection[str], nice: int) -> list[str] | None:
+        """Set the nice value of jobs (arrays: all their tasks). None: not supported."""
+        return None
+
+    def top_command(self, job_ids: Collection[str]) -> list[str] | None:
+        """Move jobs ahead of the user's other pending jobs. None: not supported."""
+        return None
 
     def final_status_command(self, job_ids: Collection[str]) -> list[str] | None:
         """One command for jobs the status query no longer lists (None: no such source)."""

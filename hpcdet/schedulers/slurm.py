@@ -66,7 +66,7 @@ _REASONS = {
     "TimeLimit": "stopped: it reached its walltime",
 }
 
-_SQUEUE_FORMAT = "%i|%T|%r|%N|%j"  # the name last: it may contain "|"
+_SQUEUE_FORMAT = "%i|%T|%r|%N|%Q|%y|%j"  # the name last: it may contain "|"
 
 
 def reason_in_words(code: str) -> str:
@@ -137,19 +137,31 @@ class SlurmScheduler(Scheduler):
     def parse_status(self, stdout: str) -> dict[str, JobStatus]:
         result: dict[str, JobStatus] = {}
         for line in stdout.splitlines():
-            parts = line.strip().split("|", 4)
-            if len(parts) < 5:
+            parts = line.strip().split("|", 6)
+            if len(parts) < 7:
                 continue
-            job_id, native, reason, nodes, name = parts
+            job_id, native, reason, nodes, priority, nice, name = parts
             state = _STATE_MAP.get(native)
             if state is None:
                 log.warning("unknown Slurm job state %r for job %s", native, job_id)
                 state = JobState.UNKNOWN
-            result[job_id] = JobStatus(state, reason_in_words(reason), native, None, nodes, name)
+            result[job_id] = JobStatus(
+                state, reason_in_words(reason), native, None, nodes, name,
+                int(priority) if priority.lstrip("-").isdigit() else None,
+                int(nice) if nice.lstrip("-").isdigit() else None,
+            )
         return result
 
     def cancel_command(self, job_ids: Collection[str]) -> list[str]:
         return ["scancel", *sorted(job_ids)]
+
+    def nice_command(self, job_ids: Collection[str], nice: int) -> list[str] | None:
+        return ["scontrol", "update", f"jobid={','.join(sorted(job_ids))}", f"nice={nice}"]
+
+    def top_command(self, job_ids: Collection[str]) -> list[str] | None:
+        # Needs SchedulerParameters=enable_user_top; it works by raising the nice value of the
+        # user's other pending jobs.
+        return ["scontrol", "top", ",".join(sorted(job_ids))]
 
     def final_status_command(self, job_ids: Collection[str]) -> list[str] | None:
         # Finished jobs leave squeue after MinJobAge; only accounting remembers them.

@@ -90,3 +90,27 @@ def test_asha_v037_on_the_local_backend(local_hpcdet: Hpcdet, tmp_path: Path) ->
 
 def test_asha_v038_on_the_local_backend(local_hpcdet: Hpcdet, tmp_path: Path) -> None:
     scenarios.asha_v038(local_hpcdet, tmp_path)
+
+
+def test_job_list_and_update_on_the_local_backend(local_hpcdet: Hpcdet, tmp_path: Path) -> None:
+    import json
+
+    h = local_hpcdet
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    (ctx / "s.py").write_text("import time\ntime.sleep(6)\n")
+    cfg = tmp_path / "s.yaml"
+    cfg.write_text("name: sleeper\nentrypoint: python3 s.py\n"
+                   "searcher: {name: single, metric: x, max_length: 1}\n")
+    exp = h.create(cfg, ctx)
+    h.wait_for("it to run", lambda: json.loads(h.run("job", "list", "--json").stdout)[0][
+        "state"] == "SCHEDULED", timeout=30)
+    h.run("job", "update", str(exp), "--priority", "50")
+    rows = json.loads(h.run("job", "list", "--json").stdout)
+    assert [(r["job_id"], r["priority"], r["name"]) for r in rows] == [
+        (str(exp), 50, f"sleeper ({exp})")]
+    bad = h.run("job", "update", str(exp), "--priority", "0", check=False)
+    assert bad.returncode == 1 and "between 1 and 99" in bad.stderr
+    missing = h.run("job", "update", "999", "--priority", "5", check=False)
+    assert missing.returncode == 1 and "no job '999'" in missing.stderr
+    assert "sleeper" in h.run("job", "list").stdout

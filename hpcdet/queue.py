@@ -1,0 +1,66 @@
+"""The job queue as `hpcdet job list` shows it: hpcdet's jobs (experiments) in the order the
+scheduler would start them (pure: built from stored records and one status answer)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from hpcdet.priority import DEFAULT_PRIORITY
+from hpcdet.schedulers.base import JobState, JobStatus
+from hpcdet.store.models import Experiment, Run, Trial
+
+_UNFINISHED = ("ACTIVE", "PAUSED", "STOPPING_CANCELED", "STOPPING_ERROR")
+
+
+@dataclass(frozen=True)
+class QueueRow:
+    job_id: str
+    name: str
+    priority: int
+    submitted: float
+    acquired: int
+    needed: int
+    state: str  # QUEUED (waiting) or SCHEDULED (holds resources), as Determined shows them
+    reason: str
+    resource_pool: str
+    scheduler_ids: tuple[str, ...]
+
+
+def queue(
+    experiments: Sequence[Experiment],
+    trials: Sequence[Trial],
+    runs: Sequence[Run],
+    statuses: Mapping[str, JobStatus],
+) -> list[QueueRow]:
+    """Unfinished experiments: not yet submitted first (in hpcdet's order), then those the
+    scheduler holds pending (highest scheduler priority first), then running ones."""
+    by_exp: dict[int, list[Trial]] = {}
+    for t in trials:
+        by_exp.setdefault(t.experiment_id, []).append(t)
+    live = {r.trial_id: r for r in runs if r.state in ("SUBMITTING", "PENDING", "RUNNING")}
+    keyed = []
+    for exp in experiments:
+        if exp.state not in _UNFINISHED:
+            continue
+        slots = max(1, int(json.loads(exp.config_json).get("resources", {})
+                           .get("slots_per_trial", 1)))
+        mine = [t for t in by_exp.get(exp.id, []) if t.state in ("ACTIVE", "QUEUED")]
+        jobs = [live[t.id] for t in mine if t.id in live]
+        found = [statuses[r.job_id] for r in jobs if r.job_id in statuses]
+        running = [s for s in found if s.state == JobState.RUNNING]
+        pending = [s for s in found if s.state == JobState.PENDING]
+        reasons = sorted({s.reason for s in pending if s.reason})
+        row = QueueRow(
+            job_id=str(exp.id), name=f"{exp.name} ({exp.id})",
+            priority=exp.priority or DEFAULT_PRIORITY, submitted=exp.created,
+            acquired=slots * len(running), needed=slots * len(mine),
+            state="SCHEDULED" if running else "QUEUED", reason="; ".join(reasons),
+            resource_pool=exp.resource_pool or "default",
+            scheduler_ids=tuple(sorted({r.job_id for r in jobs if r.job_id})),
+        )
+        group = 2 if running and not pending else (1 if jobs else 0)
+        best = max((s.priority or 0 for s in pending), default=0)
+        keyed.append(((group, -best, row.priority, exp.created, exp.id), row))
+    return [row for _, row in sorted(keyed, key=lambda kv: kv[0])]
