@@ -18,4 +18,6 @@ fi
 export PATH="$PWD/.venv/bin:$PATH"
 ruff check .
 mypy hpcdet cli launchers
-python -m pytest -q "$@"
+# Three workers: the Slurm tests run in order on one (they share the cluster), everything else
+# spreads over the other two; most tests wait on sleeping trials, not on the CPU.
+python -m pytest -q -n 3 --dist loadgroup --durations=10 "$@"

@@ -82,3 +82,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if CLUSTER_TESTS_DIR in item.path.parents:
             item.add_marker(pytest.mark.slurm)
+            # One cluster for all: under pytest-xdist these tests run one after another on
+            # one worker (some fill the cluster, one takes a node down).
+            item.add_marker(pytest.mark.xdist_group("slurm-cluster"))
