@@ -622,10 +622,13 @@ def priorities_order_the_queue(h: Hpcdet, tmp: Path) -> None:
     h.create(blocker, ctx)
     h.wait_for("the blocker to run", lambda: h.describe(1)["runs"][0]["state"] == "RUNNING",
                timeout=60)
-    small = "entrypoint: python3 mark.py\nsearcher: {name: single, metric: x, max_length: 1}\n"
-    (tmp / "a.yaml").write_text(f"name: a\n{small}")
-    (tmp / "b.yaml").write_text(f"name: b\n{small}resources: {{priority: 60}}\n")
-    (tmp / "c.yaml").write_text(f"name: c\n{small}")
+    # Each needs the whole cluster, so they start one at a time, in Slurm's order.
+    small = ("entrypoint: python3 mark.py\nsearcher: {name: single, metric: x, max_length: 1}\n"
+             "slurm: {slots_per_node: 4}\n")
+    (tmp / "a.yaml").write_text(f"name: a\n{small}resources: {{slots_per_trial: 8}}\n")
+    (tmp / "b.yaml").write_text(
+        f"name: b\n{small}resources: {{slots_per_trial: 8, priority: 60}}\n")
+    (tmp / "c.yaml").write_text(f"name: c\n{small}resources: {{slots_per_trial: 8}}\n")
     a, b, c = (h.create(tmp / f"{n}.yaml", ctx) for n in "abc")
 
     def order() -> list[str]:
