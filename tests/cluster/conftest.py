@@ -77,6 +77,8 @@ def slurm_cluster() -> SlurmTestCluster:
     return SlurmTestCluster()
 
 
+# tryfirst: pytest-xdist reads the xdist_group marks in its own hook of the same name.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # This hook sees every collected item of the session, not only those in this directory.
     for item in items:
