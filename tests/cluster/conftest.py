@@ -77,13 +77,9 @@ def slurm_cluster() -> SlurmTestCluster:
     return SlurmTestCluster()
 
 
-# tryfirst: pytest-xdist reads the xdist_group marks in its own hook of the same name.
-@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # This hook sees every collected item of the session, not only those in this directory.
     for item in items:
         if CLUSTER_TESTS_DIR in item.path.parents:
             item.add_marker(pytest.mark.slurm)
-            # One cluster for all: under pytest-xdist these tests run one after another on
-            # one worker (some fill the cluster, one takes a node down).
-            item.add_marker(pytest.mark.xdist_group("slurm-cluster"))
+

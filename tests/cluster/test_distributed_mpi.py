@@ -25,6 +25,9 @@ _WORKER = """
 import json, socket, sys
 from hpcdet import core
 
+# One cluster for all: these run in order on one pytest-xdist worker.
+pytestmark = [pytest.mark.slurm, pytest.mark.xdist_group("slurm-cluster")]
+
 mode = sys.argv[1]
 D = core.DistributedContext
 d = D.from_mpi4py() if mode == "mpi4py" else D.from_slurm()
