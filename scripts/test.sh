@@ -18,6 +18,10 @@ fi
 export PATH="$PWD/.venv/bin:$PATH"
 ruff check .
 mypy hpcdet cli launchers
-# Three workers: the Slurm tests run in order on one (they share the cluster), everything else
-# spreads over the other two; most tests wait on sleeping trials, not on the CPU.
-python -m pytest -q -n 3 --dist loadgroup --durations=10 "$@"
+# Everything but the Slurm tests on two pytest-xdist workers (most tests wait on sleeping
+# trials, not on the CPU); then the Slurm tests, in order, since they share one cluster (some
+# fill it, one takes a node down).
+status=0
+python -m pytest -q -n 2 --durations=5 tests/unit tests/integration "$@" || status=$?
+python -m pytest -q --durations=10 tests/cluster "$@" || status=$?
+exit "$status"

@@ -6,11 +6,6 @@ import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import pytest
-
-# One cluster for all: these run in order on one pytest-xdist worker.
-pytestmark = [pytest.mark.slurm, pytest.mark.xdist_group("slurm-cluster")]
-
 if TYPE_CHECKING:
     from tests.cluster.conftest import SlurmTestCluster
 

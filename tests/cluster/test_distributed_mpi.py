@@ -25,8 +25,6 @@ _WORKER = """
 import json, socket, sys
 from hpcdet import core
 
-# One cluster for all: these run in order on one pytest-xdist worker.
-pytestmark = [pytest.mark.slurm, pytest.mark.xdist_group("slurm-cluster")]
 
 mode = sys.argv[1]
 D = core.DistributedContext

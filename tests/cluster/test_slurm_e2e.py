@@ -11,9 +11,6 @@ import pytest
 from tests import scenarios
 from tests.support import Hpcdet
 
-# One cluster for all: these run in order on one pytest-xdist worker.
-pytestmark = [pytest.mark.slurm, pytest.mark.xdist_group("slurm-cluster")]
-
 
 @pytest.fixture
 def slurm_hpcdet(slurm_cluster: Any, tmp_path: Path) -> Iterator[Hpcdet]:
