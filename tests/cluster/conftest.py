@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from tests.support import Hpcdet
 
 CLUSTER_TESTS_DIR = Path(__file__).resolve().parent
 CLUSTER_SCRIPT = CLUSTER_TESTS_DIR.parents[1] / "scripts" / "slurm-test-cluster.sh"
@@ -83,3 +87,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if CLUSTER_TESTS_DIR in item.path.parents:
             item.add_marker(pytest.mark.slurm)
 
+
+@pytest.fixture
+def slurm_hpcdet(slurm_cluster: Any, tmp_path: Path) -> Iterator[Hpcdet]:
+    """One user's hpcdet on the Slurm backend; its daemon stops after the test."""
+    h = Hpcdet(tmp_path / "user", "slurm")
+    yield h
+    h.stop()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -10,13 +9,6 @@ import pytest
 
 from tests import scenarios
 from tests.support import Hpcdet
-
-
-@pytest.fixture
-def slurm_hpcdet(slurm_cluster: Any, tmp_path: Path) -> Iterator[Hpcdet]:
-    h = Hpcdet(tmp_path / "user", "slurm")
-    yield h
-    h.stop()
 
 
 def test_stage0(slurm_hpcdet: Hpcdet, tmp_path: Path) -> None:

@@ -13,13 +13,6 @@ from tests import scenarios
 from tests.support import Hpcdet
 
 
-@pytest.fixture
-def slurm_hpcdet(slurm_cluster: Any, tmp_path: Path) -> Iterator[Hpcdet]:
-    h = Hpcdet(tmp_path / "user", "slurm")
-    yield h
-    h.stop()
-
-
 def test_asha_v037_promotions_in_one_array(slurm_hpcdet: Hpcdet, tmp_path: Path) -> None:
     d = scenarios.asha_v037(slurm_hpcdet, tmp_path)
     assert len(d["arrays"]) == 1 and d["arrays"][0]["count"] == 10  # type: ignore[index]
