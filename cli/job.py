@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import getpass
+import re
 from dataclasses import asdict
 from typing import Annotated, Optional
 
@@ -11,7 +12,7 @@ import typer
 from hpcdet.cli.common import console, paths, print_json, read_store, table, when
 from hpcdet.config.cluster import load_cluster_config
 from hpcdet.daemon import process
-from hpcdet.errors import NotFoundError, SchedulerCommandError
+from hpcdet.errors import NotFoundError, SchedulerCommandError, UsageError
 from hpcdet.queue import queue
 from hpcdet.schedulers import make_scheduler
 from hpcdet.schedulers.runner import CommandRunner
@@ -55,19 +56,72 @@ def list_(
 app.command("ls", hidden=True)(list_)
 
 
+_OPTIONS = {"priority": "--priority", "weight": "--weight", "resource_pool": "--resource-pool",
+            "ahead_of": "--ahead-of", "behind_of": "--behind-of"}
+
+
 @app.command()
 def update(
     job_id: str,
-    priority: Annotated[Optional[int], typer.Option("--priority", "-p",
-                        help="1..99, lower is more important; default 42")] = None,
+    priority: Annotated[Optional[int], typer.Option(
+        "--priority", "-p", help="1..99, lower is more important; default 42")] = None,
+    weight: Annotated[Optional[float], typer.Option(
+        "--weight", "-w", help="fair-share weight: stored, not applied on Slurm/PBS")] = None,
+    resource_pool: Annotated[Optional[str], typer.Option(
+        "--resource-pool", help="move pending jobs now, running trials after a checkpoint")
+    ] = None,
+    ahead_of: Annotated[Optional[str], typer.Option(
+        "--ahead-of", help="start before this job (takes its priority)")] = None,
+    behind_of: Annotated[Optional[str], typer.Option(
+        "--behind-of", help="start after this job (takes its priority)")] = None,
 ) -> None:
-    """Change a job's priority; it applies to all its scheduler jobs, now and later."""
-    p = paths()
-    exp_id = _experiment_of(job_id)
-    if priority is None:
-        console.print("nothing to update: give --priority")
-        raise typer.Exit(1)
-    process.call(p, "update_job", {"exp_id": exp_id, "priority": priority})
+    """Change one thing about a job; it applies to all its scheduler jobs, now and later."""
+    given = {k: v for k, v in (("priority", priority), ("weight", weight),
+             ("resource_pool", resource_pool), ("ahead_of", ahead_of),
+             ("behind_of", behind_of)) if v is not None}
+    if len(given) != 1:
+        raise UsageError(f"give exactly one of {', '.join(_OPTIONS.values())}; to change "
+                         "several, use `hpcdet job update-batch JOB.priority=1 ...`")
+    (field, value), = given.items()
+    _send([(job_id, field, value)])
+
+
+@app.command("update-batch")
+def update_batch(
+    updates: Annotated[list[str], typer.Argument(
+        help="JOB.OPERATION=VALUE, OPERATION one of priority, weight, resource-pool, "
+             "ahead-of, behind-of")],
+) -> None:
+    """Several updates at once: all are checked before any is applied."""
+    parsed = []
+    for text in updates:
+        m = re.fullmatch(r"([^.=\s]+)\.([a-z_-]+)=(.+)", text.strip())
+        field = m.group(2).replace("-", "_") if m else ""
+        if m is None or field not in _OPTIONS:
+            raise UsageError(f"{text!r}: Please ensure the update is formatted as "
+                             "<jobID>.<operation>=<value>, operation one of priority, weight, "
+                             "resource-pool, ahead-of, behind-of.")
+        value: object = m.group(3).strip("'\"")
+        try:
+            if field == "priority":
+                value = int(str(value))
+            elif field == "weight":
+                value = float(str(value))
+        except ValueError:
+            raise UsageError(f"{text!r}: {field} must be a number") from None
+        parsed.append((m.group(1), field, value))
+    _send(parsed)
+
+
+def _send(updates: list[tuple[str, str, object]]) -> None:
+    requests = []
+    for job_id, field, value in updates:
+        if field in ("ahead_of", "behind_of"):
+            value = _experiment_of(str(value))
+        requests.append({"job": _experiment_of(job_id), "field": field, "value": value})
+    said = process.call(paths(), "update_jobs", {"updates": requests})
+    if said:
+        console.print(said, markup=False)
 
 
 def _experiment_of(job_id: str) -> int:

@@ -31,6 +31,10 @@ class NotFoundError(HpcdetError):
     """An experiment, trial or checkpoint id that does not exist."""
 
 
+class UsageError(HpcdetError):
+    """A command line that cannot be carried out as written; the message shows the form."""
+
+
 class StateError(HpcdetError):
     """An operation that the object's current state does not allow."""
 

@@ -1,13 +1,18 @@
-"""Determined's job priority (1..99, lower is more important, 42 by default) on a batch
-scheduler where an unprivileged user can only lower the priority of their own jobs.
+"""Determined's job priority (1..99, lower is more important, 42 by default) and queue order
+on a batch scheduler where an unprivileged user can only lower the priority of their own jobs.
 
-The default priority costs nothing against other users' jobs; a number above 42 lowers the
-job's scheduler priority in proportion (Slurm: a positive nice); a number below 42 cannot
-raise it above other users' jobs, only move it ahead of the user's own (Slurm: `scontrol
-top`).
+The default priority costs nothing against other users' jobs: such a job has nice 0. A number
+above 42 lowers the job's scheduler priority in proportion (Slurm: a positive nice). Among the
+user's own pending jobs, hpcdet's order (priority, then queue position, which `--ahead-of` and
+`--behind-of` move) is made Slurm's by giving each job the smallest nice that sorts it just
+behind the jobs hpcdet puts ahead of it in the same partition. That extra nice lasts only
+while one of those jobs is still pending: once they start, the job is back at its own value.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 DEFAULT_PRIORITY = 42
 NICE_PER_STEP = 100  # Slurm nice units per Determined priority step above the default
@@ -27,6 +32,55 @@ def nice_for(priority: int | None) -> int:
     return (priority - DEFAULT_PRIORITY) * NICE_PER_STEP
 
 
-def wants_top(priority: int | None) -> bool:
-    """Whether the job should move ahead of the user's own other jobs."""
-    return priority is not None and priority < DEFAULT_PRIORITY
+@dataclass(frozen=True)
+class PendingJob:
+    """One pending scheduler job of an hpcdet experiment, as the status query showed it."""
+
+    job_id: str  # numeric on Slurm; an array's pending part has its array's id
+    partition: str
+    priority: int  # Determined priority of its experiment
+    position: float  # the experiment's place in hpcdet's queue
+    scheduler_priority: int  # Slurm's number now (higher starts first)
+    nice: int  # its nice value now
+
+
+def _job_number(job_id: str) -> int:
+    return int(job_id) if job_id.isdigit() else 0
+
+
+def plan_nice(jobs: Sequence[PendingJob]) -> dict[str, int]:
+    """The nice value each pending job should have so that Slurm starts them in hpcdet's order.
+
+    Slurm starts the higher priority first and, on a tie, the lower job id. A job's priority
+    before nice is ``scheduler_priority + nice``; the plan keeps that and chooses the nice.
+    """
+    plan: dict[str, int] = {}
+    by_partition: dict[str, list[PendingJob]] = {}
+    for job in jobs:
+        by_partition.setdefault(job.partition, []).append(job)
+    for group in by_partition.values():
+        group.sort(key=lambda j: (j.priority, j.position, _job_number(j.job_id)))
+        last: tuple[int, int] | None = None  # Slurm's sort key of the last job placed
+        for job in group:
+            raw = job.scheduler_priority + job.nice
+            nice = nice_for(job.priority)
+            number = _job_number(job.job_id)
+            if last is not None:
+                # Needs (nice - raw, number) > last: behind it on priority or, tied, on id.
+                floor = last[0] + raw + (0 if number > last[1] else 1)
+                nice = max(nice, floor)
+            plan[job.job_id] = nice
+            last = (nice - raw, number)
+    return plan
+
+
+def position_between(before: float | None, after: float | None) -> float:
+    """A queue position between two neighbours (None: no neighbour on that side)."""
+    if before is None and after is None:
+        return 0.0
+    if before is None:
+        assert after is not None
+        return after - 1.0
+    if after is None:
+        return before + 1.0
+    return (before + after) / 2.0

@@ -19,6 +19,7 @@ class QueueRow:
     job_id: str
     name: str
     priority: int
+    weight: float
     submitted: float
     acquired: int
     needed: int
@@ -34,8 +35,9 @@ def queue(
     runs: Sequence[Run],
     statuses: Mapping[str, JobStatus],
 ) -> list[QueueRow]:
-    """Unfinished experiments: not yet submitted first (in hpcdet's order), then those the
-    scheduler holds pending (highest scheduler priority first), then running ones."""
+    """Unfinished experiments: not yet submitted first (in hpcdet's order: priority, then
+    queue position), then those the scheduler holds pending (in the order it would start
+    them), then running ones."""
     by_exp: dict[int, list[Trial]] = {}
     for t in trials:
         by_exp.setdefault(t.experiment_id, []).append(t)
@@ -54,13 +56,21 @@ def queue(
         reasons = sorted({s.reason for s in pending if s.reason})
         row = QueueRow(
             job_id=str(exp.id), name=f"{exp.name} ({exp.id})",
-            priority=exp.priority or DEFAULT_PRIORITY, submitted=exp.created,
+            priority=exp.priority or DEFAULT_PRIORITY, weight=exp.weight, submitted=exp.created,
             acquired=slots * len(running), needed=slots * len(mine),
             state="SCHEDULED" if running else "QUEUED", reason="; ".join(reasons),
             resource_pool=exp.resource_pool or "default",
             scheduler_ids=tuple(sorted({r.job_id for r in jobs if r.job_id})),
         )
         group = 2 if running and not pending else (1 if jobs else 0)
-        best = max((s.priority or 0 for s in pending), default=0)
-        keyed.append(((group, -best, row.priority, exp.created, exp.id), row))
+        # Slurm starts the highest priority first and, on a tie, the lowest job id.
+        first = min(((-(s.priority or 0), _number(r.job_id)) for r in jobs
+                     if (s := statuses.get(r.job_id)) and s.state == JobState.PENDING),
+                    default=(0, 0))
+        keyed.append(((group, *first, row.priority, exp.position, exp.id), row))
     return [row for _, row in sorted(keyed, key=lambda kv: kv[0])]
+
+
+def _number(job_id: str) -> int:
+    base = job_id.split("_")[0]
+    return int(base) if base.isdigit() else 0

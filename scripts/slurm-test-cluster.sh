@@ -240,6 +240,9 @@ EOF
     nodelist=$(IFS=,; echo "${NODES[*]}")
     echo "PartitionName=debug Nodes=$nodelist Default=YES MaxTime=INFINITE State=UP"
     echo "PartitionName=batch Nodes=$nodelist Default=NO MaxTime=INFINITE State=UP"
+    # Only root's group may use it: the job-queue tests' refused partition change.
+    echo "PartitionName=restricted Nodes=$nodelist Default=NO MaxTime=INFINITE State=UP" \
+        "AllowGroups=root"
 }
 
 # Writes slurm.conf; returns 0 if the file changed.

@@ -145,6 +145,9 @@ class DaemonBase:
     def _sync_controls(self) -> None:
         raise NotImplementedError
 
+    def poll_scheduler(self) -> None:
+        raise NotImplementedError
+
     def _sync_control(self, run: Run, best: dict[int, float | None] | None = None) -> None:
         raise NotImplementedError
 

@@ -11,11 +11,10 @@ from typing import Any
 
 from hpcdet.config import ExperimentConfig
 from hpcdet.daemon.base import DaemonBase
-from hpcdet.errors import HpcdetError, NotFoundError, SchedulerCommandError, StateError
+from hpcdet.errors import HpcdetError, NotFoundError, StateError
 from hpcdet.exchange import write_atomic
 from hpcdet.lifecycle import FINAL_TRIAL_STATES
 from hpcdet.paths import hostname
-from hpcdet.priority import nice_for, validate, wants_top
 from hpcdet.search.base import Initialize
 from hpcdet.store.models import Checkpoint, Trial
 
@@ -55,7 +54,7 @@ class Commands(DaemonBase):
             exp_id, "experiment_created", name=cfg.name, config=raw,
             description=cfg.description, backend=self.backend,
             resource_pool=cfg.resources.resource_pool, priority=cfg.resources.priority,
-            searcher=cfg.searcher.name,
+            weight=cfg.resources.weight, searcher=cfg.searcher.name,
         )
         exp = self.store.experiment(exp_id)
         self.search.feed(exp, cfg, Initialize(), None)
@@ -163,41 +162,6 @@ class Commands(DaemonBase):
         staging = self.paths.requests / f"continue-{trial_id}-{time.time():.0f}.context"
         shutil.copytree(self.paths.context(exp.id), staging)
         return self.op_create(raw, str(staging))
-
-    def op_update_job(self, exp_id: int, priority: int) -> str:
-        """`hpcdet job update --priority`: every job of the experiment, now and later.
-
-        The scheduler's refusal (e.g. `scontrol top` without enable_user_top) is reported
-        with its message and nothing is changed.
-        """
-        exp = self.store.experiment(exp_id)
-        try:
-            validate(priority)
-        except ValueError as e:
-            raise StateError(str(e)) from None
-        jobs = [r.job_id.split("_")[0] for t in self.store.trials(exp_id)
-                for r in self.store.runs([t.id], live_only=True) if r.job_id]
-        jobs += [a.job_id for a in self.store.arrays(exp_id)
-                 if exp.state not in ("COMPLETED", "CANCELED", "ERROR")]
-        jobs = sorted(set(jobs))
-        commands = []
-        if jobs:
-            nice_cmd = self.scheduler.nice_command(jobs, nice_for(priority))
-            top_cmd = self.scheduler.top_command(jobs) if wants_top(priority) else None
-            commands = [c for c in (nice_cmd, top_cmd) if c is not None]
-        for i, cmd in enumerate(commands):
-            try:
-                self.runner.run(cmd)
-            except SchedulerCommandError as e:
-                undo = self.scheduler.nice_command(jobs, nice_for(exp.priority))
-                if i > 0 and undo is not None:
-                    self.runner.run(undo, check=False)
-                raise HpcdetError(
-                    f"the scheduler refused `{' '.join(cmd[:2])}` for experiment {exp_id}: "
-                    f"{e.stderr.strip() or e}. Nothing was changed."
-                ) from None
-        self.journal.record(exp_id, "experiment_priority", priority=priority)
-        return ""
 
     def op_delete_checkpoint(self, uuid: str) -> str:
         with self.store.session() as s:

@@ -27,7 +27,8 @@ def _experiment_created(s: Session, e: dict[str, Any]) -> None:
             Experiment(
                 id=e["exp_id"], name=e["name"], config_json=json.dumps(e["config"]),
                 description=e.get("description") or "", resource_pool=e.get("resource_pool", ""),
-                priority=e.get("priority"), backend=e["backend"], searcher=e["searcher"],
+                priority=e.get("priority"), weight=e.get("weight", 1.0),
+                position=float(e["exp_id"]), backend=e["backend"], searcher=e["searcher"],
                 created=e["time"],
             )
         )
@@ -50,11 +51,30 @@ def _action_done(s: Session, e: dict[str, Any]) -> None:
             s.add(exp)
 
 
-def _experiment_priority(s: Session, e: dict[str, Any]) -> None:
+def _experiment_queue(s: Session, e: dict[str, Any]) -> None:
     exp = s.get(Experiment, e["exp_id"])
     if exp is not None:
-        exp.priority = e["priority"]
+        apply_queue_update(exp, e)
         s.add(exp)
+
+
+def apply_queue_update(exp: Experiment, e: dict[str, Any]) -> None:
+    """`hpcdet job update`: priority, weight, queue position or resource pool."""
+    config = json.loads(exp.config_json)
+    resources = config.setdefault("resources", {})
+    for key in ("priority", "weight", "resource_pool"):
+        if key in e:
+            setattr(exp, key, e[key])
+            resources[key] = e[key]
+    if "resource_pool" in e:
+        # The pool names the partition from now on; slurm.partition would override it.
+        for section in ("slurm", "pbs"):
+            if isinstance(config.get(section), dict):
+                config[section].pop("partition", None)
+                config[section].pop("queue", None)
+    if "position" in e:
+        exp.position = e["position"]
+    exp.config_json = json.dumps(config)
 
 
 def _experiment_error(s: Session, e: dict[str, Any]) -> None:
@@ -239,7 +259,8 @@ APPLY: dict[str, Callable[[Session, dict[str, Any]], None]] = {
     "checkpoint_deleted": _checkpoint_deleted,
     "experiment_config": _experiment_config,
     "experiment_error": _experiment_error,
-    "experiment_priority": _experiment_priority,
+    "experiment_queue": _experiment_queue,
+    "experiment_priority": _experiment_queue,  # written by hpcdet before the queue updates
     "trial_continued": _trial_continued,
     "experiment_created": _experiment_created,
     "experiment_state": _experiment_state,

@@ -17,6 +17,7 @@ from typing import Any
 from hpcdet.config import ExperimentConfig
 from hpcdet.daemon import requests as req
 from hpcdet.daemon.commands import Commands
+from hpcdet.daemon.queueing import Queueing
 from hpcdet.daemon.searching import searcher_source
 from hpcdet.daemon.submission import Submission
 from hpcdet.daemon.submit import checkpoint_dir
@@ -47,7 +48,7 @@ HEARTBEAT_SECONDS = 30.0
 MISSING_POLLS_BEFORE_VANISHED = 2
 
 
-class Daemon(Commands, Submission):
+class Daemon(Commands, Submission, Queueing):
     """The loop: requests, events, the scheduler's word, decisions (module docstring)."""
 
     # ---------------------------------------------------------------- lifecycle of the loop
@@ -168,6 +169,8 @@ class Daemon(Commands, Submission):
             preempt, reason = True, "the experiment was paused"
         elif exp.state == "STOPPING_CANCELED" and started:
             preempt, reason = True, "the experiment was canceled"
+        elif started and self._outside_pool(run, exp):
+            preempt, reason = True, f"moving to resource pool {exp.resource_pool!r}"
         if exp.id not in best:
             best[exp.id] = self._best(exp)
         control: dict[str, Any] = {
@@ -184,6 +187,14 @@ class Daemon(Commands, Submission):
             self.preempt_asked.setdefault(key, time.time())
         else:
             self.preempt_asked.pop(key, None)
+
+    def _outside_pool(self, run: Run, exp: Experiment) -> bool:
+        """Runs on a partition other than the experiment's, after `job update --resource-pool`."""
+        status = self.statuses.get(run.job_id)
+        if status is None or not status.partition or status.state != JobState.RUNNING:
+            return False
+        partition = self._partition(self._config(exp))
+        return partition is not None and status.partition != partition.name
 
     def _best(self, exp: Experiment) -> float | None:
         values = [t.best_validation for t in self.store.trials(exp.id)
@@ -219,6 +230,7 @@ class Daemon(Commands, Submission):
             status = self.statuses.get(run.job_id)
             if status is not None and not status.state.is_final:
                 self._set_run_state(run, status.state.value, status.reason)
+        self._order_queue()
 
     def _set_run_state(self, run: Run, state: str, reason: str) -> None:
         if (run.state, run.reason) == (state, reason):

@@ -42,6 +42,7 @@ class JobStatus:
     name: str = ""
     priority: int | None = None  # the scheduler's own number (higher starts first on Slurm)
     nice: int | None = None
+    partition: str = ""
 
 
 @dataclass(frozen=True)
@@ -140,8 +141,12 @@ class Scheduler(abc.ABC):
         """Set the nice value of jobs (arrays: all their tasks). None: not supported."""
         return None
 
-    def top_command(self, job_ids: Collection[str]) -> list[str] | None:
-        """Move jobs ahead of the user's other pending jobs. None: not supported."""
+    def move_command(self, job_ids: Collection[str], partition: str) -> list[str] | None:
+        """Move pending jobs to another partition (queue). None: not supported."""
+        return None
+
+    def probe_command(self, script: Path, partition: str) -> list[str] | None:
+        """A dry-run submission of ``script`` to ``partition``: fails if the site refuses it."""
         return None
 
     def final_status_command(self, job_ids: Collection[str]) -> list[str] | None:

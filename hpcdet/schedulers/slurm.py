@@ -66,7 +66,7 @@ _REASONS = {
     "TimeLimit": "stopped: it reached its walltime",
 }
 
-_SQUEUE_FORMAT = "%i|%T|%r|%N|%Q|%y|%j"  # the name last: it may contain "|"
+_SQUEUE_FORMAT = "%i|%T|%r|%N|%Q|%y|%P|%j"  # the name last: it may contain "|"
 
 
 def reason_in_words(code: str) -> str:
@@ -137,10 +137,10 @@ class SlurmScheduler(Scheduler):
     def parse_status(self, stdout: str) -> dict[str, JobStatus]:
         result: dict[str, JobStatus] = {}
         for line in stdout.splitlines():
-            parts = line.strip().split("|", 6)
-            if len(parts) < 7:
+            parts = line.strip().split("|", 7)
+            if len(parts) < 8:
                 continue
-            job_id, native, reason, nodes, priority, nice, name = parts
+            job_id, native, reason, nodes, priority, nice, partition, name = parts
             state = _STATE_MAP.get(native)
             if state is None:
                 log.warning("unknown Slurm job state %r for job %s", native, job_id)
@@ -149,6 +149,7 @@ class SlurmScheduler(Scheduler):
                 state, reason_in_words(reason), native, None, nodes, name,
                 int(priority) if priority.lstrip("-").isdigit() else None,
                 int(nice) if nice.lstrip("-").isdigit() else None,
+                partition,
             )
         return result
 
@@ -158,10 +159,16 @@ class SlurmScheduler(Scheduler):
     def nice_command(self, job_ids: Collection[str], nice: int) -> list[str] | None:
         return ["scontrol", "update", f"jobid={','.join(sorted(job_ids))}", f"nice={nice}"]
 
-    def top_command(self, job_ids: Collection[str]) -> list[str] | None:
-        # Needs SchedulerParameters=enable_user_top; it works by raising the nice value of the
-        # user's other pending jobs.
-        return ["scontrol", "top", ",".join(sorted(job_ids))]
+    def move_command(self, job_ids: Collection[str], partition: str) -> list[str] | None:
+        # Only pending jobs move. A partition the user may not use is still set, with the
+        # error "Requested partition configuration not available now": check first
+        # (probe_command) and move back on failure.
+        return ["scontrol", "update", f"jobid={','.join(sorted(job_ids))}",
+                f"partition={partition}"]
+
+    def probe_command(self, script: Path, partition: str) -> list[str] | None:
+        # Answers e.g. "allocation failure: User's group not permitted to use this partition".
+        return ["sbatch", "--test-only", f"--partition={partition}", str(script)]
 
     def final_status_command(self, job_ids: Collection[str]) -> list[str] | None:
         # Finished jobs leave squeue after MinJobAge; only accounting remembers them.

@@ -17,6 +17,8 @@ class Experiment(SQLModel, table=True):
     description: str = ""
     resource_pool: str = ""
     priority: Optional[int] = None
+    weight: float = 1.0  # fair share: stored and shown, not applied (no per-job equivalent)
+    position: float = 0.0  # place in hpcdet's queue among equal priorities
     backend: str = "local"
     searcher: str = "single"
     created: float

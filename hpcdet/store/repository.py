@@ -8,6 +8,7 @@ must be on local disk (see ``hpcdet.paths.StatePaths.local_dir``).
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,6 +21,10 @@ from sqlmodel import Session, SQLModel, col, create_engine, select
 
 from hpcdet.errors import NotFoundError, StoreError
 from hpcdet.store.models import ArrayJob, Checkpoint, Experiment, Metric, Run, Trial
+
+# Raised whenever a table changes. The database is an index of the run tree: one of another
+# version is set aside and the daemon rebuilds it from the journals and event logs.
+SCHEMA_VERSION = 2
 
 LIVE_RUN_STATES = ("SUBMITTING", "PENDING", "RUNNING")
 FINAL_STATES = ("COMPLETED", "CANCELED", "ERROR")
@@ -45,6 +50,14 @@ def _make_engine(path: Path, readonly: bool) -> Engine:
     return engine
 
 
+def _schema_version(path: Path) -> int:
+    conn = sqlite3.connect(path)
+    try:
+        return int(conn.execute("PRAGMA user_version").fetchone()[0])
+    finally:
+        conn.close()
+
+
 class Store:
     """The database of one state directory."""
 
@@ -52,9 +65,17 @@ class Store:
         self.path = path
         if readonly and not path.exists():
             raise StoreError(f"no database at {path}; start the daemon with `hpcdet daemon start`")
+        if not readonly and path.exists() and _schema_version(path) != SCHEMA_VERSION:
+            for suffix in ("", "-wal", "-shm"):
+                old = path.with_name(path.name + suffix)
+                if old.exists():
+                    old.replace(path.with_name(f"{path.name}.old{suffix}"))
         self.engine = _make_engine(path, readonly)
         if not readonly:
             SQLModel.metadata.create_all(self.engine)
+            with self.engine.connect() as conn:
+                conn.exec_driver_sql(f"PRAGMA user_version={SCHEMA_VERSION}")
+                conn.commit()
 
     @contextmanager
     def session(self) -> Iterator[Session]:

@@ -114,4 +114,27 @@ def test_job_list_and_update_on_the_local_backend(local_hpcdet: Hpcdet, tmp_path
     missing = h.run("job", "update", "999", "--priority", "5", check=False)
     assert missing.returncode == 1 and "no job '999'" in missing.stderr
     assert "sleeper" in h.run("job", "list").stdout
+
+    other = h.create(cfg, ctx)
+    weight = h.run("job", "update", str(exp), "--weight", "2.5")
+    assert "weight 2.5 is stored but not applied" in weight.stdout
+    h.run("job", "update-batch", f"{other}.priority=30", f"{exp}.ahead-of={other}")
+    rows = {r["job_id"]: r for r in json.loads(h.run("job", "list", "--json").stdout)}
+    assert (rows[str(exp)]["priority"], rows[str(exp)]["weight"]) == (30, 2.5)
+    assert rows[str(other)]["priority"] == 30
+    for args, said in [
+        (("update", str(exp), "--priority", "3", "--weight", "1"), "give exactly one of"),
+        (("update-batch", f"{exp}.priority=3", "nonsense"), "formatted as <jobID>.<operation>"),
+        (("update-batch", f"{exp}.colour=3"), "formatted as <jobID>.<operation>"),
+        (("update-batch", f"{exp}.priority=high"), "priority must be a number"),
+        (("update", str(exp), "--ahead-of", str(exp)), "ahead of or behind itself"),
+        (("update", str(exp), "--resource-pool", "gpu"), "local backend has one resource pool"),
+        # All are checked first: a bad second update leaves the first unapplied.
+        (("update-batch", f"{exp}.priority=5", f"{other}.priority=500"), "between 1 and 99"),
+    ]:
+        bad = h.run("job", *args, check=False)
+        assert bad.returncode != 0 and said in bad.stderr + bad.stdout, (args, bad)
+        assert "Traceback" not in bad.stderr
+    assert json.loads(h.run("job", "list", "--json").stdout)[0]["priority"] == 30
+    h.run("experiment", "kill", str(other))
     h.run("experiment", "kill", str(exp))

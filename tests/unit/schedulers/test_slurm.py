@@ -78,17 +78,17 @@ def test_parse_job_id() -> None:
 
 def test_parse_status_maps_states_and_reasons() -> None:
     out = (
-        "12|PENDING|Priority|(null)|1000|0|hpcdet-e1-t1-r1\n"
-        "13|RUNNING|None|node[1-2]|900|100|name|with|pipes\n"
-        "14|TIMEOUT|TimeLimit|node1|0|0|x\n"
-        "15_3|CANCELLED|None|node2|0|0|y\n"
-        "16|WEIRD_NEW|None||0|0|z\n"
+        "12|PENDING|Priority|(null)|1000|0|debug|hpcdet-e1-t1-r1\n"
+        "13|RUNNING|None|node[1-2]|900|100|batch|name|with|pipes\n"
+        "14|TIMEOUT|TimeLimit|node1|0|0|debug|x\n"
+        "15_3|CANCELLED|None|node2|0|0|debug|y\n"
+        "16|WEIRD_NEW|None||0|0|debug|z\n"
     )
     st = SlurmScheduler().parse_status(out)
     assert st["12"].state is JobState.PENDING
     assert st["12"].reason == "waiting for higher-priority jobs to start first"
     assert st["12"].name == "hpcdet-e1-t1-r1"
-    assert (st["13"].priority, st["13"].nice) == (900, 100)
+    assert (st["13"].priority, st["13"].nice, st["13"].partition) == (900, 100, "batch")
     assert st["13"].state is JobState.RUNNING and st["13"].nodes == "node[1-2]"
     assert st["13"].name == "name|with|pipes"
     assert st["14"].state is JobState.TIMEOUT and st["14"].state.is_final

@@ -1,0 +1,262 @@
+"""The job queue: `hpcdet job update` and the order of the user's pending jobs on the scheduler.
+
+Priority, queue position (`--ahead-of`/`--behind-of`) and weight are stored per experiment; the
+order they mean is made the scheduler's by nice values (`hpcdet.priority.plan_nice`), checked
+after every status query, so new submissions and finished jobs keep the order true. A resource
+pool change moves pending jobs at once (after a dry-run submission that the site may refuse)
+and running trials after a checkpoint (`_sync_control` preempts a run outside its pool).
+Every update of a request is checked before any is applied; a scheduler refusal undoes what
+the request had changed on the scheduler and records nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hpcdet.config import ExperimentConfig
+from hpcdet.daemon.base import DaemonBase
+from hpcdet.daemon.journal import apply_queue_update
+from hpcdet.errors import HpcdetError, NotFoundError, SchedulerCommandError, StateError
+from hpcdet.priority import DEFAULT_PRIORITY, PendingJob, plan_nice, position_between, validate
+from hpcdet.schedulers import JobState
+from hpcdet.store.models import Experiment
+
+log = logging.getLogger(__name__)
+
+FIELDS = ("priority", "weight", "resource_pool", "ahead_of", "behind_of")
+_QUEUED = ("ACTIVE", "PAUSED")
+
+
+@dataclass(frozen=True)
+class _Moved:
+    job_ids: tuple[str, ...]
+    old: str
+
+
+class Queueing(DaemonBase):
+    """Queue order on the scheduler and the `update_jobs` request."""
+
+    # ------------------------------------------------------------------ the order, every poll
+
+    def _order_queue(self, experiments: dict[int, Experiment] | None = None,
+                     strict: bool = False) -> list[tuple[list[str], int]]:
+        """Give the user's pending jobs the nice values of hpcdet's order.
+
+        Returns what was changed as (job ids, previous nice) to undo it. ``strict``: a refused
+        change undoes the others and raises; otherwise it is logged and retried next poll.
+        """
+        exps = experiments or {e.id: e for e in self.store.experiments(unfinished=True)}
+        jobs = list(self._pending_jobs(exps))
+        plan = plan_nice(jobs)
+        current = {j.job_id: j.nice for j in jobs}
+        by_nice: dict[int, list[str]] = {}
+        for job_id, nice in plan.items():
+            if nice != current[job_id]:
+                by_nice.setdefault(nice, []).append(job_id)
+        done: list[tuple[list[str], int]] = []
+        for nice, ids in sorted(by_nice.items()):
+            cmd = self.scheduler.nice_command(ids, nice)
+            if cmd is None:
+                return done
+            try:
+                self.runner.run(cmd)
+            except SchedulerCommandError:
+                if not strict:
+                    log.warning("could not set nice %d on jobs %s", nice, ", ".join(ids))
+                    continue
+                self._undo_nice(done)
+                raise
+            done += [([i], current[i]) for i in ids]
+        return done
+
+    def _undo_nice(self, done: Iterable[tuple[list[str], int]]) -> None:
+        for ids, nice in done:
+            cmd = self.scheduler.nice_command(ids, nice)
+            if cmd is not None:
+                self.runner.run(cmd, check=False)
+
+    def _pending_jobs(self, exps: dict[int, Experiment]) -> Iterable[PendingJob]:
+        """Pending scheduler jobs of the unfinished experiments, one per job (arrays: one)."""
+        if not any(s.state == JobState.PENDING for s in self.statuses.values()):
+            return
+        owner = {job_id: exp for exp in exps.values() for job_id in self._job_ids(exp)}
+        seen: set[str] = set()
+        for job_id, status in self.statuses.items():
+            base = job_id.split("_")[0]
+            exp = owner.get(base)
+            if (status.state != JobState.PENDING or exp is None or base in seen
+                    or status.priority is None or status.nice is None):
+                continue
+            seen.add(base)
+            yield PendingJob(base, status.partition, _priority(exp), exp.position,
+                             status.priority, status.nice)
+
+    # ------------------------------------------------------------------ `hpcdet job update`
+
+    def op_update_jobs(self, updates: list[dict[str, Any]]) -> str:
+        """Updates as {"job": experiment id, "field": one of FIELDS, "value": ...}, in order."""
+        exps = {e.id: e for e in self.store.experiments(unfinished=True)}
+        changed: dict[int, dict[str, Any]] = {}
+        notes = []
+        for update in updates:
+            exp_id, field, value = int(update["job"]), update["field"], update["value"]
+            exp = self._queued(exps, exp_id)
+            if field == "priority":
+                try:
+                    record: dict[str, Any] = {"priority": validate(int(value))}
+                except ValueError as e:
+                    raise StateError(f"job {exp_id}: {e}") from None
+            elif field == "weight":
+                if float(value) < 0:
+                    raise StateError(f"job {exp_id}: weight must be 0 or more, not {value}")
+                record = {"weight": float(value)}
+                notes.append(f"job {exp_id}: weight {float(value):g} is stored but not "
+                             f"applied: {self.backend} has no per-job fair-share weight")
+            elif field == "resource_pool":
+                record = {"resource_pool": self._check_pool(exp, str(value))}
+            elif field in ("ahead_of", "behind_of"):
+                anchor = self._queued(exps, int(value))
+                record = self._placed(exps, exp, anchor, ahead=field == "ahead_of")
+            else:
+                raise HpcdetError(f"unknown job update {field!r}; use one of "
+                                  f"{', '.join(f.replace('_', '-') for f in FIELDS)}")
+            exps[exp_id] = _updated(exp, record)
+            changed.setdefault(exp_id, {}).update(record)
+        moved: list[_Moved] = []
+        try:
+            for exp_id, record in changed.items():
+                if "resource_pool" in record:
+                    moved += self._move_pending(exps[exp_id])
+            self.poll_scheduler()
+            self._order_queue(exps, strict=True)
+        except SchedulerCommandError as e:
+            for m in moved:
+                cmd = self.scheduler.move_command(m.job_ids, m.old)
+                if cmd is not None:
+                    self.runner.run(cmd, check=False)
+            raise HpcdetError(f"the scheduler refused `{' '.join(e.cmd[:3])}`: {_said(e)}. "
+                              "Nothing was changed.") from None
+        for exp_id, record in changed.items():
+            self.journal.record(exp_id, "experiment_queue", **record)
+            self.configs.pop(exp_id, None)
+        self._sync_controls()  # running trials of a moved experiment checkpoint and move
+        return "\n".join(notes)
+
+    def _queued(self, exps: dict[int, Experiment], exp_id: int) -> Experiment:
+        exp = exps.get(exp_id)
+        if exp is None or exp.state not in _QUEUED:
+            state = self.store.experiment(exp_id).state  # raises NotFoundError if none
+            raise StateError(f"job {exp_id} is {state}; only ACTIVE or PAUSED experiments are "
+                             "in the queue (see `hpcdet job list`)")
+        return exp
+
+    def _pool_partition(self, exp: Experiment) -> str:
+        """The partition an experiment's jobs go to ('' when the scheduler has none)."""
+        partition = self._partition(ExperimentConfig.from_dict(json.loads(exp.config_json)))
+        return partition.name if partition is not None else ""
+
+    def _check_pool(self, exp: Experiment, pool: str) -> str:
+        if self.scheduler.move_command([], pool) is None:
+            raise StateError(f"the {self.backend} backend has one resource pool; "
+                             "--resource-pool needs a cluster scheduler")
+        moved = _updated(exp, {"resource_pool": pool})
+        partition = self._pool_partition(moved)
+        if self.partitions and partition not in self.partitions:
+            known = ", ".join(sorted(self.partitions))
+            raise NotFoundError(f"no resource pool {pool!r} on this cluster; pools (partitions):"
+                                f" {known} (see `hpcdet cluster show`)")
+        problem = self._fit_problem(ExperimentConfig.from_dict(json.loads(moved.config_json)))
+        if problem is not None:
+            raise StateError(f"job {exp.id} cannot move to resource pool {pool!r}: {problem}")
+        script = self._job_script(exp)
+        probe = self.scheduler.probe_command(script, partition) if script else None
+        if probe is not None:
+            try:
+                self.runner.run(probe)
+            except SchedulerCommandError as e:
+                raise HpcdetError(f"the scheduler refused job {exp.id} in resource pool "
+                                  f"{pool!r} (`{' '.join(probe[:2])}`): {_said(e)}. "
+                                  "Nothing was changed.") from None
+        return pool
+
+    def _job_script(self, exp: Experiment) -> Path | None:
+        """The newest batch script the experiment submitted, for a dry run elsewhere."""
+        scripts = list((self.paths.experiment(exp.id) / "array").glob("array*.sh"))
+        for trial in self.store.trials(exp.id):
+            if trial.run_id:
+                scripts.append(self.paths.run(exp.id, trial.id, trial.run_id) / "job.sh")
+        existing = [s for s in scripts if s.exists()]
+        return max(existing, key=lambda s: s.stat().st_mtime) if existing else None
+
+    def _move_pending(self, exp: Experiment) -> list[_Moved]:
+        """Move the experiment's pending jobs to its (new) partition, now."""
+        partition = self._pool_partition(exp)
+        mine = self._job_ids(exp)
+        by_old: dict[str, set[str]] = {}
+        for job_id, status in self.statuses.items():
+            base = job_id.split("_")[0]
+            if status.state == JobState.PENDING and base in mine and status.partition != partition:
+                by_old.setdefault(status.partition, set()).add(base)
+        moved = []
+        for old, ids in sorted(by_old.items()):
+            cmd = self.scheduler.move_command(ids, partition)
+            if cmd is None:
+                break
+            try:
+                self.runner.run(cmd)
+            finally:
+                # Even a refused move may have been applied (see SlurmScheduler.move_command).
+                moved.append(_Moved(tuple(sorted(ids)), old))
+        return moved
+
+    def _job_ids(self, exp: Experiment) -> set[str]:
+        ids = {a.job_id for a in self.store.arrays(exp.id)}
+        trials = [t.id for t in self.store.trials(exp.id)]
+        ids |= {r.job_id.split("_")[0] for r in self.store.runs(trials, live_only=True)
+                if r.job_id}
+        return ids
+
+    def _placed(self, exps: dict[int, Experiment], exp: Experiment, anchor: Experiment,
+                ahead: bool) -> dict[str, Any]:
+        """`--ahead-of`/`--behind-of`: the anchor's priority, next to it in hpcdet's order."""
+        if anchor.id == exp.id:
+            raise StateError(f"job {exp.id} cannot be placed ahead of or behind itself")
+        pool = self._pool_partition(anchor)
+        if self._pool_partition(exp) != pool:
+            raise StateError(
+                f"jobs {exp.id} and {anchor.id} are in different resource pools; move job "
+                f"{exp.id} first: `hpcdet job update {exp.id} --resource-pool "
+                f"{anchor.resource_pool or pool}`")
+        peers = sorted((e for e in exps.values()
+                        if e.id != exp.id and e.state in _QUEUED
+                        and _priority(e) == _priority(anchor)
+                        and self._pool_partition(e) == pool),
+                       key=lambda e: (e.position, e.id))
+        i = [e.id for e in peers].index(anchor.id)
+        if ahead:
+            before = peers[i - 1].position if i > 0 else None
+            position = position_between(before, anchor.position)
+        else:
+            after = peers[i + 1].position if i + 1 < len(peers) else None
+            position = position_between(anchor.position, after)
+        return {"priority": _priority(anchor), "position": position}
+
+
+def _updated(exp: Experiment, record: dict[str, Any]) -> Experiment:
+    """A detached copy of ``exp`` with a queue update applied as the journal will apply it."""
+    copy = Experiment(**exp.model_dump())
+    apply_queue_update(copy, record)
+    return copy
+
+
+def _priority(exp: Experiment) -> int:
+    return exp.priority or DEFAULT_PRIORITY
+
+
+def _said(e: SchedulerCommandError) -> str:
+    return (e.stderr.strip() or e.stdout.strip() or "(no output)").splitlines()[-1]
