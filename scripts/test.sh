@@ -14,6 +14,12 @@ if [[ ${HPCDET_TEST_TORCH:-1} == 1 ]] \
 fi
 if [[ $(id -u) -eq 0 ]]; then
     bash scripts/slurm-test-cluster.sh start
+    # The job-queue tests run hpcdet as users they create, from a venv of Debian's python3
+    # (the test venv's interpreter may sit in root's home, which other users cannot read).
+    if ! /usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null; then
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+            python3 python3-venv >/dev/null
+    fi
 fi
 export PATH="$PWD/.venv/bin:$PATH"
 ruff check .

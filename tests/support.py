@@ -26,11 +26,24 @@ class Hpcdet:
     root: Path
     backend: str
     extra_env: dict[str, str] = field(default_factory=dict)
+    # Another (unprivileged) user running the CLI through runuser, with a Python they can
+    # read; the test process itself runs as root then.
+    user: str | None = None
+    python: str = sys.executable
 
     def __post_init__(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
         (self.root / "cluster.yaml").write_text(f"backend: {self.backend}\n")
         (self.root / "site.yaml").write_text("{}\n")
+        if self.user is not None:
+            shutil.chown(self.root, self.user, self.user)
+
+    def mkdir(self, path: Path) -> Path:
+        """A directory the user's jobs can write to."""
+        path.mkdir(parents=True, exist_ok=True)
+        if self.user is not None:
+            shutil.chown(path, self.user, self.user)
+        return path
 
     @property
     def state(self) -> Path:
@@ -49,9 +62,17 @@ class Hpcdet:
     def run(
         self, *args: str, check: bool = True, timeout: float = 180
     ) -> subprocess.CompletedProcess[str]:
+        command = [self.python, "-m", "hpcdet.cli.main", *args]
+        env = self.env()
+        if self.user is not None:
+            own = {k: v for k, v in env.items() if k.startswith("HPCDET_")}
+            own.update(PATH="/usr/local/bin:/usr/bin:/bin", HOME=str(self.root),
+                       USER=self.user, LOGNAME=self.user)
+            command = ["runuser", "-u", self.user, "--", "env", "-i",
+                       *(f"{k}={v}" for k, v in own.items()), *command]
         p = subprocess.run(
-            [sys.executable, "-m", "hpcdet.cli.main", *args], env=self.env(),
-            capture_output=True, text=True, timeout=timeout,
+            command, env=env, capture_output=True, text=True, timeout=timeout,
+            cwd=self.root if self.user is not None else None,
         )
         if check and p.returncode != 0:
             raise AssertionError(

@@ -120,12 +120,16 @@ class DaemonBase:
             if limits.get(key, "").isdigit():
                 self.limits[key] = int(limits[key])
 
-    def _partition(self, cfg: ExperimentConfig) -> Partition | None:
-        """The partition the experiment's jobs go to, if the scheduler told us about it."""
+    def _partition_name(self, cfg: ExperimentConfig) -> str:
+        """The partition the experiment's jobs go to ('' if unknown, e.g. on local)."""
         name = cfg.slurm.partition or self.cluster.partition_for(cfg.resources.resource_pool)
         if name is None:
-            return next((p for p in self.partitions.values() if p.default), None)
-        return self.partitions.get(name)
+            return next((p.name for p in self.partitions.values() if p.default), "")
+        return name
+
+    def _partition(self, cfg: ExperimentConfig) -> Partition | None:
+        """The partition the experiment's jobs go to, if the scheduler told us about it."""
+        return self.partitions.get(self._partition_name(cfg))
 
     def _gpus(self, cfg: ExperimentConfig) -> bool:
         partition = self._partition(cfg)

@@ -128,11 +128,13 @@ class Queueing(DaemonBase):
             exps[exp_id] = _updated(exp, record)
             changed.setdefault(exp_id, {}).update(record)
         moved: list[_Moved] = []
+        self.poll_scheduler()
         try:
             for exp_id, record in changed.items():
                 if "resource_pool" in record:
                     moved += self._move_pending(exps[exp_id])
-            self.poll_scheduler()
+            if moved:
+                self.poll_scheduler()  # the order is per partition
             self._order_queue(exps, strict=True)
         except SchedulerCommandError as e:
             for m in moved:
@@ -157,8 +159,7 @@ class Queueing(DaemonBase):
 
     def _pool_partition(self, exp: Experiment) -> str:
         """The partition an experiment's jobs go to ('' when the scheduler has none)."""
-        partition = self._partition(ExperimentConfig.from_dict(json.loads(exp.config_json)))
-        return partition.name if partition is not None else ""
+        return self._partition_name(ExperimentConfig.from_dict(json.loads(exp.config_json)))
 
     def _check_pool(self, exp: Experiment, pool: str) -> str:
         if self.scheduler.move_command([], pool) is None:
@@ -166,22 +167,24 @@ class Queueing(DaemonBase):
                              "--resource-pool needs a cluster scheduler")
         moved = _updated(exp, {"resource_pool": pool})
         partition = self._pool_partition(moved)
-        if self.partitions and partition not in self.partitions:
-            known = ", ".join(sorted(self.partitions))
-            raise NotFoundError(f"no resource pool {pool!r} on this cluster; pools (partitions):"
-                                f" {known} (see `hpcdet cluster show`)")
+        known = ", ".join(sorted(self.partitions))
         problem = self._fit_problem(ExperimentConfig.from_dict(json.loads(moved.config_json)))
         if problem is not None:
             raise StateError(f"job {exp.id} cannot move to resource pool {pool!r}: {problem}")
         script = self._job_script(exp)
         probe = self.scheduler.probe_command(script, partition) if script else None
         if probe is not None:
+            # Partitions the user may not use are hidden from sinfo: the dry run tells why.
             try:
                 self.runner.run(probe)
             except SchedulerCommandError as e:
+                pools = f"; pools (partitions) open to you: {known}" if known else ""
                 raise HpcdetError(f"the scheduler refused job {exp.id} in resource pool "
-                                  f"{pool!r} (`{' '.join(probe[:2])}`): {_said(e)}. "
+                                  f"{pool!r} (`{' '.join(probe[:2])}`): {_said(e)}{pools}. "
                                   "Nothing was changed.") from None
+        elif self.partitions and partition not in self.partitions:
+            raise NotFoundError(f"no resource pool {pool!r} on this cluster; pools (partitions):"
+                                f" {known} (see `hpcdet cluster show`)")
         return pool
 
     def _job_script(self, exp: Experiment) -> Path | None:

@@ -193,8 +193,9 @@ class Daemon(Commands, Submission, Queueing):
         status = self.statuses.get(run.job_id)
         if status is None or not status.partition or status.state != JobState.RUNNING:
             return False
-        partition = self._partition(self._config(exp))
-        return partition is not None and status.partition != partition.name
+        partition = self._partition_name(self._config(exp))
+        # A job may name several partitions ("a,b"); it runs in one of them.
+        return bool(partition) and status.partition not in partition.split(",")
 
     def _best(self, exp: Experiment) -> float | None:
         values = [t.best_validation for t in self.store.trials(exp.id)

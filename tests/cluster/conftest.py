@@ -9,7 +9,9 @@ where it fails: CI is expected to run these tests, so a missing cluster is a fai
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -86,6 +88,63 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if CLUSTER_TESTS_DIR in item.path.parents:
             item.add_marker(pytest.mark.slurm)
+
+
+USERS = ("hpcdet-u1", "hpcdet-u2")
+_REPO = CLUSTER_TESTS_DIR.parents[1]
+
+
+def _require_root(what: str) -> None:
+    if not _is_root():
+        reason = f"{what} needs root (it creates users); run the tests as root"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(reason, pytrace=False)
+        pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def user_python(slurm_cluster: Any) -> Iterator[str]:
+    """A Python with hpcdet installed that unprivileged users can run: the test environment
+    may live where they cannot read (root's home), so hpcdet is installed from this checkout
+    into a venv of Debian's python3 in a world-readable directory."""
+    _require_root("a Python for unprivileged users")
+    base = Path(tempfile.mkdtemp(prefix="hpcdet-users-", dir="/tmp"))
+    base.chmod(0o755)
+    venv = base / "venv"
+    python = shutil.which("python3", path="/usr/bin:/bin")
+    if python is None:
+        pytest.fail("no /usr/bin/python3: install python3 and python3-venv", pytrace=False)
+    for cmd in ([python, "-m", "venv", str(venv)],
+                [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(_REPO)]):
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=False)
+        if done.returncode != 0:
+            pytest.fail(f"{' '.join(cmd)} failed:\n{done.stdout}{done.stderr}", pytrace=False)
+    yield str(venv / "bin" / "python")
+    shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def open_tmp() -> Iterator[Path]:
+    """A temporary directory other users can read (pytest's tmp_path is root's alone)."""
+    path = Path(tempfile.mkdtemp(prefix="hpcdet-test-", dir="/tmp"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def users(user_python: str, open_tmp: Path) -> Iterator[dict[str, Hpcdet]]:
+    """Two unprivileged users (created if missing), each with their own hpcdet on Slurm."""
+    for name in USERS:
+        if subprocess.run(["id", name], capture_output=True, check=False).returncode != 0:
+            subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", name],
+                           check=True, capture_output=True)
+    result = {name: Hpcdet(open_tmp / name, "slurm", user=name, python=user_python)
+              for name in USERS}
+    yield result
+    for name, h in result.items():
+        h.stop()
+        subprocess.run(["scancel", "--user", name], check=False, capture_output=True)
 
 
 @pytest.fixture

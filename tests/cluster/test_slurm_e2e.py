@@ -91,7 +91,3 @@ def test_torch_ddp_two_nodes(slurm_hpcdet: Hpcdet, tmp_path: Path, config: str) 
 
 def test_request_that_never_fits_is_refused(slurm_hpcdet: Hpcdet, tmp_path: Path) -> None:
     scenarios.never_fits(slurm_hpcdet, tmp_path)
-
-
-def test_priorities_order_the_queue(slurm_hpcdet: Hpcdet, tmp_path: Path) -> None:
-    scenarios.priorities_order_the_queue(slurm_hpcdet, tmp_path)
