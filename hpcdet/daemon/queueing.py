@@ -44,41 +44,38 @@ class Queueing(DaemonBase):
     # ------------------------------------------------------------------ the order, every poll
 
     def _order_queue(self, experiments: dict[int, Experiment] | None = None,
-                     strict: bool = False) -> list[tuple[list[str], int]]:
+                     strict: bool = False) -> None:
         """Give the user's pending jobs the nice values of hpcdet's order.
 
-        Returns what was changed as (job ids, previous nice) to undo it. ``strict``: a refused
-        change undoes the others and raises; otherwise it is logged and retried next poll.
+        ``strict``: a refused change undoes the others and raises; otherwise it is logged and
+        tried again at the next poll.
         """
+        if self.scheduler.nice_command([], 0) is None:
+            return
         exps = experiments or {e.id: e for e in self.store.experiments(unfinished=True)}
         jobs = list(self._pending_jobs(exps))
-        plan = plan_nice(jobs)
         current = {j.job_id: j.nice for j in jobs}
         by_nice: dict[int, list[str]] = {}
-        for job_id, nice in plan.items():
+        for job_id, nice in plan_nice(jobs).items():
             if nice != current[job_id]:
                 by_nice.setdefault(nice, []).append(job_id)
-        done: list[tuple[list[str], int]] = []
+        done: list[str] = []
         for nice, ids in sorted(by_nice.items()):
-            cmd = self.scheduler.nice_command(ids, nice)
-            if cmd is None:
-                return done
             try:
-                self.runner.run(cmd)
+                self.runner.run(self._nice(ids, nice))
             except SchedulerCommandError:
                 if not strict:
                     log.warning("could not set nice %d on jobs %s", nice, ", ".join(ids))
                     continue
-                self._undo_nice(done)
+                for job_id in done:
+                    self.runner.run(self._nice([job_id], current[job_id]), check=False)
                 raise
-            done += [([i], current[i]) for i in ids]
-        return done
+            done += ids
 
-    def _undo_nice(self, done: Iterable[tuple[list[str], int]]) -> None:
-        for ids, nice in done:
-            cmd = self.scheduler.nice_command(ids, nice)
-            if cmd is not None:
-                self.runner.run(cmd, check=False)
+    def _nice(self, job_ids: list[str], nice: int) -> list[str]:
+        cmd = self.scheduler.nice_command(job_ids, nice)
+        assert cmd is not None, "checked by _order_queue"
+        return cmd
 
     def _pending_jobs(self, exps: dict[int, Experiment]) -> Iterable[PendingJob]:
         """Pending scheduler jobs of the unfinished experiments, one per job (arrays: one)."""
