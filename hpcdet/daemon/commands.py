@@ -62,6 +62,9 @@ class Commands(DaemonBase):
         trials = self.store.trials(exp_id)
         reasons = [self.store.experiment(exp_id).error]
         reasons += [t.end_reason for t in trials if t.state == "ERROR"]
+        if cfg.resources.weight != 1:
+            reasons.append(f"resources.weight {cfg.resources.weight:g} is stored but not "
+                           f"applied: {self.backend} has no per-job fair-share weight")
         warning = "; ".join(r for r in reasons if r)
         return {"experiment_id": exp_id, "trial_ids": [t.id for t in trials],
                 "warning": warning}

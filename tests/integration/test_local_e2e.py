@@ -115,13 +115,17 @@ def test_job_list_and_update_on_the_local_backend(local_hpcdet: Hpcdet, tmp_path
     assert missing.returncode == 1 and "no job '999'" in missing.stderr
     assert "sleeper" in h.run("job", "list").stdout
 
-    other = h.create(cfg, ctx)
+    weighted = tmp_path / "w.yaml"
+    weighted.write_text(cfg.read_text() + "resources: {weight: 3}\n")
+    said = h.run("experiment", "create", str(weighted), str(ctx)).stdout
+    assert "resources.weight 3 is stored but not applied" in said
+    other = int(said.split("Created experiment ")[1].split()[0])
     weight = h.run("job", "update", str(exp), "--weight", "2.5")
     assert "weight 2.5 is stored but not applied" in weight.stdout
     h.run("job", "update-batch", f"{other}.priority=30", f"{exp}.ahead-of={other}")
     rows = {r["job_id"]: r for r in json.loads(h.run("job", "list", "--json").stdout)}
     assert (rows[str(exp)]["priority"], rows[str(exp)]["weight"]) == (30, 2.5)
-    assert rows[str(other)]["priority"] == 30
+    assert (rows[str(other)]["priority"], rows[str(other)]["weight"]) == (30, 3)
     for args, said in [
         (("update", str(exp), "--priority", "3", "--weight", "1"), "give exactly one of"),
         (("update-batch", f"{exp}.priority=3", "nonsense"), "formatted as <jobID>.<operation>"),
