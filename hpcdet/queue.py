@@ -67,8 +67,13 @@ def queue(
         first = min(((-(s.priority or 0), _number(r.job_id)) for r in jobs
                      if (s := statuses.get(r.job_id)) and s.state == JobState.PENDING),
                     default=(0, 0))
-        keyed.append(((group, *first, row.priority, exp.position, exp.id), row))
+        keyed.append(((group, *first, *queue_key(exp)), row))
     return [row for _, row in sorted(keyed, key=lambda kv: kv[0])]
+
+
+def queue_key(exp: Experiment) -> tuple[int, float, int]:
+    """hpcdet's own order of experiments: priority, then queue position."""
+    return (exp.priority or DEFAULT_PRIORITY, exp.position, exp.id)
 
 
 def _number(job_id: str) -> int:

@@ -15,6 +15,7 @@ from hpcdet.daemon.submit import array_request, checkpoint_dir, job_request, run
 from hpcdet.errors import SchedulerCommandError
 from hpcdet.exchange import read_json
 from hpcdet.priority import nice_for
+from hpcdet.queue import queue_key
 from hpcdet.runspec import EXIT_FILE
 from hpcdet.schedulers import JobState
 from hpcdet.schedulers.base import ArraySpec
@@ -27,7 +28,8 @@ class Submission(DaemonBase):
     """Queued trials become jobs or array tasks, within the site's limits."""
 
     def _submit_queued(self) -> None:
-        for exp in self.store.experiments(unfinished=True):
+        # In hpcdet's queue order: it decides who gets the site's submission limits first.
+        for exp in sorted(self.store.experiments(unfinished=True), key=queue_key):
             if exp.state != "ACTIVE":
                 continue
             arrays = self._ensure_arrays(exp)

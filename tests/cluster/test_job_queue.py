@@ -141,6 +141,21 @@ def test_resource_pool_moves_pending_and_running_experiments(
     assert "pools (partitions) open to you: batch, debug" in unknown.stderr
     u1.run("experiment", "kill", str(pending))
 
+    # A search's trials wait as one job array: updates reach its pending tasks.
+    search_cfg = tmp / "search.yaml"
+    search_cfg.write_text(
+        "name: search\nentrypoint: python3 mark.py\nmax_restarts: 0\n"
+        "searcher: {name: random, metric: x, max_length: 1, max_trials: 3}\n"
+        "hyperparameters: {h: {type: int, minval: 1, maxval: 9}}\n" + WHOLE_CLUSTER)
+    search = u1.create(search_cfg, ctx)
+    array = ("hpcdet-u1", search)
+    u1.wait_for("the search's array pending", lambda: _slurm_jobs().get(array, {}).get(
+        "state") == "PENDING", timeout=60)
+    u1.run("job", "update-batch", f"{search}.priority=45", f"{search}.resource-pool=batch")
+    assert {k: _slurm_jobs()[array][k] for k in ("nice", "partition")} == {
+        "nice": "300", "partition": "batch"}
+    u1.run("experiment", "kill", str(search))
+
     u1.wait_for("a first checkpoint", lambda: any(
         t["latest_checkpoint"] for t in u1.describe(running)["trials"]), timeout=60)
     u1.run("job", "update", str(running), "--resource-pool", "batch")
