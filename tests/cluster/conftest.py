@@ -90,6 +90,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.slurm)
 
 
+def require_module(name: str) -> None:
+    """A Slurm test's optional Python module: missing fails under CI=true, else skips."""
+    try:
+        __import__(name)
+    except ImportError:
+        reason = f"needs the Python module {name} (scripts/test.sh installs it)"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(reason, pytrace=False)
+        pytest.skip(reason)
+
+
 USERS = ("hpcdet-u1", "hpcdet-u2")
 _REPO = CLUSTER_TESTS_DIR.parents[1]
 

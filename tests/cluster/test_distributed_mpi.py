@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from tests.cluster.conftest import SlurmTestCluster
+    from tests.cluster.conftest import SlurmTestCluster, require_module
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -114,7 +114,7 @@ def _check(job: JobResult, mode: str, cluster: SlurmTestCluster) -> list[dict[st
 
 
 def test_mpi_collectives_across_two_nodes(slurm_cluster: SlurmTestCluster, job: JobResult) -> None:
-    pytest.importorskip("mpi4py")
+    require_module("mpi4py")
     for mode in ("mpi4py", "slurm-pmi2"):
         assert {r["transport"] for r in _check(job, mode, slurm_cluster)} == {"MpiTransport"}
 

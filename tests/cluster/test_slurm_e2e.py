@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from tests import scenarios
+from tests.cluster.conftest import require_module
 from tests.support import Hpcdet
 
 
@@ -85,7 +86,7 @@ def test_killing_one_rank_restarts_the_trial(slurm_hpcdet: Hpcdet, tmp_path: Pat
 
 @pytest.mark.parametrize("config", ["ddp.yaml", "ddp_determined.yaml"])
 def test_torch_ddp_two_nodes(slurm_hpcdet: Hpcdet, tmp_path: Path, config: str) -> None:
-    pytest.importorskip("torch")
+    require_module("torch")
     scenarios.ddp(slurm_hpcdet, tmp_path, config)
 
 
