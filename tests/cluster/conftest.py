@@ -15,7 +15,7 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
@@ -61,6 +61,13 @@ def _is_root() -> bool:
     return hasattr(os, "geteuid") and os.geteuid() == 0
 
 
+def unavailable(reason: str) -> NoReturn:
+    """A Slurm test cannot run here: a failure under ``CI=true`` (CI must run it), else a skip."""
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(reason, pytrace=False)
+    pytest.skip(reason)
+
+
 @pytest.fixture(scope="session")
 def slurm_cluster() -> SlurmTestCluster:
     """The running test cluster; skips (fails under ``CI=true``) if it cannot be brought up.
@@ -76,10 +83,7 @@ def slurm_cluster() -> SlurmTestCluster:
             report = f"{start_report}\n{report}"
     if not up:
         hint = "" if _is_root() else f" Start it as root: sudo {CLUSTER_SCRIPT} start"
-        reason = f"Slurm test cluster is not available.{hint}\n{report}"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(reason, pytrace=False)
-        pytest.skip(reason)
+        unavailable(f"Slurm test cluster is not available.{hint}\n{report}")
     return SlurmTestCluster()
 
 
@@ -95,10 +99,7 @@ def require_module(name: str) -> None:
     try:
         __import__(name)
     except ImportError:
-        reason = f"needs the Python module {name} (scripts/test.sh installs it)"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(reason, pytrace=False)
-        pytest.skip(reason)
+        unavailable(f"needs the Python module {name} (scripts/test.sh installs it)")
 
 
 USERS = ("hpcdet-u1", "hpcdet-u2")
@@ -107,10 +108,7 @@ _REPO = CLUSTER_TESTS_DIR.parents[1]
 
 def _require_root(what: str) -> None:
     if not _is_root():
-        reason = f"{what} needs root (it creates users); run the tests as root"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(reason, pytrace=False)
-        pytest.skip(reason)
+        unavailable(f"{what} needs root (it creates users); run the tests as root")
 
 
 @pytest.fixture(scope="session")

@@ -16,8 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from tests.cluster.conftest import require_module
+
 if TYPE_CHECKING:
-    from tests.cluster.conftest import SlurmTestCluster, require_module
+    from tests.cluster.conftest import SlurmTestCluster
 
 REPO = Path(__file__).resolve().parents[2]
 
