@@ -39,7 +39,7 @@ def list_(
     trials = store.trials()
     runs = store.runs([t.id for t in trials], live_only=True)
     rows = [r for r in queue(store.experiments(unfinished=True), trials, runs, statuses)
-            if resource_pool is None or r.resource_pool == resource_pool]
+            if resource_pool is None or r.in_pool(resource_pool)]
     if as_json:
         print_json([asdict(r) for r in rows])
         return

@@ -26,7 +26,12 @@ class QueueRow:
     state: str  # QUEUED (waiting) or SCHEDULED (holds resources), as Determined shows them
     reason: str
     resource_pool: str
+    partitions: tuple[str, ...]  # where the scheduler holds its jobs now
     scheduler_ids: tuple[str, ...]
+
+    def in_pool(self, pool: str) -> bool:
+        """Named by its resource pool, or by a partition (queue) its jobs are in."""
+        return pool in (self.resource_pool, *self.partitions)
 
 
 def queue(
@@ -60,6 +65,7 @@ def queue(
             acquired=slots * len(running), needed=slots * len(mine),
             state="SCHEDULED" if running else "QUEUED", reason="; ".join(reasons),
             resource_pool=exp.resource_pool or "default",
+            partitions=tuple(sorted({s.partition for s in found if s.partition})),
             scheduler_ids=tuple(sorted({r.job_id for r in jobs if r.job_id})),
         )
         group = 2 if running and not pending else (1 if jobs else 0)

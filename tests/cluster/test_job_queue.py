@@ -136,6 +136,10 @@ def test_resource_pool_moves_pending_and_running_experiments(
     assert _slurm_jobs()[key]["partition"] == "batch"
     rows = {r["job_id"]: r for r in json.loads(u1.run("job", "list", "--json").stdout)}
     assert rows[str(pending)]["resource_pool"] == "batch"
+    in_pool = {pool: {r["job_id"] for r in json.loads(u1.run(
+        "job", "list", "--resource-pool", pool, "--json").stdout)} for pool in ("batch", "debug")}
+    assert str(pending) in in_pool["batch"] and str(pending) not in in_pool["debug"]
+    assert str(blocker) in in_pool["debug"] and str(blocker) not in in_pool["batch"]
     unknown = u1.run("job", "update", str(pending), "--resource-pool", "nosuch", check=False)
     assert unknown.returncode == 1 and "Invalid partition name" in unknown.stderr
     assert "pools (partitions) open to you: batch, debug" in unknown.stderr

@@ -125,3 +125,16 @@ def test_pending_ties_go_by_job_id_as_slurm_starts_them() -> None:
     statuses = {"205": JobStatus(JobState.PENDING, priority=1000),
                 "204": JobStatus(JobState.PENDING, priority=1000)}
     assert [r.job_id for r in queue(exps, trials, runs, statuses)] == ["2", "1"]
+
+
+def test_a_pool_filter_matches_the_pool_or_the_partition_its_jobs_are_in() -> None:
+    exps = [_exp(1), _exp(2)]
+    exps[1].resource_pool = "gpu"
+    trials = [Trial(id=11, experiment_id=1, state="ACTIVE"),
+              Trial(id=12, experiment_id=2, state="ACTIVE")]
+    runs = [Run(trial_id=11, run_id=1, job_id="301", state="PENDING", submitted=0)]
+    statuses = {"301": JobStatus(JobState.PENDING, priority=1000, partition="debug")}
+    rows = {r.job_id: r for r in queue(exps, trials, runs, statuses)}
+    assert rows["1"].in_pool("debug") and rows["1"].in_pool("default")
+    assert not rows["1"].in_pool("gpu")
+    assert rows["2"].in_pool("gpu") and not rows["2"].in_pool("debug")
