@@ -60,6 +60,7 @@ class DaemonBase:
         self.limits: dict[str, int] = {}
         self.partitions: dict[str, Partition] = {}
         self.canceled: set[str] = set()  # asked once; scancel is not repeated every tick
+        self.nice_refused: set[tuple[str, int]] = set()  # (job, nice) the scheduler refused
         self.statuses: dict[str, JobStatus] = {}
         self.missing: dict[str, int] = {}
         self.preempt_asked: dict[tuple[int, int], float] = {}

@@ -48,7 +48,7 @@ class Queueing(DaemonBase):
         """Give the user's pending jobs the nice values of hpcdet's order.
 
         ``strict``: a refused change undoes the others and raises; otherwise it is logged and
-        tried again at the next poll.
+        not asked again (the same nice for the same jobs) while this daemon runs.
         """
         if self.scheduler.nice_command([], 0) is None:
             return
@@ -57,15 +57,17 @@ class Queueing(DaemonBase):
         current = {j.job_id: j.nice for j in jobs}
         by_nice: dict[int, list[str]] = {}
         for job_id, nice in plan_nice(jobs).items():
-            if nice != current[job_id]:
+            if nice != current[job_id] and (strict or (job_id, nice) not in self.nice_refused):
                 by_nice.setdefault(nice, []).append(job_id)
         done: list[str] = []
         for nice, ids in sorted(by_nice.items()):
             try:
                 self.runner.run(self._nice(ids, nice))
-            except SchedulerCommandError:
+            except SchedulerCommandError as e:
                 if not strict:
-                    log.warning("could not set nice %d on jobs %s", nice, ", ".join(ids))
+                    log.warning("could not set nice %d on jobs %s: %s", nice, ", ".join(ids),
+                                _said(e))
+                    self.nice_refused.update((job_id, nice) for job_id in ids)
                     continue
                 for job_id in done:
                     self.runner.run(self._nice([job_id], current[job_id]), check=False)

@@ -90,3 +90,12 @@ def test_a_refused_move_is_moved_back(tmp_path: Path) -> None:
                                "scontrol update jobid=102 nice=800",
                                "scontrol update jobid=101 partition=debug"]
     assert {e.resource_pool for e in daemon.store.experiments()} == {""}
+
+
+def test_a_nice_refused_in_the_background_is_not_asked_again(tmp_path: Path) -> None:
+    runner = ScriptedSlurm(_pending(("101", 1000, 0), ("102", 1000, 0)), refuse="nice=1")
+    daemon = _daemon(tmp_path, runner)
+    daemon.journal.record(2, "experiment_queue", position=0.5)  # 2 ahead of 1
+    for _ in range(3):
+        daemon.poll_scheduler()
+    assert runner.commands == ["scontrol update jobid=101 nice=1"]
