@@ -127,10 +127,13 @@ def _send(updates: list[tuple[str, str, object]]) -> None:
 def _experiment_of(job_id: str) -> int:
     """An hpcdet job id (the experiment id) or one of its scheduler job ids."""
     store = read_store(paths())
-    if job_id.isdigit() and any(e.id == int(job_id) for e in store.experiments()):
+    experiments = store.experiments()
+    if job_id.isdigit() and any(e.id == int(job_id) for e in experiments):
         return int(job_id)
-    for trial in store.trials():
-        for run in store.runs([trial.id]):
-            if run.job_id and job_id in (run.job_id, run.job_id.split("_")[0]):
-                return int(trial.experiment_id)
+    experiment_of = {t.id: t.experiment_id for t in store.trials()}
+    owners = [(a.job_id, a.experiment_id) for a in store.arrays()]
+    owners += [(r.job_id, experiment_of[r.trial_id]) for r in store.runs() if r.job_id]
+    for scheduler_id, exp_id in owners:
+        if job_id in (scheduler_id, scheduler_id.split("_")[0]):
+            return int(exp_id)
     raise NotFoundError(f"no job {job_id!r}; see `hpcdet job list`")

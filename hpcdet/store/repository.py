@@ -175,7 +175,9 @@ class Store:
                 q = q.where(Checkpoint.trial_id == trial_id)
             return list(s.exec(q.order_by(col(Checkpoint.steps_completed))))
 
-    def arrays(self, exp_id: int) -> list[ArrayJob]:
+    def arrays(self, exp_id: int | None = None) -> list[ArrayJob]:
         with self.session() as s:
-            q = select(ArrayJob).where(ArrayJob.experiment_id == exp_id)
-            return list(s.exec(q.order_by(col(ArrayJob.offset))))
+            q = select(ArrayJob)
+            if exp_id is not None:
+                q = q.where(ArrayJob.experiment_id == exp_id)
+            return list(s.exec(q.order_by(col(ArrayJob.experiment_id), col(ArrayJob.offset))))

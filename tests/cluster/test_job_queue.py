@@ -42,15 +42,15 @@ def _config(tmp: Path, name: str, body: str) -> Path:
 
 def _slurm_jobs() -> dict[tuple[str, int], dict[str, str]]:
     """All users' hpcdet jobs as root sees them, by (user, experiment id)."""
-    out = subprocess.run(["squeue", "-h", "-o", "%u|%T|%Q|%y|%P|%j"], check=True,
+    out = subprocess.run(["squeue", "-h", "-o", "%u|%F|%T|%Q|%y|%P|%j"], check=True,
                          capture_output=True, text=True).stdout
     jobs = {}
     for line in out.splitlines():
-        user, state, priority, nice, partition, name = line.split("|", 5)
+        user, job_id, state, priority, nice, partition, name = line.split("|", 6)
         if name.startswith("hpcdet-e"):
             exp = int(name.split("-")[1][1:])
-            jobs[(user, exp)] = {"state": state, "priority": priority, "nice": nice,
-                                 "partition": partition}
+            jobs[(user, exp)] = {"id": job_id, "state": state, "priority": priority,
+                                 "nice": nice, "partition": partition}
     return jobs
 
 
@@ -155,7 +155,9 @@ def test_resource_pool_moves_pending_and_running_experiments(
     array = ("hpcdet-u1", search)
     u1.wait_for("the search's array pending", lambda: _slurm_jobs().get(array, {}).get(
         "state") == "PENDING", timeout=60)
-    u1.run("job", "update-batch", f"{search}.priority=45", f"{search}.resource-pool=batch")
+    # The array's Slurm job id names the experiment too.
+    slurm_id = _slurm_jobs()[array]["id"]
+    u1.run("job", "update-batch", f"{slurm_id}.priority=45", f"{search}.resource-pool=batch")
     assert {k: _slurm_jobs()[array][k] for k in ("nice", "partition")} == {
         "nice": "300", "partition": "batch"}
     u1.run("experiment", "kill", str(search))
