@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import sysconfig
 import zipfile
 from pathlib import Path
 
@@ -26,11 +27,16 @@ def test_wheel_install_runs_an_experiment(tmp_path: Path) -> None:
                 rel = source.relative_to(REPO / folder).as_posix()
                 assert f"{package}/{rel}" in shipped, f"{folder}/{rel} is not in the wheel"
     venv = tmp_path / "venv"
-    # System site-packages provide the dependencies; the wheel shadows the editable install.
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     py = venv / "bin" / "python"
     subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", str(wheel)], check=True,
                    capture_output=True)
+    # The dependencies come from the test environment's site-packages, as a plain path: its
+    # .pth files (the editable install's finder among them) are not run, so hpcdet is the wheel.
+    purelib = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()"
+                              "['purelib'])"], check=True, capture_output=True, text=True)
+    (Path(purelib.stdout.strip()) / "test-deps.pth").write_text(
+        sysconfig.get_paths()["purelib"] + "\n")
     ctx = tmp_path / "ctx"
     ctx.mkdir()
     (ctx / "where.py").write_text(
