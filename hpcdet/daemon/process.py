@@ -83,6 +83,7 @@ def start(paths: StatePaths, timeout: float = 20.0) -> DaemonInfo:
         return current
     paths.local_dir().mkdir(parents=True, exist_ok=True)
     log = open(paths.local_dir() / "daemon.log", "ab")
+    started_at = log.tell()  # the log is kept across starts: show this start's words only
     env = dict(os.environ, HPCDET_HOME=str(paths.root))
     proc = subprocess.Popen(
         [sys.executable, "-m", "hpcdet.daemon"], stdin=subprocess.DEVNULL, stdout=log,
@@ -100,7 +101,9 @@ def start(paths: StatePaths, timeout: float = 20.0) -> DaemonInfo:
             current = info(paths)
             if current.alive:
                 return current  # another start won the race; that daemon serves
-            tail = (paths.local_dir() / "daemon.log").read_text(errors="replace")[-2000:]
+            with open(paths.local_dir() / "daemon.log", "rb") as f:
+                f.seek(started_at)
+                tail = f.read().decode(errors="replace")[-2000:]
             raise DaemonError(f"the daemon exited at start (code {proc.returncode}):\n{tail}")
         time.sleep(0.1)
     raise DaemonError(f"the daemon did not start within {timeout:.0f} s; see "
