@@ -134,8 +134,14 @@ def test_resource_pool_moves_pending_and_running_experiments(
     assert "not permitted to use this partition" in refused.stderr, refused.stderr
     assert "Nothing was changed" in refused.stderr and "Traceback" not in refused.stderr
     assert _slurm_jobs()[key]["partition"] == "batch"
+    # In a batch, the refused move keeps the other update from being applied too.
+    refused = u1.run("job", "update-batch", f"{pending}.priority=50",
+                     f"{pending}.resource-pool=restricted", check=False)
+    assert refused.returncode == 1 and "not permitted" in refused.stderr, refused.stderr
+    assert {k: _slurm_jobs()[key][k] for k in ("nice", "partition")} == {
+        "nice": "0", "partition": "batch"}
     rows = {r["job_id"]: r for r in json.loads(u1.run("job", "list", "--json").stdout)}
-    assert rows[str(pending)]["resource_pool"] == "batch"
+    assert (rows[str(pending)]["resource_pool"], rows[str(pending)]["priority"]) == ("batch", 42)
     in_pool = {pool: {r["job_id"] for r in json.loads(u1.run(
         "job", "list", "--resource-pool", pool, "--json").stdout)} for pool in ("batch", "debug")}
     assert str(pending) in in_pool["batch"] and str(pending) not in in_pool["debug"]
