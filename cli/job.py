@@ -13,7 +13,7 @@ from hpcdet.cli.common import console, paths, print_json, read_store, table, whe
 from hpcdet.config.cluster import load_cluster_config
 from hpcdet.daemon import process
 from hpcdet.errors import NotFoundError, SchedulerCommandError, UsageError
-from hpcdet.queue import queue
+from hpcdet.queue import QueueRow, queue
 from hpcdet.schedulers import make_scheduler
 from hpcdet.schedulers.runner import CommandRunner
 
@@ -48,9 +48,15 @@ def list_(
         ["#", "ID", "Type", "Job Name", "Priority", "Submitted", "Slots (acquired/needed)",
          "Status", "User"],
         [[i, r.job_id, "TYPE_EXPERIMENT", r.name, r.priority, when(r.submitted),
-          f"{r.acquired}/{r.needed}", f"{r.state} ({r.reason})" if r.reason else r.state, user]
-         for i, r in enumerate(rows)],
+          f"{r.acquired}/{r.needed}", _status(r), user] for i, r in enumerate(rows)],
     )
+
+
+def _status(row: QueueRow) -> str:
+    said = [row.reason] if row.reason else []
+    if row.expected_start is not None:
+        said.append(f"expected to start {when(row.expected_start)}")
+    return f"{row.state} ({'; '.join(said)})" if said else row.state
 
 
 app.command("ls", hidden=True)(list_)

@@ -25,6 +25,7 @@ class QueueRow:
     needed: int
     state: str  # QUEUED (waiting) or SCHEDULED (holds resources), as Determined shows them
     reason: str
+    expected_start: float | None  # the scheduler's estimate for its first pending job
     resource_pool: str
     partitions: tuple[str, ...]  # where the scheduler holds its jobs now
     scheduler_ids: tuple[str, ...]
@@ -64,6 +65,7 @@ def queue(
             priority=exp.priority or DEFAULT_PRIORITY, weight=exp.weight, submitted=exp.created,
             acquired=slots * len(running), needed=slots * len(mine),
             state="SCHEDULED" if running else "QUEUED", reason="; ".join(reasons),
+            expected_start=min((s.start for s in pending if s.start), default=None),
             resource_pool=exp.resource_pool or "default",
             partitions=tuple(sorted({s.partition for s in found if s.partition})),
             scheduler_ids=tuple(sorted({r.job_id for r in jobs if r.job_id})),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import logging
 from collections.abc import Collection
 from pathlib import Path
@@ -66,7 +67,17 @@ _REASONS = {
     "TimeLimit": "stopped: it reached its walltime",
 }
 
-_SQUEUE_FORMAT = "%i|%T|%r|%N|%Q|%y|%P|%j"  # the name last: it may contain "|"
+# %S: a pending job's expected start (from the backfill scheduler; N/A until it has run), a
+# running job's start. The name last: it may contain "|".
+_SQUEUE_FORMAT = "%i|%T|%r|%N|%Q|%y|%P|%S|%j"
+
+
+def _timestamp(text: str) -> float | None:
+    """squeue's times (local, ``2026-11-22T18:04:00``) as epoch seconds; None for N/A."""
+    try:
+        return datetime.datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        return None
 
 
 def reason_in_words(code: str) -> str:
@@ -137,10 +148,10 @@ class SlurmScheduler(Scheduler):
     def parse_status(self, stdout: str) -> dict[str, JobStatus]:
         result: dict[str, JobStatus] = {}
         for line in stdout.splitlines():
-            parts = line.strip().split("|", 7)
-            if len(parts) < 8:
+            parts = line.strip().split("|", 8)
+            if len(parts) < 9:
                 continue
-            job_id, native, reason, nodes, priority, nice, partition, name = parts
+            job_id, native, reason, nodes, priority, nice, partition, start, name = parts
             state = _STATE_MAP.get(native)
             if state is None:
                 log.warning("unknown Slurm job state %r for job %s", native, job_id)
@@ -149,7 +160,7 @@ class SlurmScheduler(Scheduler):
                 state, reason_in_words(reason), native, None, nodes, name,
                 int(priority) if priority.lstrip("-").isdigit() else None,
                 int(nice) if nice.lstrip("-").isdigit() else None,
-                partition,
+                partition, _timestamp(start),
             )
         return result
 

@@ -5,6 +5,8 @@ import random
 
 import pytest
 
+from hpcdet.cli.common import when
+from hpcdet.cli.job import _status
 from hpcdet.priority import PendingJob, nice_for, plan_nice, position_between, validate
 from hpcdet.queue import queue
 from hpcdet.schedulers.base import JobState, JobStatus
@@ -104,7 +106,7 @@ def test_queue_order_unsubmitted_then_pending_by_priority_then_running() -> None
             Run(trial_id=13, run_id=1, job_id="103", state="PENDING", submitted=0)]
     statuses = {
         "101": JobStatus(JobState.RUNNING, priority=1000),
-        "102": JobStatus(JobState.PENDING, "waiting for nodes", priority=900),
+        "102": JobStatus(JobState.PENDING, "waiting for nodes", priority=900, start=5000.0),
         "103": JobStatus(JobState.PENDING, priority=1000),
     }
     rows = queue(exps, trials, runs, statuses)
@@ -114,6 +116,10 @@ def test_queue_order_unsubmitted_then_pending_by_priority_then_running() -> None
     assert (by_id["2"].state, by_id["2"].needed, by_id["2"].reason) == (
         "QUEUED", 4, "waiting for nodes")
     assert by_id["4"].priority == 50 and by_id["3"].priority == 42
+    assert (by_id["2"].expected_start, by_id["3"].expected_start) == (5000.0, None)
+    assert _status(by_id["2"]) == (f"QUEUED (waiting for nodes; expected to start "
+                                   f"{when(5000.0)})")
+    assert _status(by_id["3"]) == "QUEUED" and _status(by_id["1"]) == "SCHEDULED"
 
 
 def test_pending_ties_go_by_job_id_as_slurm_starts_them() -> None:

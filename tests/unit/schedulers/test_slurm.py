@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import datetime
 import os
 from pathlib import Path
 
@@ -78,11 +79,11 @@ def test_parse_job_id() -> None:
 
 def test_parse_status_maps_states_and_reasons() -> None:
     out = (
-        "12|PENDING|Priority|(null)|1000|0|debug|hpcdet-e1-t1-r1\n"
-        "13|RUNNING|None|node[1-2]|900|100|batch|name|with|pipes\n"
-        "14|TIMEOUT|TimeLimit|node1|0|0|debug|x\n"
-        "15_3|CANCELLED|None|node2|0|0|debug|y\n"
-        "16|WEIRD_NEW|None||0|0|debug|z\n"
+        "12|PENDING|Priority|(null)|1000|0|debug|N/A|hpcdet-e1-t1-r1\n"
+        "13|RUNNING|None|node[1-2]|900|100|batch|2026-11-22T18:04:00|name|with|pipes\n"
+        "14|TIMEOUT|TimeLimit|node1|0|0|debug|2026-11-22T18:00:00|x\n"
+        "15_3|CANCELLED|None|node2|0|0|debug|N/A|y\n"
+        "16|WEIRD_NEW|None||0|0|debug|N/A|z\n"
     )
     st = SlurmScheduler().parse_status(out)
     assert st["12"].state is JobState.PENDING
@@ -91,6 +92,8 @@ def test_parse_status_maps_states_and_reasons() -> None:
     assert (st["13"].priority, st["13"].nice, st["13"].partition) == (900, 100, "batch")
     assert st["13"].state is JobState.RUNNING and st["13"].nodes == "node[1-2]"
     assert st["13"].name == "name|with|pipes"
+    assert st["12"].start is None
+    assert st["13"].start == datetime.datetime(2026, 11, 22, 18, 4).timestamp()
     assert st["14"].state is JobState.TIMEOUT and st["14"].state.is_final
     assert st["15_3"].state is JobState.CANCELED
     assert st["16"].state is JobState.UNKNOWN and not st["16"].state.is_final
