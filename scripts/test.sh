@@ -4,6 +4,8 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
+phase() { echo "[test.sh] $(date -u +%H:%M:%S) (+${SECONDS}s) $*"; }
+phase "installing Python packages"
 bash scripts/setup-python.sh
 # torch only for the DDP example's tests. 2.13.0 is the CPU build these machines keep on disk;
 # elsewhere pip would fetch a multi-GB CUDA build, so a failure only skips those tests.
@@ -13,6 +15,7 @@ if [[ ${HPCDET_TEST_TORCH:-1} == 1 ]] \
         || echo "torch 2.13.0 not installable here: the DDP tests will be skipped"
 fi
 if [[ $(id -u) -eq 0 ]]; then
+    phase "starting the Slurm test cluster"
     bash scripts/slurm-test-cluster.sh start
     # The job-queue tests run hpcdet as users they create, from a venv of Debian's python3
     # (the test venv's interpreter may sit in root's home, which other users cannot read).
@@ -22,12 +25,16 @@ if [[ $(id -u) -eq 0 ]]; then
     fi
 fi
 export PATH="$PWD/.venv/bin:$PATH"
+phase "lint and types"
 ruff check .
 mypy hpcdet cli launchers
 # Everything but the Slurm tests on two pytest-xdist workers (most tests wait on sleeping
 # trials, not on the CPU); then the Slurm tests, in order, since they share one cluster (some
 # fill it, one takes a node down).
 status=0
+phase "unit and integration tests"
 python -m pytest -q -n 2 --durations=5 tests/unit tests/integration "$@" || status=$?
+phase "Slurm tests"
 python -m pytest -q --durations=10 tests/cluster "$@" || status=$?
+phase "done"
 exit "$status"
