@@ -43,7 +43,7 @@ class JobStatus:
     priority: int | None = None  # the scheduler's own number (higher starts first on Slurm)
     nice: int | None = None
     partition: str = ""
-    start: float | None = None  # pending: when the scheduler expects it to start, if it says
+    start: float | None = None  # when it started or, pending, is expected to (if known)
 
 
 @dataclass(frozen=True)
