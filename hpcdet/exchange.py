@@ -77,10 +77,20 @@ def read_json(path: Path, default: Any = None) -> Any:
 
 
 def append_line(path: Path, obj: Any) -> None:
-    """Append one JSON line durably (journals written by the daemon)."""
+    """Append one JSON line durably (journals written by the daemon).
+
+    A writer killed mid-line leaves a torn tail that readers skip; it is cut off before the
+    next line, which would otherwise be glued to it into one unreadable line.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as f:
-        f.write(dumps(obj) + "\n")
+    with open(path, "a+b") as f:
+        end = f.seek(0, os.SEEK_END)
+        if end:
+            f.seek(end - 1)
+            if f.read(1) != b"\n":
+                f.seek(0)
+                f.truncate(f.read().rfind(b"\n") + 1)
+        f.write((dumps(obj) + "\n").encode())
         f.flush()
         os.fsync(f.fileno())
 

@@ -310,11 +310,12 @@ def asha_v038(h: Hpcdet, tmp: Path) -> dict[str, object]:
     assert d["experiment"]["state"] == "COMPLETED", d
     assert len(d["trials"]) == 10
     _all_trials_final(d)
-    # ASHA stops trials below the top rung early (they see should_preempt() and exit before
-    # 100 batches) and stops those reaching the top rung at 100.
+    # ASHA stops trials below the top rung early and those reaching the top rung at 100. It
+    # decides at the first validation past the 25-batch rung (30); the trial sees the stop at
+    # a later should_preempt() check, one report (a second) or more later on a loaded machine.
     early = [t for t in d["trials"] if t["stop_requested"] and t["steps_completed"] < 100]
     assert early, d["trials"]
-    assert all(t["steps_completed"] in (100, 25, 30, 40) for t in d["trials"]), d["trials"]
+    assert all(t["steps_completed"] in range(30, 101, 10) for t in d["trials"]), d["trials"]
     out = h.run("experiment", "describe", str(exp)).stdout
     assert "stopped early" in out and "best trial:" in out
     return d

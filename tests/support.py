@@ -99,8 +99,32 @@ class Hpcdet:
             if predicate():
                 return
             time.sleep(0.3)
-        logs = self.daemon_log()
-        raise AssertionError(f"timed out waiting for {what}; daemon log tail:\n{logs[-3000:]}")
+        raise AssertionError(f"timed out waiting for {what}\n{self.diagnosis()}")
+
+    def diagnosis(self) -> str:
+        """What a person debugging a stuck test wants first: daemon, runs, queue, journal."""
+        status = self.daemon_status()
+        alive = bool(status) and Path(f"/proc/{status['pid']}").exists()
+        parts = [f"daemon pid {status.get('pid')} alive={alive}, last tick "
+                 f"{time.time() - status.get('last_tick', 0):.0f} s ago"]
+        for journal in sorted(self.state.glob("runs/exp-*/journal.jsonl")):
+            exp_id = journal.parent.name[4:]
+            p = self.run("experiment", "describe", exp_id, "--json", check=False)
+            if p.returncode == 0:
+                d = json.loads(p.stdout)
+                parts.append(f"experiment {exp_id}: {d['experiment']['state']}")
+                parts += [f"  trial {t['id']} {t['state']} steps {t['steps_completed']} "
+                          f"{t['end_reason']}" for t in d["trials"]]
+                parts += [f"  run {r['trial_id']}.{r['run_id']} {r['state']} job {r['job_id']} "
+                          f"{r['outcome']}" for r in d["runs"]]
+            parts.append("journal tail:\n" + "".join(journal.read_text().splitlines(True)[-15:]))
+        if self.backend == "slurm":
+            q = subprocess.run(["squeue", "--me", "--array", "-o", "%i %T %r %j %Z"],
+                               capture_output=True, text=True, timeout=30)
+            parts.append("squeue:\n" + "\n".join(
+                line for line in q.stdout.splitlines() if str(self.state) in line))
+        parts.append("daemon log tail:\n" + self.daemon_log()[-3000:])
+        return "\n".join(parts)
 
     def wait_state(self, exp_id: int, states: set[str], timeout: float = 180) -> dict[str, Any]:
         self.wait_for(f"experiment {exp_id} in {states}",

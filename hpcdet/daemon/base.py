@@ -72,6 +72,7 @@ class DaemonBase:
         self.last_tick = 0.0
         self.last_heartbeat = 0.0
         self.polls = 0
+        self.settled = False  # submissions a killed daemon left without a job id
         self.stopping = False
 
     def _config(self, exp: Experiment) -> ExperimentConfig:
@@ -150,7 +151,7 @@ class DaemonBase:
     def _sync_controls(self) -> None:
         raise NotImplementedError
 
-    def poll_scheduler(self) -> None:
+    def poll_scheduler(self) -> bool:
         raise NotImplementedError
 
     def _sync_control(self, run: Run, best: dict[int, float | None] | None = None) -> None:

@@ -248,13 +248,40 @@ def _checkpoint_deleted(s: Session, e: dict[str, Any]) -> None:
         s.add(trial)
 
 
-def _array_submitted(s: Session, e: dict[str, Any]) -> None:
-    if s.get(ArrayJob, e["job_id"]) is None:
-        s.add(ArrayJob(job_id=e["job_id"], experiment_id=e["exp_id"], offset=e["offset"],
+def _arrays(s: Session, exp_id: int) -> list[ArrayJob]:
+    return list(s.exec(select(ArrayJob).where(ArrayJob.experiment_id == exp_id)))
+
+
+def _array_submitting(s: Session, e: dict[str, Any]) -> None:
+    if not any(a.index == e["index"] for a in _arrays(s, e["exp_id"])):
+        s.add(ArrayJob(experiment_id=e["exp_id"], index=e["index"], offset=e["offset"],
                        count=e["count"], throttle=e["throttle"], submitted=e["time"]))
 
 
+def _array_submitted(s: Session, e: dict[str, Any]) -> None:
+    arrays = _arrays(s, e["exp_id"])
+    if any(a.job_id == e["job_id"] for a in arrays):
+        return
+    # Journals written before "array_submitting" existed carry no index: arrays were numbered
+    # in submission order.
+    index = e.get("index", len(arrays))
+    row = next((a for a in arrays if a.index == index), None)
+    if row is None:
+        row = ArrayJob(experiment_id=e["exp_id"], index=index, offset=e["offset"],
+                       count=e["count"], throttle=e["throttle"], submitted=e["time"])
+    row.job_id = e["job_id"]
+    s.add(row)
+
+
+def _array_abandoned(s: Session, e: dict[str, Any]) -> None:
+    for row in _arrays(s, e["exp_id"]):
+        if row.index == e["index"] and not row.job_id:
+            s.delete(row)
+
+
 APPLY: dict[str, Callable[[Session, dict[str, Any]], None]] = {
+    "array_abandoned": _array_abandoned,
+    "array_submitting": _array_submitting,
     "array_submitted": _array_submitted,
     "checkpoint_deleted": _checkpoint_deleted,
     "experiment_config": _experiment_config,

@@ -82,10 +82,7 @@ class Daemon(Commands, Submission, Queueing):
             # Events ingested before a crash may not have reached the searcher yet.
             self._refeed(run)
         self._report_exits()
-        self.poll_scheduler()
-        for run in self.store.runs(live_only=True):
-            if run.state == "SUBMITTING":
-                self._adopt_or_requeue(run)
+        self._poll()
 
     def tick(self) -> None:
         now = time.time()
@@ -96,7 +93,7 @@ class Daemon(Commands, Submission, Queueing):
         # Poll while jobs live, and while a search waits for its next array to be due.
         busy = live or any(e.state == "ACTIVE" for e in self.store.experiments(unfinished=True))
         if busy and now - self.last_poll >= self.poll_interval:
-            self.poll_scheduler()
+            self._poll()
         for run in self.store.runs(live_only=True):
             self._check_end(run)
         self._report_exits()
@@ -204,8 +201,14 @@ class Daemon(Commands, Submission, Queueing):
             return None
         return min(values) if self._config(exp).searcher.smaller_is_better else max(values)
 
-    def poll_scheduler(self) -> None:
-        """One status query for all of the user's jobs."""
+    def _poll(self) -> None:
+        if self.poll_scheduler() and not self.settled:
+            # The first answer since start: what the last daemon left half-submitted.
+            self._settle_submissions()
+            self.settled = True
+
+    def poll_scheduler(self) -> bool:
+        """One status query for all of the user's jobs; False if the scheduler did not answer."""
         self.last_poll = time.time()
         live = [r.job_id for r in self.store.runs(live_only=True) if r.job_id]
         try:
@@ -214,7 +217,7 @@ class Daemon(Commands, Submission, Queueing):
             # Back off: the next poll waits twice as long, up to five minutes.
             self.last_poll += min(300.0, self.poll_interval)
             log.warning("scheduler status query failed: %s", e)
-            return
+            return False
         self.polls += 1
         self.statuses = self.scheduler.parse_status(result.stdout)
         gone = [j for j in live if j not in self.statuses]
@@ -232,6 +235,7 @@ class Daemon(Commands, Submission, Queueing):
             if status is not None and not status.state.is_final:
                 self._set_run_state(run, status.state.value, status.reason)
         self._order_queue()
+        return True
 
     def _set_run_state(self, run: Run, state: str, reason: str) -> None:
         if (run.state, run.reason) == (state, reason):

@@ -11,7 +11,14 @@ from pathlib import Path
 
 from hpcdet.daemon.arrays import next_chunk, owner
 from hpcdet.daemon.base import DaemonBase
-from hpcdet.daemon.submit import array_request, checkpoint_dir, job_request, run_spec
+from hpcdet.daemon.submit import (
+    array_job_name,
+    array_request,
+    checkpoint_dir,
+    job_request,
+    run_job_name,
+    run_spec,
+)
 from hpcdet.errors import SchedulerCommandError
 from hpcdet.exchange import read_json
 from hpcdet.priority import nice_for
@@ -52,12 +59,14 @@ class Submission(DaemonBase):
         bound, concurrency = self.search.bound(exp, cfg)
         if not self.scheduler.supports_arrays or bound <= 1:
             return None
-        rows = self.store.arrays(exp.id)
+        rows = self.store.arrays(exp.id, submitted=False)
         problem = None if rows else self._fit_problem(cfg)
         if problem is not None:
             self._refuse(exp, problem)
             return []
-        chunks = [(a.job_id, a.offset, a.count) for a in rows]
+        chunks = [(a.job_id, a.offset, a.count) for a in rows if a.job_id]
+        if len(chunks) < len(rows):
+            return chunks  # an array the daemon died submitting: _settle_submissions decides
         covered = sum(a.count for a in rows)
         pending = bool(rows) and any(
             st.state == JobState.PENDING and job_id.startswith(f"{rows[-1].job_id}_")
@@ -75,19 +84,23 @@ class Submission(DaemonBase):
         array_dir.mkdir(exist_ok=True)
         spec = ArraySpec(count=chunk.count, offset=chunk.offset,
                          throttle=min(concurrency, chunk.count) if concurrency else 0)
-        script = array_dir / f"array{len(rows)}.sh"
+        index = len(rows)
+        script = array_dir / f"array{index}.sh"
         script.write_text(self.scheduler.render_script(
-            array_request(exp.id, len(rows), array_dir, spec, cfg, self.cluster, self.backend,
+            array_request(exp.id, index, array_dir, spec, cfg, self.cluster, self.backend,
                           self._gpus(cfg), nice_for(exp.priority))))
+        entry = {"index": index, "offset": chunk.offset, "count": chunk.count,
+                 "throttle": spec.throttle}
+        self.journal.record(exp.id, "array_submitting", **entry)
         self.submissions.append(time.time())
         try:
             job_id = self.scheduler.parse_job_id(
                 self.runner.run(self.scheduler.submit_command(script)).stdout)
         except (SchedulerCommandError, ValueError) as e:
+            self.journal.record(exp.id, "array_abandoned", index=index)
             self._refuse(exp, f"the scheduler refused the job array: {e}")
             return chunks
-        self.journal.record(exp.id, "array_submitted", job_id=job_id, offset=chunk.offset,
-                            count=chunk.count, throttle=spec.throttle)
+        self.journal.record(exp.id, "array_submitted", job_id=job_id, **entry)
         return [*chunks, (job_id, chunk.offset, chunk.count)]
 
     def _refuse(self, exp: Experiment, message: str) -> None:
@@ -136,13 +149,7 @@ class Submission(DaemonBase):
         if submitting is not None:
             self._sync_control(submitting)  # the trial reads it at start
         if array_task is not None:
-            array_id, index = array_task
-            slot = self.paths.experiment(exp.id) / "array" / f"slot-{trial.request_id}"
-            tmp = slot.with_name(f".{slot.name}.tmp")
-            tmp.write_text(str(run_dir))
-            os.replace(tmp, slot)
-            self.journal.record(exp.id, "run_submitted", trial_id=trial.id, run_id=run_id,
-                                job_id=self.scheduler.array_task_id(array_id, index))
+            self._fill_slot(trial, run_id, run_dir, array_task)
             return
         self.submissions.append(time.time())
         try:
@@ -157,27 +164,71 @@ class Submission(DaemonBase):
         self.journal.record(exp.id, "run_submitted", trial_id=trial.id, run_id=run_id,
                             job_id=job_id)
 
+    def _fill_slot(
+        self, trial: Trial, run_id: int, run_dir: Path, array_task: tuple[str, int]
+    ) -> None:
+        """Hand the run to its array task, which waits for the slot file to name its directory."""
+        slot = self.paths.experiment(trial.experiment_id) / "array" / f"slot-{trial.request_id}"
+        tmp = slot.with_name(f".{slot.name}.tmp")
+        tmp.write_text(str(run_dir))
+        os.replace(tmp, slot)
+        array_id, index = array_task
+        self.journal.record(trial.experiment_id, "run_submitted", trial_id=trial.id,
+                            run_id=run_id, job_id=self.scheduler.array_task_id(array_id, index))
+
+    def _settle_submissions(self) -> None:
+        """Arrays and runs journaled as submitting with no job id: the daemon died around sbatch.
+
+        Call only with statuses fresh from a successful query: a job that is not among them
+        was never submitted. Each is adopted if the scheduler has it, else submitted again.
+        """
+        for exp in self.store.experiments(unfinished=True):
+            for array in self.store.arrays(exp.id, submitted=False):
+                if array.job_id:
+                    continue
+                job_id = self._find_job(array_job_name(exp.id, array.index),
+                                        self.paths.experiment(exp.id) / "array")
+                if job_id:
+                    log.info("experiment %d: adopted job array %s", exp.id, job_id)
+                    self.journal.record(exp.id, "array_submitted", job_id=job_id.split("_")[0],
+                                        index=array.index, offset=array.offset,
+                                        count=array.count, throttle=array.throttle)
+                else:
+                    self.journal.record(exp.id, "array_abandoned", index=array.index)
+        for run in self.store.runs(live_only=True):
+            if run.state == "SUBMITTING":
+                self._adopt_or_requeue(run)
+
     def _adopt_or_requeue(self, run: Run) -> None:
-        """A run journaled as submitting but with no job id: the daemon died around sbatch."""
         trial = self.store.trial(run.trial_id)
-        run_dir = self.paths.run(trial.experiment_id, trial.id, run.run_id)
+        exp_id = trial.experiment_id
+        run_dir = self.paths.run(exp_id, trial.id, run.run_id)
+        if run.run_id == 1:
+            chunks = [(a.job_id, a.offset, a.count) for a in self.store.arrays(exp_id)]
+            array_task = owner(trial.request_id, chunks)
+            if array_task is not None:
+                self._fill_slot(trial, run.run_id, run_dir, array_task)  # again: idempotent
+                return
         exit_info = read_json(run_dir / EXIT_FILE)
         if exit_info and exit_info.get("job_id"):
             job_id = str(exit_info["job_id"])
         else:
-            job_id = self._find_job_by_name(
-                f"hpcdet-e{trial.experiment_id}-t{trial.id}-r{run.run_id}")
+            job_id = self._find_job(run_job_name(exp_id, trial.id, run.run_id), run_dir)
         if job_id:
-            self.journal.record(trial.experiment_id, "run_submitted", trial_id=trial.id,
+            self.journal.record(exp_id, "run_submitted", trial_id=trial.id,
                                 run_id=run.run_id, job_id=job_id)
             return
-        self.journal.record(trial.experiment_id, "run_ended", trial_id=trial.id,
+        self.journal.record(exp_id, "run_ended", trial_id=trial.id,
                             run_id=run.run_id, job_state="CANCELED", outcome="never submitted")
-        self.journal.record(trial.experiment_id, "trial_state", trial_id=trial.id,
+        self.journal.record(exp_id, "trial_state", trial_id=trial.id,
                             state="QUEUED", restarts=trial.restarts)
 
-    def _find_job_by_name(self, name: str) -> str:
+    def _find_job(self, name: str, workdir: Path) -> str:
+        """The id of the user's job of that name started in ``workdir``, or "".
+
+        The directory tells apart jobs of the same name from other hpcdet state directories.
+        """
         for job_id, status in self.statuses.items():
-            if status.name == name:
+            if status.name == name and (not status.workdir or status.workdir == str(workdir)):
                 return job_id
         return ""

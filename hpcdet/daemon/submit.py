@@ -69,13 +69,21 @@ def run_spec(
     )
 
 
+def run_job_name(exp_id: int, trial_id: int, run_id: int) -> str:
+    return f"hpcdet-e{exp_id}-t{trial_id}-r{run_id}"
+
+
+def array_job_name(exp_id: int, index: int) -> str:
+    return f"hpcdet-e{exp_id}-array{index}"
+
+
 def job_request(
     spec: RunSpec, cfg: ExperimentConfig, cluster: ClusterConfig, backend: str, gpus: bool,
     nice: int,
 ) -> JobRequest:
     """The request of a single job that runs one run of one trial."""
     return _request(
-        f"hpcdet-e{spec.experiment_id}-t{spec.trial_id}-r{spec.run_id}", Path(spec.run_dir),
+        run_job_name(spec.experiment_id, spec.trial_id, spec.run_id), Path(spec.run_dir),
         cfg, cluster, backend, None, gpus, nice,
     )
 
@@ -86,7 +94,7 @@ def array_request(
 ) -> JobRequest:
     """The request of the ``index``-th job array of an experiment's search."""
     return _request(
-        f"hpcdet-e{exp_id}-array{index}", array_dir, cfg, cluster, backend, array, gpus, nice
+        array_job_name(exp_id, index), array_dir, cfg, cluster, backend, array, gpus, nice
     )
 
 

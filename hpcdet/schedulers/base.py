@@ -44,6 +44,7 @@ class JobStatus:
     nice: int | None = None
     partition: str = ""
     start: float | None = None  # when it started or, pending, is expected to (if known)
+    workdir: str = ""  # where it runs, if the scheduler says
 
 
 @dataclass(frozen=True)

@@ -68,8 +68,9 @@ _REASONS = {
 }
 
 # %S: a pending job's expected start (from the backfill scheduler; N/A until it has run), a
-# running job's start. The name last: it may contain "|".
-_SQUEUE_FORMAT = "%i|%T|%r|%N|%Q|%y|%P|%S|%j"
+# running job's start. %Z: the working directory (--chdir). Directory and name last: either
+# may contain "|", and hpcdet's own job names never do.
+_SQUEUE_FORMAT = "%i|%T|%r|%N|%Q|%y|%P|%S|%Z|%j"
 
 
 def _timestamp(text: str) -> float | None:
@@ -149,9 +150,10 @@ class SlurmScheduler(Scheduler):
         result: dict[str, JobStatus] = {}
         for line in stdout.splitlines():
             parts = line.strip().split("|", 8)
-            if len(parts) < 9:
+            if len(parts) < 9 or "|" not in parts[8]:
                 continue
-            job_id, native, reason, nodes, priority, nice, partition, start, name = parts
+            job_id, native, reason, nodes, priority, nice, partition, start, rest = parts
+            workdir, name = rest.rsplit("|", 1)
             state = _STATE_MAP.get(native)
             if state is None:
                 log.warning("unknown Slurm job state %r for job %s", native, job_id)
@@ -160,7 +162,7 @@ class SlurmScheduler(Scheduler):
                 state, reason_in_words(reason), native, None, nodes, name,
                 int(priority) if priority.lstrip("-").isdigit() else None,
                 int(nice) if nice.lstrip("-").isdigit() else None,
-                partition, _timestamp(start),
+                partition, _timestamp(start), workdir,
             )
         return result
 

@@ -107,10 +107,16 @@ class SearcherEvent(SQLModel, table=True):
 
 
 class ArrayJob(SQLModel, table=True):
-    """One job array of an experiment: task k runs search request ``offset + k``."""
+    """The ``index``-th job array of an experiment: task k runs search request ``offset + k``.
 
-    job_id: str = Field(primary_key=True)
+    ``job_id`` is empty from just before sbatch until its answer is journaled; a daemon killed
+    in between finds the array in the scheduler's queue on start, or submits it again.
+    """
+
+    id: Optional[int] = Field(default=None, primary_key=True)
     experiment_id: int = Field(index=True, foreign_key="experiment.id")
+    index: int
+    job_id: str = Field(default="", index=True)
     offset: int
     count: int
     throttle: int

@@ -24,7 +24,7 @@ from hpcdet.store.models import ArrayJob, Checkpoint, Experiment, Metric, Run, T
 
 # Raised whenever a table changes. The database is an index of the run tree: one of another
 # version is set aside and the daemon rebuilds it from the journals and event logs.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 LIVE_RUN_STATES = ("SUBMITTING", "PENDING", "RUNNING")
 FINAL_STATES = ("COMPLETED", "CANCELED", "ERROR")
@@ -175,9 +175,12 @@ class Store:
                 q = q.where(Checkpoint.trial_id == trial_id)
             return list(s.exec(q.order_by(col(Checkpoint.steps_completed))))
 
-    def arrays(self, exp_id: int | None = None) -> list[ArrayJob]:
+    def arrays(self, exp_id: int | None = None, submitted: bool = True) -> list[ArrayJob]:
+        """Job arrays in submission order; ``submitted=False`` adds those still without an id."""
         with self.session() as s:
             q = select(ArrayJob)
             if exp_id is not None:
                 q = q.where(ArrayJob.experiment_id == exp_id)
-            return list(s.exec(q.order_by(col(ArrayJob.experiment_id), col(ArrayJob.offset))))
+            if submitted:
+                q = q.where(ArrayJob.job_id != "")
+            return list(s.exec(q.order_by(col(ArrayJob.experiment_id), col(ArrayJob.index))))

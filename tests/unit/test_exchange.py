@@ -6,7 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from hpcdet.exchange import EventWriter, FileWatch, read_events, write_atomic
+from hpcdet.exchange import (
+    EventWriter,
+    FileWatch,
+    append_line,
+    read_events,
+    read_lines,
+    write_atomic,
+)
 
 
 def test_events_round_trip_with_offsets(tmp_path: Path) -> None:
@@ -26,6 +33,16 @@ def test_a_torn_last_line_is_not_read(tmp_path: Path) -> None:
     path = tmp_path / "events.jsonl"
     path.write_text('{"seq": 1, "type": "a"}\n{"seq": 2, "ty')
     assert [e.seq for e in read_events(path, 0)] == [1]
+
+
+def test_a_journal_line_torn_by_a_kill_is_cut_off_before_the_next(tmp_path: Path) -> None:
+    path = tmp_path / "journal.jsonl"
+    append_line(path, {"kind": "a"})
+    with open(path, "a") as f:
+        f.write('{"kind": "b", "bo')  # the daemon died here
+    assert [e["kind"] for e in read_lines(path)] == ["a"]
+    append_line(path, {"kind": "c"})
+    assert [e["kind"] for e in read_lines(path)] == ["a", "c"]
 
 
 def test_a_new_writer_continues_the_sequence(tmp_path: Path) -> None:

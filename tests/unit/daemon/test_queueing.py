@@ -51,7 +51,7 @@ def _daemon(tmp: Path, runner: ScriptedSlurm) -> Daemon:
 
 
 def _pending(*jobs: tuple[str, int, int]) -> str:
-    return "".join(f"{j}|PENDING|Priority|(null)|{q}|{n}|debug|N/A|hpcdet-e{j[-1]}-t1-r1\n"
+    return "".join(f"{j}|PENDING|Priority|(null)|{q}|{n}|debug|N/A|/tmp|hpcdet-e{j[-1]}-t1-r1\n"
                    for j, q, n in jobs)
 
 

@@ -79,11 +79,12 @@ def test_parse_job_id() -> None:
 
 def test_parse_status_maps_states_and_reasons() -> None:
     out = (
-        "12|PENDING|Priority|(null)|1000|0|debug|N/A|hpcdet-e1-t1-r1\n"
-        "13|RUNNING|None|node[1-2]|900|100|batch|2026-11-22T18:04:00|name|with|pipes\n"
-        "14|TIMEOUT|TimeLimit|node1|0|0|debug|2026-11-22T18:00:00|x\n"
-        "15_3|CANCELLED|None|node2|0|0|debug|N/A|y\n"
-        "16|WEIRD_NEW|None||0|0|debug|N/A|z\n"
+        "12|PENDING|Priority|(null)|1000|0|debug|N/A|/s/runs/exp-1/trials/1/run-1|hpcdet-e1-t1-r1\n"
+        "13|RUNNING|None|node[1-2]|900|100|batch|2026-11-22T18:04:00|/home/a|b|hpcdet-e2-t3-r1\n"
+        "14|TIMEOUT|TimeLimit|node1|0|0|debug|2026-11-22T18:00:00|/tmp|x\n"
+        "15_3|CANCELLED|None|node2|0|0|debug|N/A|/tmp|y\n"
+        "16|WEIRD_NEW|None||0|0|debug|N/A|/tmp|z\n"
+        "17|PENDING|Priority|(null)|1000|0|debug|N/A|line of an older format\n"
     )
     st = SlurmScheduler().parse_status(out)
     assert st["12"].state is JobState.PENDING
@@ -91,7 +92,10 @@ def test_parse_status_maps_states_and_reasons() -> None:
     assert st["12"].name == "hpcdet-e1-t1-r1"
     assert (st["13"].priority, st["13"].nice, st["13"].partition) == (900, 100, "batch")
     assert st["13"].state is JobState.RUNNING and st["13"].nodes == "node[1-2]"
-    assert st["13"].name == "name|with|pipes"
+    assert st["12"].workdir == "/s/runs/exp-1/trials/1/run-1"
+    # The directory may hold "|"; hpcdet's job names never do.
+    assert (st["13"].workdir, st["13"].name) == ("/home/a|b", "hpcdet-e2-t3-r1")
+    assert "17" not in st
     assert st["12"].start is None
     assert st["13"].start == datetime.datetime(2026, 11, 22, 18, 4).timestamp()
     assert st["14"].state is JobState.TIMEOUT and st["14"].state.is_final
