@@ -11,7 +11,12 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.support import FIXTURES, Hpcdet
+
+# Start order and Slurm priorities are only what they seem on a cluster nobody else uses.
+pytestmark = pytest.mark.exclusive
 
 SINGLE = "searcher: {name: single, metric: x, max_length: 1}\nmax_restarts: 0\n"
 WHOLE_CLUSTER = "resources: {slots_per_trial: 8}\nslurm: {slots_per_node: 4}\n"

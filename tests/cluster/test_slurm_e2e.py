@@ -64,6 +64,7 @@ def test_trial_longer_than_walltime_completes_across_jobs(
     scenarios.longer_than_walltime(slurm_hpcdet, tmp_path)
 
 
+@pytest.mark.exclusive
 def test_node_failure_resubmits_from_checkpoint(
     slurm_cluster: Any, slurm_hpcdet: Hpcdet, tmp_path: Path
 ) -> None:

@@ -45,6 +45,7 @@ def small_max_array_size(slurm_cluster: Any) -> Iterator[None]:
                    capture_output=True)
 
 
+@pytest.mark.exclusive
 def test_max_array_size_splits_the_search(
     small_max_array_size: None, slurm_hpcdet: Hpcdet, tmp_path: Path
 ) -> None:
