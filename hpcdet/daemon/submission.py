@@ -59,6 +59,9 @@ class Submission(DaemonBase):
         bound, concurrency = self.search.bound(exp, cfg)
         if not self.scheduler.supports_arrays or bound <= 1:
             return None
+        # A trial replacing one with invalid hyperparameters does not count against the bound,
+        # so its request may lie past every array planned so far.
+        bound = max([bound, *(t.request_id + 1 for t in self.store.trials(exp.id))])
         rows = self.store.arrays(exp.id, submitted=False)
         problem = None if rows else self._fit_problem(cfg)
         if problem is not None:
