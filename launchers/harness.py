@@ -113,19 +113,25 @@ def trial_environment(
     if spec.latest_checkpoint:
         env["DET_LATEST_CHECKPOINT"] = spec.latest_checkpoint
     # Trials sharing a node must not share rendezvous ports; the user's own settings win.
-    for key, port in trial_ports(record.allocation_id).items():
+    job_id = base.get("SLURM_JOB_ID") or base.get("PBS_JOBID", "").split(".")[0]
+    for key, port in trial_ports(job_id or spec.run_dir).items():
         env.setdefault(key, str(port))
     return env
 
 
-def trial_ports(allocation_id: str) -> dict[str, int]:
-    """Rendezvous ports for one run, spread by its allocation id (Determined's are fixed)."""
-    spread = zlib.crc32(allocation_id.encode()) % 5000
-    base = 20000 + 2 * spread
+def trial_ports(job_key: str) -> dict[str, int]:
+    """Rendezvous ports for one run (Determined's are fixed).
+
+    Jobs of any user share nodes, and every user's first trial is "experiment 1, trial 1", so
+    the ports are spread by the scheduler's job id, which no two jobs running at once share:
+    consecutive ids get distinct ports. Any other key (a run directory) is hashed. All ports
+    stay below 32768, where Linux's ephemeral range for outgoing connections begins.
+    """
+    spread = (int(job_key) if job_key.isdigit() else zlib.crc32(job_key.encode())) % 4000
     return {
-        "INTER_TRAIN_PROCESS_COMM_PORT_1": base,
-        "INTER_TRAIN_PROCESS_COMM_PORT_2": base + 1,
-        "C10D_PORT": 30000 + spread,
+        "INTER_TRAIN_PROCESS_COMM_PORT_1": 20000 + 2 * spread,
+        "INTER_TRAIN_PROCESS_COMM_PORT_2": 20000 + 2 * spread + 1,
+        "C10D_PORT": 28000 + spread,
     }
 
 
