@@ -158,7 +158,15 @@ def users(user_python: str, open_tmp: Path) -> Iterator[dict[str, Hpcdet]]:
 
 @pytest.fixture
 def slurm_hpcdet(slurm_cluster: Any, tmp_path: Path) -> Iterator[Hpcdet]:
-    """One user's hpcdet on the Slurm backend; its daemon stops after the test."""
+    """One user's hpcdet on the Slurm backend. After the test its daemon stops and the jobs
+    it leaves are canceled: tests share the cluster, and a job left behind (an array task
+    waiting for a trial that will never come) would hold CPUs the next tests need."""
     h = Hpcdet(tmp_path / "user", "slurm")
     yield h
     h.stop()
+    listed = subprocess.run(["squeue", "--me", "--noheader", "-o", "%A|%Z"],
+                            capture_output=True, text=True, check=False)
+    left = {job for job, _, workdir in (line.partition("|") for line in listed.stdout.splitlines())
+            if workdir.startswith(str(h.root))}
+    if left:
+        subprocess.run(["scancel", *sorted(left)], check=False, capture_output=True)
