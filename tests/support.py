@@ -117,9 +117,10 @@ class Hpcdet:
                           f"{t['end_reason']}" for t in d["trials"]]
                 parts += [f"  run {r['trial_id']}.{r['run_id']} {r['state']} job {r['job_id']} "
                           f"{r['outcome']}" for r in d["runs"]]
-            parts.append("journal tail:\n" + "".join(journal.read_text().splitlines(True)[-15:]))
+            tail = journal.read_text().splitlines()[-15:]
+            parts.append("journal tail:\n" + "\n".join(line[:300] for line in tail))
         if self.backend == "slurm":
-            q = subprocess.run(["squeue", "--me", "--array", "-o", "%i %T %r %j %Z"],
+            q = subprocess.run(["squeue", "--array", "-o", "%i %u %T %r %j %Z"],
                                capture_output=True, text=True, timeout=30)
             parts.append("squeue:\n" + "\n".join(
                 line for line in q.stdout.splitlines() if str(self.state) in line))
