@@ -62,6 +62,13 @@ def stage2(h: Hpcdet, tmp: Path) -> None:
     assert (x, step, tid) == (100, 100, trial["id"])
 
 
+def _environment(pid: str) -> str:
+    try:
+        return Path(f"/proc/{pid}/environ").read_bytes().decode(errors="replace")
+    except OSError:  # ended meanwhile
+        return ""
+
+
 def _first_checkpoint_seen(h: Hpcdet, exp: int) -> bool:
     trial = h.describe(exp)["trials"]
     return bool(trial) and trial[0]["latest_checkpoint"] is not None
@@ -543,9 +550,11 @@ def kill_one_rank(h: Hpcdet, tmp: Path) -> None:
     ctx = copy_examples(tmp / "ctx")
     exp = h.create(ctx / "4_distributed.yaml", ctx, "--config", "max_restarts=1")
     h.wait_for("a first checkpoint", lambda: _first_checkpoint_seen(h, exp))
-    # Rank 5 runs on the second node; the test owns the only experiment on the cluster.
-    found = subprocess.run(["pgrep", "-f", "4_distributed.py worker 5 "], capture_output=True,
-                           text=True).stdout.split()
+    # Rank 5 runs on the second node. Other tests may run 4_distributed.py beside this one:
+    # this trial's workers are those whose environment names this state directory.
+    found = [pid for pid in subprocess.run(["pgrep", "-f", "4_distributed.py worker 5 "],
+                                           capture_output=True, text=True).stdout.split()
+             if str(h.root) in _environment(pid)]
     assert found, "rank 5 is not running"
     killed_at = time.time()
     for pid in found:
