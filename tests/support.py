@@ -149,3 +149,12 @@ class Hpcdet:
 def copy_examples(dest: Path) -> Path:
     shutil.copytree(EXAMPLES, dest)
     return dest
+
+
+def slurm_jobs_under(path: Path) -> set[str]:
+    """The current user's Slurm jobs whose working directory is in ``path``; an array counts
+    once, by its array job id (%F; %A would give each started task its own id)."""
+    listed = subprocess.run(["squeue", "--me", "--noheader", "-o", "%F|%Z"],
+                            capture_output=True, text=True, check=False, timeout=60)
+    return {job for job, _, workdir in (line.partition("|") for line in listed.stdout.splitlines())
+            if workdir.startswith(str(path))}

@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 
 import pytest
 
-from tests.support import Hpcdet
+from tests.support import Hpcdet, slurm_jobs_under
 
 CLUSTER_TESTS_DIR = Path(__file__).resolve().parent
 CLUSTER_SCRIPT = CLUSTER_TESTS_DIR.parents[1] / "scripts" / "slurm-test-cluster.sh"
@@ -164,9 +164,6 @@ def slurm_hpcdet(slurm_cluster: Any, tmp_path: Path) -> Iterator[Hpcdet]:
     h = Hpcdet(tmp_path / "user", "slurm")
     yield h
     h.stop()
-    listed = subprocess.run(["squeue", "--me", "--noheader", "-o", "%A|%Z"],
-                            capture_output=True, text=True, check=False)
-    left = {job for job, _, workdir in (line.partition("|") for line in listed.stdout.splitlines())
-            if workdir.startswith(str(h.root))}
+    left = slurm_jobs_under(h.root)
     if left:
         subprocess.run(["scancel", *sorted(left)], check=False, capture_output=True)

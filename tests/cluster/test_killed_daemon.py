@@ -25,7 +25,7 @@ from hpcdet.schedulers import JobState
 from hpcdet.schedulers.runner import CommandRunner, Result
 from hpcdet.search import TrialExited
 from hpcdet.search.base import EXIT_INVALID_HP
-from tests.support import Hpcdet
+from tests.support import Hpcdet, slurm_jobs_under
 
 
 class Killed(BaseException):
@@ -80,13 +80,6 @@ def _first_runs(daemon: Daemon) -> dict[int, str]:
     return {r.trial_id: r.job_id for r in daemon.store.runs() if r.run_id == 1}
 
 
-def _arrays_in_squeue(h: Hpcdet) -> set[str]:
-    listed = subprocess.run(["squeue", "--me", "--noheader", "-o", "%A|%Z"],
-                            capture_output=True, text=True, check=True, timeout=60)
-    return {job for job, _, workdir in (line.partition("|") for line in listed.stdout.splitlines())
-            if workdir.startswith(str(h.state))}
-
-
 def test_an_array_submitted_just_before_the_kill_is_adopted(slurm_hpcdet: Hpcdet) -> None:
     runner = KillingRunner()
     runner.kill = "after"
@@ -95,7 +88,7 @@ def test_an_array_submitted_just_before_the_kill_is_adopted(slurm_hpcdet: Hpcdet
     [job_id] = runner.submitted
     daemon = _restart(slurm_hpcdet, runner)
     assert runner.submitted == [job_id]  # not submitted twice
-    assert _arrays_in_squeue(slurm_hpcdet) == {job_id}
+    assert slurm_jobs_under(slurm_hpcdet.state) == {job_id}
     assert [(a.job_id, a.offset, a.count) for a in daemon.store.arrays(1)] == [(job_id, 0, 4)]
     # max_concurrent_trials 2: the search has created two trials so far.
     assert _first_runs(daemon) == {1: f"{job_id}_0", 2: f"{job_id}_1"}
@@ -125,9 +118,9 @@ def test_another_state_directory_s_array_of_the_same_name_is_not_adopted(
         daemon = _restart(mine, runner)
         [job_id] = runner.submitted
         assert [a.job_id for a in daemon.store.arrays(1)] == [job_id]
-        assert _arrays_in_squeue(mine) == {job_id}
+        assert slurm_jobs_under(mine.state) == {job_id}
     finally:
-        subprocess.run(["scancel", *_arrays_in_squeue(other), *_arrays_in_squeue(mine)],
+        subprocess.run(["scancel", *slurm_jobs_under(other.state), *slurm_jobs_under(mine.state)],
                        check=False, timeout=60)
 
 
