@@ -61,7 +61,7 @@ class Submission(DaemonBase):
             return None
         # A trial replacing one with invalid hyperparameters does not count against the bound,
         # so its request may lie past every array planned so far.
-        bound = max([bound, *(t.request_id + 1 for t in self.store.trials(exp.id))])
+        bound = max(bound, self.store.requests_created(exp.id))
         rows = self.store.arrays(exp.id, submitted=False)
         problem = None if rows else self._fit_problem(cfg)
         if problem is not None:

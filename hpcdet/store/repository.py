@@ -17,7 +17,7 @@ from typing import Any
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
-from sqlmodel import Session, SQLModel, col, create_engine, select
+from sqlmodel import Session, SQLModel, col, create_engine, func, select
 
 from hpcdet.errors import NotFoundError, StoreError
 from hpcdet.store.models import ArrayJob, Checkpoint, Experiment, Metric, Run, Trial
@@ -118,6 +118,13 @@ class Store:
             if state is not None:
                 q = q.where(Trial.state == state)
             return list(s.exec(q))
+
+    def requests_created(self, exp_id: int) -> int:
+        """One past the highest search request id of the experiment's trials (0 if none)."""
+        with self.session() as s:
+            q = select(func.max(Trial.request_id)).where(Trial.experiment_id == exp_id)
+            highest = s.exec(q).one()
+            return 0 if highest is None else int(highest) + 1
 
     def trial(self, trial_id: int) -> Trial:
         with self.session() as s:
