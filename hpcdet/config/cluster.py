@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from hpcdet.config.hpc import Directive
 from hpcdet.config.schema import (
     At,
     Custom,
@@ -48,6 +49,9 @@ SITE_ENV = "HPCDET_SITE_CONFIG"
 USER_ENV = "HPCDET_CLUSTER_CONFIG"
 
 
+_PARTITION = Directive("names")
+
+
 def _partitions(value: Any, at: At) -> dict[str, str] | None:
     if value is None:
         return None
@@ -55,10 +59,8 @@ def _partitions(value: Any, at: At) -> dict[str, str] | None:
         at.error(f"must map resource pools to partitions (Slurm) or queues (PBS), e.g."
                  f" {{gpu: gpu-a100, cpu: normal}}; got {show(value)}")
         return None
-    for pool, partition in value.items():
-        if not isinstance(partition, str):
-            (at / pool).error(f"must be a partition or queue name, got {show(partition)}")
-    return {k: v for k, v in value.items() if isinstance(v, str)}
+    checked = {pool: _PARTITION.check(partition, at / pool) for pool, partition in value.items()}
+    return {pool: partition for pool, partition in checked.items() if partition is not None}
 
 
 def _poll_interval(value: Any, at: At) -> float | None:
@@ -76,11 +78,11 @@ def _poll_interval(value: Any, at: At) -> float | None:
 FILE_SPECS: dict[str, Spec] = {
     "backend": Str(None, choices=BACKENDS),
     "partitions": Custom(_partitions),
-    "default_pool": Str(None),
-    "account": Str(None),
-    "qos": Str(None),
+    "default_pool": Directive("names"),
+    "account": Directive("name"),
+    "qos": Directive("name"),
     "walltime": Walltime(None),
-    "gpu_type": Str(None),
+    "gpu_type": Directive("name"),
     "template_dir": Str(None),
     "container_runtime": Str(None, choices=CONTAINER_RUNTIMES),
     "image_dir": Str(None),

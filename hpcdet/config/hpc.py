@@ -6,6 +6,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
+from hpcdet.config import directives
 from hpcdet.config.schema import (
     At,
     Custom,
@@ -82,6 +83,38 @@ def _owned_pbs(tokens: list[str], i: int) -> tuple[str, str] | None:
     return None
 
 
+class Directive(Str):
+    """A string that reaches a batch directive line, checked as ``directives.KINDS[kind]``."""
+
+    def __init__(self, kind: str, default: str | None = None) -> None:
+        super().__init__(default)
+        self.kind = kind
+
+    def validate(self, value: Any, at: At) -> Any:
+        value = super().validate(value, at)
+        if value is None or value == self.default:  # resources.resource_pool: "" is the default
+            return value
+        said = directives.problem(value, self.kind)
+        if said is not None:
+            at.error(f"{value!r} {said}")
+            return self.default
+        return value
+
+
+# sbatch options whose value is a Slurm name, checked like the slurm section's own keys.
+_SBATCH_VALUES = {"--account": "name", "--qos": "name", "--reservation": "names"}
+
+
+def _sbatch_entry_problem(entry: str) -> str | None:
+    said = directives.problem(entry, "sbatch_option")
+    if said is not None:
+        return f"{entry!r} {said}"
+    option, _, value = entry.partition("=")
+    kind = _SBATCH_VALUES.get(option)
+    said = directives.problem(value, kind) if kind and value else None
+    return None if said is None else f"the value of {option}, {value!r}, {said}"
+
+
 def _split(entry: Any, at: At, example: str) -> list[str] | None:
     if not isinstance(entry, str):
         at.error(f"must be a string such as {example!r}, got {show(entry)}")
@@ -103,15 +136,20 @@ def check_sbatch_args(value: Any, at: At) -> list[str]:
     if not isinstance(value, list):
         at.error(f"must be a list of sbatch options, e.g. ['--mem=16G'], got {show(value)}")
         return []
+    good: list[str] = []
     for i, entry in enumerate(value):
         tokens = _split(entry, at / i, "--mem=16G")
-        for token in (t for t in tokens or [] if t.startswith("-")):
-            owned = _owned_sbatch(token)
-            if owned is not None:
-                (at / i).error(
-                    f"{entry!r} sets {owned}, which hpcdet sets itself; {SBATCH_OWNED[owned]}"
-                )
-    return [e for e in value if isinstance(e, str)]
+        if tokens is None:
+            continue
+        owned = [o for o in map(_owned_sbatch, (t for t in tokens if t.startswith("-"))) if o]
+        for name in owned:
+            (at / i).error(f"{entry!r} sets {name}, which hpcdet sets itself; {SBATCH_OWNED[name]}")
+        said = None if owned else _sbatch_entry_problem(entry)
+        if said is not None:
+            (at / i).error(said)
+        elif not owned:
+            good.append(entry)
+    return good
 
 
 def check_pbsbatch_args(value: Any, at: At) -> list[str]:
@@ -121,6 +159,10 @@ def check_pbsbatch_args(value: Any, at: At) -> list[str]:
         at.error(f"must be a list of qsub options, e.g. ['-l mem=16gb'], got {show(value)}")
         return []
     for i, entry in enumerate(value):
+        said = directives.problem(entry, "text") if isinstance(entry, str) else None
+        if said is not None:
+            (at / i).error(said)
+            continue
         tokens = _split(entry, at / i, "-l mem=16gb") or []
         for j, token in enumerate(tokens):
             owned = _owned_pbs(tokens, j) if token.startswith("-") else None
@@ -131,19 +173,20 @@ def check_pbsbatch_args(value: Any, at: At) -> list[str]:
 
 SLURM_SPECS: dict[str, Spec] = {
     "slots_per_node": Int(None, minimum=1),
-    "gpu_type": Str(None),
+    "gpu_type": Directive("name"),
     "sbatch_args": Custom(check_sbatch_args),
     "walltime": Walltime(None),
-    "partition": Str(None),
-    "account": Str(None),
-    "qos": Str(None),
+    "partition": Directive("names"),
+    "account": Directive("name"),
+    "qos": Directive("name"),
 }
 PBS_SPECS: dict[str, Spec] = {
     "slots_per_node": Int(None, minimum=1),
     "pbsbatch_args": Custom(check_pbsbatch_args),
     "walltime": Walltime(None),
-    "queue": Str(None),
-    "account": Str(None),
+    # No PBS backend renders these yet; they must at least stay on their line.
+    "queue": Directive("text"),
+    "account": Directive("text"),
 }
 
 

@@ -7,6 +7,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from hpcdet.config.directives import problem as directive_problem
+from hpcdet.config.hpc import Directive
 from hpcdet.config.schema import (
     At,
     Bool,
@@ -39,7 +41,8 @@ def _shm_size(value: Any, at: At) -> Any:
 
 RESOURCES_SPECS: dict[str, Spec] = {
     "slots_per_trial": Int(1, minimum=0),
-    "resource_pool": Str(""),
+    # An unmapped pool name is the Slurm partition itself.
+    "resource_pool": Directive("names", ""),
     "priority": Int(None, minimum=1, maximum=99),
     "weight": Number(1, minimum=0),
     "max_slots": Int(None, minimum=0),
@@ -208,6 +211,9 @@ def _variable_list(value: Any, at: At) -> list[str]:
         name = item.partition("=")[0] if isinstance(item, str) else ""
         if not isinstance(item, str) or "=" not in item or not name.strip():
             (at / i).error(f"must be 'NAME=value', e.g. 'OMP_NUM_THREADS=4'; got {show(item)}")
+        elif (said := directive_problem(name, "variable")) is not None:
+            # The batch script exports it: the name is a shell word of its own.
+            (at / i).error(f"the variable name {name!r} {said}")
         else:
             good.append(item)
     return good

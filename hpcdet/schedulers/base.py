@@ -13,6 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from hpcdet.config.directives import problem
+from hpcdet.errors import ConfigError
+
 
 class JobState(enum.Enum):
     """Normalised job states; ``is_final`` ones never change again."""
@@ -107,6 +110,51 @@ class JobRequest:
     extra_args: list[str] = field(default_factory=list)
     environment: dict[str, str] = field(default_factory=dict)
     array: ArraySpec | None = None
+
+
+# Directive values of a job request: (field, kind in directives.KINDS, where the user sets it).
+_HEADER_VALUES = (
+    ("partition", "names", "slurm.partition, resources.resource_pool or the cluster file's"
+     " partitions/default_pool"),
+    ("account", "name", "slurm.account or the cluster file's account"),
+    ("qos", "name", "slurm.qos or the cluster file's qos"),
+    ("gpu_type", "name", "slurm.gpu_type or the cluster file's gpu_type"),
+)
+_NUMBERS = ("num_nodes", "slots_per_node", "walltime_seconds", "preempt_grace_seconds", "nice")
+
+
+def check_request(job: JobRequest, header: bool = True) -> None:
+    """Refuse a request with a value that must not reach its batch script.
+
+    Config loading checks the same values with their YAML paths; this catches one that got
+    past it (a config stored by an older hpcdet, a state directory's path) before anything
+    renders. ``header``: the backend writes scheduler directives (partition, account, ...).
+
+    Raises:
+        ConfigError: naming each value, the character at fault and where it is set.
+    """
+    found = [
+        ("the job name", job.name, "name"),
+        ("the run directory", str(job.run_dir), "text"),
+        ("the Python interpreter", job.python, "text"),
+        *(("an environment_variables name", key, "variable") for key in job.environment),
+    ]
+    if header:
+        found += [(f"{field} (from {where})", getattr(job, field), kind)
+                  for field, kind, where in _HEADER_VALUES if getattr(job, field) is not None]
+        # sbatch_args are checked as long options at load; here only what would break a line,
+        # so an entry stored by an older hpcdet still renders.
+        found += [("a slurm.sbatch_args entry", arg, "text") for arg in job.extra_args]
+    problems = [f"{what} {value!r} {said}" for what, value, kind in found
+                if (said := problem(value, kind)) is not None]
+    numbers = [(name, getattr(job, name)) for name in _NUMBERS]
+    if job.array is not None:
+        numbers += [(f"array.{name}", getattr(job.array, name))
+                    for name in ("count", "offset", "throttle")]
+    problems += [f"{name} must be an integer, got {value!r}" for name, value in numbers
+                 if value is not None and (isinstance(value, bool) or not isinstance(value, int))]
+    if problems:
+        raise ConfigError(problems, source="job request (nothing was submitted)")
 
 
 class Scheduler(abc.ABC):

@@ -7,7 +7,7 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import ClassVar
 
-from hpcdet.schedulers.base import JobRequest, JobState, JobStatus, Scheduler
+from hpcdet.schedulers.base import JobRequest, JobState, JobStatus, Scheduler, check_request
 from hpcdet.schedulers.templating import render
 
 _STATE_MAP = {
@@ -31,6 +31,7 @@ class LocalScheduler(Scheduler):
         return [sys.executable, "-m", "hpcdet.schedulers.local_exec", *args]
 
     def render_script(self, job: JobRequest) -> str:
+        check_request(job, header=False)
         return render(
             "local.sh.j2",
             {

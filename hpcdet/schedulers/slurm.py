@@ -8,7 +8,14 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import ClassVar
 
-from hpcdet.schedulers.base import JobRequest, JobState, JobStatus, Partition, Scheduler
+from hpcdet.schedulers.base import (
+    JobRequest,
+    JobState,
+    JobStatus,
+    Partition,
+    Scheduler,
+    check_request,
+)
 from hpcdet.schedulers.templating import render, shq
 
 log = logging.getLogger(__name__)
@@ -100,6 +107,7 @@ class SlurmScheduler(Scheduler):
     supports_arrays: ClassVar[bool] = True
 
     def render_script(self, job: JobRequest) -> str:
+        check_request(job)
         cpus = "" if job.gpus else f" --cpus-per-task={job.slots_per_node}"
         launch = (
             f"srun --nodes={job.num_nodes} --ntasks-per-node=1{cpus} --kill-on-bad-exit=1"

@@ -8,12 +8,27 @@ from typing import Any
 
 import jinja2
 
+from hpcdet.config.directives import problem
+from hpcdet.errors import ConfigError
+
+
+def _text(value: Any) -> str:
+    return str(value.absolute()) if isinstance(value, Path) else str(value)
+
 
 def shq(value: Any) -> str:
     """Quote one value for a POSIX shell; paths become absolute."""
-    if isinstance(value, Path):
-        value = str(value.absolute())
-    return shlex.quote(str(value))
+    return shlex.quote(_text(value))
+
+
+def directive(value: Any) -> str:
+    """Quote one value of a directive line (``#SBATCH ...``), which is a comment to the shell:
+    quotes cannot keep a newline on it, so a control character raises instead of rendering."""
+    text = _text(value)
+    said = problem(text, "text")
+    if said is not None:
+        raise ConfigError([f"{text!r} {said}"], source="value for a batch script directive")
+    return shlex.quote(text)
 
 
 def environment(template_dir: str | None = None) -> jinja2.Environment:
@@ -30,6 +45,7 @@ def environment(template_dir: str | None = None) -> jinja2.Environment:
         autoescape=False,
     )
     env.filters["shq"] = shq
+    env.filters["directive"] = directive
     return env
 
 

@@ -558,7 +558,8 @@ def test_sbatch_args_deny_list(entry: str, owned: str, use: str) -> None:
 
 
 def test_allowed_sbatch_args_pass() -> None:
-    args = ["--mem=16G", "--exclusive", "--constraint=a100", "--gres=nvme:1", "-c 4", "--qos=low"]
+    args = ["--mem=16G", "--exclusive", "--constraint=a100", "--gres=nvme:1",
+            "--cpus-per-task=4", "--qos=low"]
     config = load(MINIMAL + f"slurm: {{sbatch_args: {json.dumps(args)}}}\n")
     assert config.slurm.sbatch_args == args
 
