@@ -9,9 +9,8 @@ from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
-from rich.table import Table
 
-from hpcdet.cli.common import console, paths, print_json, read_store, when
+from hpcdet.cli.common import paths, print_json, read_store, table, when
 from hpcdet.config import ExperimentConfig
 from hpcdet.daemon import process
 from hpcdet.daemon.submit import checkpoint_dir
@@ -49,8 +48,9 @@ def list_(
         ranked = best(ranked, cfg.searcher.smaller_is_better)[:top]
     rows = [_list_row(ckpts[r.checkpoint.uuid], r.metric) for r in ranked]
     # Each checkpoint is the directory <storage>/<uuid>; the storage is shown once.
-    _table(["Trial ID", "Steps Completed", "UUID", "Report Time", "State",
-            "Validation Metric", "Resources"], rows, title=f"Checkpoint storage: {base}")
+    table(["Trial ID", "Steps Completed", "UUID", "Report Time", "State",
+           "Validation Metric", "Resources"], rows, title=f"Checkpoint storage: {base}",
+          fold=True)
 
 
 def _list_row(c: Checkpoint, metric: float | None) -> list[Any]:
@@ -96,9 +96,9 @@ def download(
 
 
 def _describe(c: Checkpoint, validation: dict[str, Any]) -> None:
-    _table(_DOWNLOAD_COLUMNS, [[c.experiment_id, c.trial_id, c.steps_completed,
-                                when(c.reported), c.uuid, json.dumps(validation),
-                                c.metadata_json]])
+    table(_DOWNLOAD_COLUMNS, [[c.experiment_id, c.trial_id, c.steps_completed,
+                               when(c.reported), c.uuid, json.dumps(validation),
+                               c.metadata_json]], fold=True)
 
 
 @app.command("delete")
@@ -109,19 +109,6 @@ def delete(uuid: str) -> None:
         print(result)
     else:
         print_json(result)
-
-
-def _table(
-    columns: Sequence[str], rows: Sequence[Sequence[Any]], title: str | None = None
-) -> None:
-    """Like ``common.table``, but a narrow terminal folds long cells instead of cutting them
-    short, and never breaks a uuid (both are copied from here into other commands)."""
-    t = Table(title=title, show_lines=False)
-    for name in columns:
-        t.add_column(name, overflow="fold", no_wrap="UUID" in name)
-    for row in rows:
-        t.add_row(*["" if v is None else str(v) for v in row])
-    console.print(t)
 
 
 def _config(exp: Experiment) -> ExperimentConfig:

@@ -10,14 +10,39 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
+from hpcdet.config.directives import escaped, is_control
 from hpcdet.daemon import process
 from hpcdet.errors import DaemonError
 from hpcdet.paths import StatePaths, state_dir
 from hpcdet.store.repository import Store
 
+
+def visible(value: Any, keep_lines: bool = False) -> str:
+    """A value as it may reach a terminal or a CSV file: control characters (escape sequences,
+    carriage returns, bidi overrides) become visible escapes such as ``\\x1b``; ``keep_lines``
+    keeps newlines and tabs (messages of several lines)."""
+    text = "" if value is None else str(value)
+    return "".join(
+        escaped(ch) if is_control(ch) and not (keep_lines and ch in "\n\t") else ch
+        for ch in text
+    )
+
+
+class _TextConsole(Console):
+    """The CLI's only way to the terminal. Strings are text, never markup or emoji codes (an
+    experiment named ``[/oops]`` or ``:x:`` prints as it is), with control characters
+    neutralised by ``visible``."""
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        shown = [visible(o, keep_lines=True) if isinstance(o, str) else o for o in objects]
+        super().print(*shown, **kwargs)
+
+
 # Piped output (tests, scripts, `| less`) gets wide tables instead of rich's 80 columns.
-console = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
+console = _TextConsole(highlight=False, markup=False, emoji=False, soft_wrap=True,
+                       width=None if sys.stdout.isatty() else 200)
 
 
 def paths() -> StatePaths:
@@ -43,20 +68,29 @@ def when(ts: float | None) -> str:
     return datetime.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def table(columns: Sequence[str], rows: Sequence[Sequence[Any]], title: str | None = None) -> None:
-    t = Table(*columns, title=title, show_lines=False)
+def table(
+    columns: Sequence[str], rows: Sequence[Sequence[Any]], title: str | None = None,
+    fold: bool = False,
+) -> None:
+    """``fold``: a narrow terminal folds long cells instead of cutting them short, and never
+    breaks a uuid (for values copied from here into other commands)."""
+    t = Table(title=None if title is None else Text(visible(title)), show_lines=False)
+    for name in columns:
+        if fold:
+            t.add_column(name, overflow="fold", no_wrap="UUID" in name)
+        else:
+            t.add_column(name)
     for row in rows:
-        t.add_row(*["" if v is None else str(v) for v in row])
+        t.add_row(*[Text(visible(v)) for v in row])
     console.print(t)
 
 
 def print_csv(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
     import csv
-    import sys
 
     w = csv.writer(sys.stdout)
     w.writerow(columns)
-    w.writerows(rows)
+    w.writerows([visible(v) if isinstance(v, str) else v for v in row] for row in rows)
 
 
 def print_json(obj: Any) -> None:

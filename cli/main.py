@@ -7,6 +7,7 @@ import sys
 import typer
 
 from hpcdet.cli import checkpoint, cluster, daemon, experiment, job, trial
+from hpcdet.cli.common import visible
 from hpcdet.errors import HpcdetError
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_show_locals=False,
@@ -25,7 +26,7 @@ def main() -> None:
     try:
         app()  # standalone: typer prints usage errors and exits with their code
     except HpcdetError as e:
-        print(f"Error: {e}", file=sys.stderr)
+        print(f"Error: {visible(e, keep_lines=True)}", file=sys.stderr)
         sys.exit(1)
     except KeyboardInterrupt:
         sys.exit(130)
