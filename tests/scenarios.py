@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import signal
@@ -131,19 +133,20 @@ def hostile_values(h: Hpcdet, tmp: Path) -> None:
         "info = det.get_cluster_info()\n"
         "print('HP', repr(info.trial.hparams['cmd']))\n"
     )
-    evil = f"$(touch {marker}) `touch {marker}` '\"; touch {marker}"
+    evil = f"[/oops] $(touch {marker}) `touch {marker}` '\"; touch {marker}\ntouch {marker}"
     cfg = tmp / "evil.yaml"
     cfg.write_text(
         f"name: {json.dumps(evil)}\nentrypoint: python3 show.py\n"
         f"hyperparameters:\n  cmd: {json.dumps(evil)}\n"
         "searcher: {name: single, metric: x, max_length: 1}\nmax_restarts: 0\n"
-        f"environment:\n  environment_variables:\n    - EVIL={evil}\n"
+        f"environment:\n  environment_variables:\n    - {json.dumps('EVIL=' + evil)}\n"
     )
     out = h.run("experiment", "create", str(cfg), str(ctx), "-f").stdout
     assert f"HP {evil!r}" in out
     assert not marker.exists()
-    listing = h.run("experiment", "list").stdout
-    assert "$(touch" in listing
+    assert "[/oops] $(touch" in h.run("experiment", "list").stdout  # text, not rich markup
+    listing = h.run("experiment", "list", "--csv").stdout
+    assert next(csv.reader(io.StringIO(listing.splitlines()[1])))[2] == evil.replace("\n", "\\n")
 
 
 def metrics_survive_daemon_kills(h: Hpcdet, tmp: Path, kills: int = 4) -> None:
