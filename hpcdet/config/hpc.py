@@ -115,6 +115,14 @@ def _sbatch_entry_problem(entry: str) -> str | None:
     return None if said is None else f"the value of {option}, {value!r}, {said}"
 
 
+def _off_its_line(entry: Any, at: At) -> bool:
+    """Whether ``entry`` has a character that would end its directive line (recorded at ``at``)."""
+    said = directives.problem(entry, "text") if isinstance(entry, str) else None
+    if said is not None:
+        at.error(f"{entry!r} {said}")
+    return said is not None
+
+
 def _split(entry: Any, at: At, example: str) -> list[str] | None:
     if not isinstance(entry, str):
         at.error(f"must be a string such as {example!r}, got {show(entry)}")
@@ -138,7 +146,7 @@ def check_sbatch_args(value: Any, at: At) -> list[str]:
         return []
     good: list[str] = []
     for i, entry in enumerate(value):
-        tokens = _split(entry, at / i, "--mem=16G")
+        tokens = None if _off_its_line(entry, at / i) else _split(entry, at / i, "--mem=16G")
         if tokens is None:
             continue
         owned = [o for o in map(_owned_sbatch, (t for t in tokens if t.startswith("-"))) if o]
@@ -159,9 +167,7 @@ def check_pbsbatch_args(value: Any, at: At) -> list[str]:
         at.error(f"must be a list of qsub options, e.g. ['-l mem=16gb'], got {show(value)}")
         return []
     for i, entry in enumerate(value):
-        said = directives.problem(entry, "text") if isinstance(entry, str) else None
-        if said is not None:
-            (at / i).error(said)
+        if _off_its_line(entry, at / i):
             continue
         tokens = _split(entry, at / i, "-l mem=16gb") or []
         for j, token in enumerate(tokens):

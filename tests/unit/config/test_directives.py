@@ -86,6 +86,7 @@ def test_slurm_names_and_lists_that_slurm_takes_load() -> None:
     [
         ("--mem=4G\ntouch /tmp/owned", "a newline (\\n, U+000A) at character 9"),
         ("--comment=a\rb", "a carriage return"),
+        ("--comment='\n", "\"--comment='\\n\" contains a newline"),
         ("-c 4", "write one long option per entry, '--name' or '--name=value'"),
         ("--mem 4G", "'--name=value' with no spaces"),
         ("--comment=x;touch", None),
@@ -120,7 +121,8 @@ def test_environment_variable_names_are_shell_names() -> None:
 
 def test_pbsbatch_args_stay_on_their_line() -> None:
     (problem,) = experiment_problems("pbs", "pbsbatch_args", ["-l mem=4gb\ntouch /tmp/owned"])
-    assert problem.startswith("pbs.pbsbatch_args[0] (line 4): ") and "a newline" in problem
+    assert problem.startswith(
+        "pbs.pbsbatch_args[0] (line 4): '-l mem=4gb\\ntouch /tmp/owned' contains a newline")
 
 
 @pytest.mark.parametrize("key", ["account", "qos", "gpu_type", "default_pool"])
