@@ -75,11 +75,11 @@ def table(
     """``fold``: a narrow terminal folds long cells instead of cutting them short, and never
     breaks a uuid (for values copied from here into other commands)."""
     t = Table(title=None if title is None else Text(visible(title)), show_lines=False)
-    for name in columns:
+    for name in columns:  # metric names are columns too
         if fold:
-            t.add_column(name, overflow="fold", no_wrap="UUID" in name)
+            t.add_column(Text(visible(name)), overflow="fold", no_wrap="UUID" in name)
         else:
-            t.add_column(name)
+            t.add_column(Text(visible(name)))
     for row in rows:
         t.add_row(*[Text(visible(v)) for v in row])
     console.print(t)
@@ -89,7 +89,7 @@ def print_csv(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
     import csv
 
     w = csv.writer(sys.stdout)
-    w.writerow(columns)
+    w.writerow([visible(c) for c in columns])
     w.writerows([visible(v) if isinstance(v, str) else v for v in row] for row in rows)
 
 

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from hpcdet.cli.common import visible
 from hpcdet.cli.main import app
 from hpcdet.paths import StatePaths
-from hpcdet.store.models import Experiment, Run, Trial
+from hpcdet.store.models import Experiment, Metric, Run, Trial
 from hpcdet.store.repository import Store
 
 NAMES = ["[/oops]", "[v2] run", "\x1b[31mred", "a\rb", "rtl \u202eabc", "bell\x07 :x: [bold]b"]
@@ -41,6 +41,8 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
                         end_reason=name))
             s.flush()
             s.add(Run(trial_id=i, run_id=1, job_id=f"{i}", reason=name, submitted=time.time()))
+            s.add(Metric(trial_id=i, run_id=1, seq=1, group=name, steps_completed=1,
+                         metrics_json=json.dumps({name: name}), reported=time.time()))
     store.close()
     return state
 
@@ -72,6 +74,14 @@ def test_describe_shows_the_name_error_and_trials_as_text(home: Path, exp_id: in
     assert f"Experiment {exp_id}: {shown}" in out
     assert f"error: failed: {shown}" in out
     assert out.count(shown) >= 4, out  # name, error, trial reason, job reason
+
+
+@pytest.mark.parametrize("exp_id", [1, 3, 4])
+def test_trial_metrics_show_metric_names_and_values_as_text(home: Path, exp_id: int) -> None:
+    shown = SHOWN[exp_id - 1]
+    assert cli("trial", "metrics", str(exp_id)).count(shown) == 3  # group, name, value
+    header, row = csv.reader(io.StringIO(cli("trial", "metrics", str(exp_id), "--csv")))
+    assert (header[-1], row[0], row[-1]) == (shown, shown, shown)
 
 
 def test_visible_keeps_text_and_escapes_only_control_characters() -> None:
