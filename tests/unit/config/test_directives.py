@@ -131,6 +131,15 @@ def test_cluster_file_directive_values_are_checked(tmp_path: Path, key: str) -> 
     assert problem.startswith(f"{key} (line 1): 'gpu\\ntouch /tmp/owned' contains a newline")
 
 
+def test_the_site_file_is_checked_too(tmp_path: Path) -> None:
+    site = tmp_path / "site.yaml"
+    site.write_text("gpu_type: 'a100 --wrap=id'\n")
+    with pytest.raises(ConfigError) as info:
+        load_cluster_config(site_path=site, env={"HOME": str(tmp_path)})
+    assert f"cluster config {site}" in str(info.value)
+    assert "gpu_type (line 1): 'a100 --wrap=id' contains ' '" in str(info.value)
+
+
 def test_cluster_file_partitions_are_checked(tmp_path: Path) -> None:
     problems = cluster_problems(
         tmp_path, 'partitions: {gpu: "a\\nb", cpu: normal, big: "x y", bad: 3}\n')
