@@ -72,12 +72,18 @@ class DiskFullError(HpcdetError):
     """A write failed for lack of space or quota; what was half-written has been removed."""
 
     def __init__(self, what: str, error: BaseException, outcome: str = "") -> None:
-        cause = disk_full_cause(error)
-        reason = cause.strerror if isinstance(cause, OSError) and cause.strerror else None
         super().__init__(
-            f"{outcome}{(reason or 'no space left on device').lower()} while writing {what}; "
-            "free space (or quota) on that filesystem and retry"
+            f"{outcome}{disk_full_reason(error)} while writing {what}; free space (or quota) "
+            "on that filesystem and retry"
         )
+
+
+def disk_full_reason(error: BaseException) -> str:
+    """"no space left on device" or "disk quota exceeded", as the system said it."""
+    cause = disk_full_cause(error)
+    if isinstance(cause, OSError) and cause.strerror:
+        return cause.strerror.lower()
+    return "no space left on device"
 
 
 def disk_full_cause(error: BaseException | None) -> BaseException | None:

@@ -13,7 +13,14 @@ from sqlmodel import select
 
 from hpcdet.config import ExperimentConfig
 from hpcdet.daemon.base import DaemonBase
-from hpcdet.errors import DiskFullError, HpcdetError, NotFoundError, StateError, disk_full_cause
+from hpcdet.errors import (
+    DiskFullError,
+    HpcdetError,
+    NotFoundError,
+    StateError,
+    disk_full_cause,
+    disk_full_reason,
+)
 from hpcdet.exchange import write_atomic
 from hpcdet.lifecycle import FINAL_TRIAL_STATES
 from hpcdet.paths import hostname
@@ -67,9 +74,16 @@ class Commands(DaemonBase):
                 raise
             raise DiskFullError(f"experiment {exp_id} in {exp_dir}", e,
                                 "experiment not created: ") from e
-        self._submit_queued()
+        waiting = ""
+        try:
+            self._submit_queued()
+        except Exception as e:  # the experiment exists: saying the create failed would be wrong
+            if disk_full_cause(e) is None:
+                raise
+            waiting = (f"its trials wait to be submitted: {disk_full_reason(e)} while writing "
+                       "their run directories; they go once space is freed")
         trials = self.store.trials(exp_id)
-        reasons = [self.store.experiment(exp_id).error]
+        reasons = [self.store.experiment(exp_id).error, waiting]
         reasons += [t.end_reason for t in trials if t.state == "ERROR"]
         if cfg.resources.weight != 1:
             reasons.append(f"resources.weight {cfg.resources.weight:g} is stored but not "
@@ -82,6 +96,8 @@ class Commands(DaemonBase):
         """Undo a create that failed midway: no rows, no directory, its id free again."""
         self.search.forget(exp_id)
         self.configs.pop(exp_id, None)
+        # The directory first: that frees the space the database needs to forget the rows.
+        shutil.rmtree(self.paths.experiment(exp_id), ignore_errors=True)
         try:
             with self.store.session() as s:
                 for model in (SearcherEvent, Trial):
@@ -93,7 +109,6 @@ class Commands(DaemonBase):
         except HpcdetError:
             log.exception("cannot remove the rows of experiment %d, which failed to create",
                           exp_id)
-        shutil.rmtree(self.paths.experiment(exp_id), ignore_errors=True)
 
     def op_pause(self, exp_id: int) -> str:
         exp = self.store.experiment(exp_id)

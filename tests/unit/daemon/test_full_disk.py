@@ -4,6 +4,8 @@ out once whatever happens to its reply, and a create that runs out of space leav
 from __future__ import annotations
 
 import contextlib
+import os
+import shutil
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -97,3 +99,37 @@ def test_a_create_that_runs_out_of_space_leaves_nothing_and_says_why(
     result = daemon.handle("create", {"config": CONFIG, "staging": str(staging)})
     assert result["experiment_id"] == 1
     assert _experiments(paths) == ["exp-1"]
+
+
+def test_a_create_that_runs_out_of_space_at_any_point_leaves_nothing(state_fs: Path) -> None:
+    """Free one page more each time: the create fails at each of its writes in turn (the
+    context, experiment.json, the journal, the database, the searcher's entries) and leaves
+    nothing, until it has room and succeeds whole."""
+    paths = StatePaths(state_fs)
+    daemon = Daemon(paths, ClusterConfig(backend="slurm"), FakeSlurm())
+    staging = paths.requests / "one.context"
+    page = os.sysconf("SC_PAGE_SIZE")
+    for pages in range(200):
+        shutil.rmtree(staging, ignore_errors=True)
+        snapshot(EXAMPLES, staging)
+        filler = fill(state_fs)
+        os.truncate(filler, filler.stat().st_size - pages * page)
+        try:
+            result = daemon.handle("create", {"config": CONFIG, "staging": str(staging)})
+        except DiskFullError as e:
+            assert "experiment not created: " in str(e)
+            assert _experiments(paths) == [], pages
+            assert daemon.store.experiments() == [], pages
+            assert daemon.store.trials() == [], pages
+            continue
+        finally:
+            filler.unlink()
+        break
+    assert pages > 2, "the create never ran out of space"
+    assert result["experiment_id"] == 1
+    assert [t.id for t in daemon.store.trials(1)] == [1]
+    assert read_json(paths.experiment(1) / "experiment.json")["id"] == 1
+    if result["warning"]:  # created, but no room left to submit its trial: the next tick does
+        assert "its trials wait to be submitted: no space left on device" in result["warning"]
+        _tick(daemon)
+    assert [r.job_id for r in daemon.store.runs()] == ["101"]
