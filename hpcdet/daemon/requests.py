@@ -2,6 +2,10 @@
 
 Files work from every login node that sees the shared filesystem, need no open port, and
 survive a daemon restart: an unanswered request is answered by the next daemon.
+
+``<id>.json`` (the request) becomes ``<id>.taken`` before the daemon acts on it and goes once
+``<id>.reply.json`` is written, so a request is carried out once at most, also when its reply
+cannot be written (a full disk) or the daemon dies in between.
 """
 
 from __future__ import annotations
