@@ -15,7 +15,8 @@ from hpcdet.cli.follow import follow_trial
 from hpcdet.config import load_experiment_config
 from hpcdet.context import snapshot
 from hpcdet.daemon import process
-from hpcdet.daemon.requests import new_request_id
+from hpcdet.daemon.requests import new_request_id, withdraw
+from hpcdet.errors import DaemonError, DiskFullError, disk_full_cause
 from hpcdet.store.models import Trial
 
 app = typer.Typer(no_args_is_help=True)
@@ -39,8 +40,22 @@ def create(
         files, size = snapshot(context, staging)
         console.print(f"Preparing files to send to the daemon... {size / 1e3:.1f}KB and "
                       f"{files} files")
-        result = process.call(p, "create", {"config": cfg.raw, "staging": str(staging)})
+        result = process.call(p, "create", {"config": cfg.raw, "staging": str(staging)},
+                              request_id=rid)
+    except DaemonError as e:
+        if not withdraw(p, rid):
+            raise
+        raise DaemonError("the hpcdet daemon did not take the request in time; it was "
+                          "withdrawn and no experiment was created. See `hpcdet daemon "
+                          "status`.") from e
+    except OSError as e:
+        if disk_full_cause(e) is None:
+            raise
+        raise DiskFullError(f"the request and context snapshot in {p.requests}", e,
+                            "experiment not created: ") from e
     finally:
+        # A create that failed here must not run later: the snapshot it needs is gone.
+        withdraw(p, rid)
         shutil.rmtree(staging, ignore_errors=True)
     console.print(f"Created experiment {result['experiment_id']}")
     if result.get("warning"):

@@ -6,6 +6,8 @@ and exits 1.
 
 from __future__ import annotations
 
+import errno
+import sqlite3
 from collections.abc import Sequence
 
 
@@ -64,3 +66,34 @@ class SchedulerCommandError(HpcdetError):
 
 class SubmitError(HpcdetError):
     """The scheduler refused a submission; the message is the scheduler's reason."""
+
+
+class DiskFullError(HpcdetError):
+    """A write failed for lack of space or quota; what was half-written has been removed."""
+
+    def __init__(self, what: str, error: BaseException, outcome: str = "") -> None:
+        super().__init__(
+            f"{outcome}{disk_full_reason(error)} while writing {what}; free space (or quota) "
+            "on that filesystem and retry"
+        )
+
+
+def disk_full_reason(error: BaseException) -> str:
+    """"no space left on device" or "disk quota exceeded", as the system said it."""
+    cause = disk_full_cause(error)
+    if isinstance(cause, OSError) and cause.strerror:
+        return cause.strerror.lower()
+    return "no space left on device"
+
+
+def disk_full_cause(error: BaseException | None) -> BaseException | None:
+    """The ENOSPC/EDQUOT error (or SQLite's "disk is full") behind ``error``, if any."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+            return error
+        if isinstance(error, sqlite3.OperationalError) and "disk is full" in str(error):
+            return error
+        error = error.__cause__ or error.__context__
+    return None

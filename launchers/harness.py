@@ -21,7 +21,7 @@ import tempfile
 import threading
 import time
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO
 
@@ -135,14 +135,84 @@ def trial_ports(job_key: str) -> dict[str, int]:
     }
 
 
-def _pump(stream: IO[bytes], log: IO[str]) -> None:
+def _stamp() -> str:
+    now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="microseconds")
+    return now.replace("+00:00", "Z")
+
+
+class OutputSink:
+    """One place the entrypoint's output is copied to (the node log, the harness's stdout).
+
+    A write that fails (a full disk, a lost mount) drops that output and counts it; the first
+    write that works again starts with a line saying how much was dropped and why. The pipe
+    keeps being drained whatever happens here, so the trial never blocks on it.
+    """
+
+    def __init__(self, opener: Callable[[], int], stamped: bool, owns_fd: bool = True) -> None:
+        self._opener = opener
+        self._stamped = stamped
+        self._owns_fd = owns_fd
+        self._fd: int | None = None
+        self._midline = False
+        self.dropped = 0
+        self._reason = ""
+
+    @classmethod
+    def file(cls, path: Path) -> OutputSink:
+        def opener() -> int:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666)
+
+        return cls(opener, stamped=True)
+
+    @classmethod
+    def fd(cls, fd: int) -> OutputSink:
+        return cls(lambda: fd, stamped=False, owns_fd=False)
+
+    def write_line(self, line: str) -> None:
+        prefix = f"{_stamp()} " if self._stamped else ""
+        if not (self._note(prefix) and self._write(f"{prefix}{line}\n".encode())):
+            self.dropped += len(line.encode()) + 1
+
+    def close(self) -> None:
+        self._note(f"{_stamp()} " if self._stamped else "")
+        if self._fd is not None and self._owns_fd:
+            os.close(self._fd)
+        self._fd = None
+
+    def _note(self, prefix: str) -> bool:
+        """Say how much was dropped, if anything was; False while that cannot be written."""
+        if not self.dropped:
+            return True
+        note = f"{prefix}[hpcdet: {self.dropped} bytes of output dropped: {self._reason}]\n"
+        if not self._write((("\n" if self._midline else "") + note).encode()):
+            return False
+        self.dropped = 0
+        return True
+
+    def _write(self, data: bytes) -> bool:
+        """Write all of ``data``; False (and the reason kept) when it did not all fit."""
+        done = 0
+        try:
+            if self._fd is None:
+                self._fd = self._opener()
+            while done < len(data):
+                done += os.write(self._fd, data[done:])
+        except OSError as e:
+            self._reason = (e.strerror or str(e)).lower()
+            self._midline = self._midline if not done else not data[:done].endswith(b"\n")
+            return False
+        self._midline = False
+        return True
+
+
+def _pump(stream: IO[bytes], sinks: list[OutputSink]) -> None:
     for raw in iter(stream.readline, b""):
         line = raw.decode(errors="replace").rstrip("\n")
-        stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="microseconds")
-        log.write(f"{stamp.replace('+00:00', 'Z')} {line}\n")
-        log.flush()
-        sys.stdout.write(line + "\n")
-        sys.stdout.flush()
+        for sink in sinks:
+            sink.write_line(line)
+    for sink in sinks:
+        sink.close()
 
 
 def main(argv: list[str]) -> int:
@@ -176,19 +246,18 @@ def main(argv: list[str]) -> int:
         shutil.copytree(spec.context_dir, workdir, dirs_exist_ok=True, symlinks=True)
         has_hook = (workdir / "startup-hook.sh").exists()
         env = trial_environment(spec, info_path, record, os.environ)
-        logs = run_dir / "logs"
-        logs.mkdir(parents=True, exist_ok=True)
-        with open(logs / f"node-{rank}.log", "a") as log:
-            child = subprocess.Popen(
-                entrypoint_argv(spec.entrypoint, has_hook),
-                cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            )
-            # The trial checkpoints on request; SIGINT still goes through to it.
-            signal.signal(signal.SIGINT, lambda s, f: child.send_signal(signal.SIGINT))
-            pump = threading.Thread(target=_pump, args=(child.stdout, log), daemon=True)
-            pump.start()
-            rc = child.wait()
-            pump.join(timeout=5)
+        sinks = [OutputSink.file(run_dir / "logs" / f"node-{rank}.log"),
+                 OutputSink.fd(sys.stdout.fileno())]
+        child = subprocess.Popen(
+            entrypoint_argv(spec.entrypoint, has_hook),
+            cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        )
+        # The trial checkpoints on request; SIGINT still goes through to it.
+        signal.signal(signal.SIGINT, lambda s, f: child.send_signal(signal.SIGINT))
+        pump = threading.Thread(target=_pump, args=(child.stdout, sinks), daemon=True)
+        pump.start()
+        rc = child.wait()
+        pump.join(timeout=5)
         return 128 - rc if rc < 0 else rc
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

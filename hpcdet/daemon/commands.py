@@ -9,14 +9,23 @@ import shutil
 import time
 from typing import Any
 
+from sqlmodel import select
+
 from hpcdet.config import ExperimentConfig
 from hpcdet.daemon.base import DaemonBase
-from hpcdet.errors import HpcdetError, NotFoundError, StateError
+from hpcdet.errors import (
+    DiskFullError,
+    HpcdetError,
+    NotFoundError,
+    StateError,
+    disk_full_cause,
+    disk_full_reason,
+)
 from hpcdet.exchange import write_atomic
 from hpcdet.lifecycle import FINAL_TRIAL_STATES
 from hpcdet.paths import hostname
 from hpcdet.search.base import Initialize
-from hpcdet.store.models import Checkpoint, Trial
+from hpcdet.store.models import Checkpoint, Experiment, SearcherEvent, Trial
 
 log = logging.getLogger(__name__)
 
@@ -47,20 +56,34 @@ class Commands(DaemonBase):
         raw = cfg.to_dict()
         exp_id = self.journal.max_ids()[0] + 1
         exp_dir = self.paths.experiment(exp_id)
-        exp_dir.mkdir(parents=True)
-        os.replace(staging, self.paths.context(exp_id))
-        write_atomic(exp_dir / "experiment.json", {"id": exp_id, "config": raw})
-        self.journal.record(
-            exp_id, "experiment_created", name=cfg.name, config=raw,
-            description=cfg.description, backend=self.backend,
-            resource_pool=cfg.resources.resource_pool, priority=cfg.resources.priority,
-            weight=cfg.resources.weight, searcher=cfg.searcher.name,
-        )
-        exp = self.store.experiment(exp_id)
-        self.search.feed(exp, cfg, Initialize(), None)
-        self._submit_queued()
+        try:
+            exp_dir.mkdir(parents=True)
+            os.replace(staging, self.paths.context(exp_id))
+            write_atomic(exp_dir / "experiment.json", {"id": exp_id, "config": raw})
+            self.journal.record(
+                exp_id, "experiment_created", name=cfg.name, config=raw,
+                description=cfg.description, backend=self.backend,
+                resource_pool=cfg.resources.resource_pool, priority=cfg.resources.priority,
+                weight=cfg.resources.weight, searcher=cfg.searcher.name,
+            )
+            exp = self.store.experiment(exp_id)
+            self.search.feed(exp, cfg, Initialize(), None)
+        except Exception as e:
+            self._discard_experiment(exp_id)
+            if disk_full_cause(e) is None:
+                raise
+            raise DiskFullError(f"experiment {exp_id} in {exp_dir}", e,
+                                "experiment not created: ") from e
+        waiting = ""
+        try:
+            self._submit_queued()
+        except Exception as e:  # the experiment exists: saying the create failed would be wrong
+            if disk_full_cause(e) is None:
+                raise
+            waiting = (f"its trials wait to be submitted: {disk_full_reason(e)} while writing "
+                       "their run directories; they go once space is freed")
         trials = self.store.trials(exp_id)
-        reasons = [self.store.experiment(exp_id).error]
+        reasons = [self.store.experiment(exp_id).error, waiting]
         reasons += [t.end_reason for t in trials if t.state == "ERROR"]
         if cfg.resources.weight != 1:
             reasons.append(f"resources.weight {cfg.resources.weight:g} is stored but not "
@@ -68,6 +91,24 @@ class Commands(DaemonBase):
         warning = "; ".join(r for r in reasons if r)
         return {"experiment_id": exp_id, "trial_ids": [t.id for t in trials],
                 "warning": warning}
+
+    def _discard_experiment(self, exp_id: int) -> None:
+        """Undo a create that failed midway: no rows, no directory, its id free again."""
+        self.search.forget(exp_id)
+        self.configs.pop(exp_id, None)
+        # The directory first: that frees the space the database needs to forget the rows.
+        shutil.rmtree(self.paths.experiment(exp_id), ignore_errors=True)
+        try:
+            with self.store.session() as s:
+                for model in (SearcherEvent, Trial):
+                    for row in s.exec(select(model).where(model.experiment_id == exp_id)):
+                        s.delete(row)
+                exp = s.get(Experiment, exp_id)
+                if exp is not None:
+                    s.delete(exp)
+        except HpcdetError:
+            log.exception("cannot remove the rows of experiment %d, which failed to create",
+                          exp_id)
 
     def op_pause(self, exp_id: int) -> str:
         exp = self.store.experiment(exp_id)
@@ -163,8 +204,11 @@ class Commands(DaemonBase):
         }
         raw["hyperparameters"] = json.loads(trial.hparams_json)
         staging = self.paths.requests / f"continue-{trial_id}-{time.time():.0f}.context"
-        shutil.copytree(self.paths.context(exp.id), staging)
-        return self.op_create(raw, str(staging))
+        try:
+            shutil.copytree(self.paths.context(exp.id), staging)
+            return self.op_create(raw, str(staging))
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
 
     def op_delete_checkpoint(self, uuid: str) -> str:
         with self.store.session() as s:

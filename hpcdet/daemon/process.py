@@ -125,7 +125,10 @@ def stop(paths: StatePaths, timeout: float = 30.0) -> bool:
     return True
 
 
-def call(paths: StatePaths, op: str, args: dict[str, Any], timeout: float | None = None) -> Any:
+def call(
+    paths: StatePaths, op: str, args: dict[str, Any], timeout: float | None = None,
+    request_id: str | None = None,
+) -> Any:
     """Send a request to the daemon, starting it first when it runs nowhere."""
     if timeout is None:
         timeout = float(os.environ.get("HPCDET_REQUEST_TIMEOUT", "120"))
@@ -133,5 +136,5 @@ def call(paths: StatePaths, op: str, args: dict[str, Any], timeout: float | None
     if not current.alive:
         current = start(paths)
     where = f"host {current.record.get('host')}, pid {current.record.get('pid')}"
-    rid = req.submit(paths, op, args)
+    rid = req.submit(paths, op, args, request_id)
     return req.wait_reply(paths, rid, timeout, where)

@@ -2,6 +2,10 @@
 
 Files work from every login node that sees the shared filesystem, need no open port, and
 survive a daemon restart: an unanswered request is answered by the next daemon.
+
+``<id>.json`` (the request) becomes ``<id>.taken`` before the daemon acts on it and goes once
+``<id>.reply.json`` is written, so a request is carried out once at most, also when its reply
+cannot be written (a full disk) or the daemon dies in between.
 """
 
 from __future__ import annotations
@@ -14,11 +18,16 @@ import traceback
 import uuid
 from typing import Any, Callable
 
-from hpcdet.errors import DaemonError, HpcdetError
+from hpcdet.errors import DaemonError, DiskFullError, HpcdetError, disk_full_cause
 from hpcdet.exchange import read_json, write_atomic
 from hpcdet.paths import StatePaths
 
 log = logging.getLogger(__name__)
+
+TAKEN = ".taken"
+# Replies the daemon could not write yet, by request id; each is written as it was made.
+_kept: dict[str, dict[str, Any]] = {}
+
 
 
 def new_request_id() -> str:
@@ -42,6 +51,12 @@ def wait_reply(paths: StatePaths, rid: str, timeout: float, where: str) -> Any:
                 return reply["result"]
             raise HpcdetError(reply["error"])
         time.sleep(0.05)
+    if (paths.requests / f"{rid}{TAKEN}").exists():
+        raise DaemonError(
+            f"the hpcdet daemon ({where}) took the request but did not answer within "
+            f"{timeout:.0f} s (a full disk keeps it from writing its answer). The request is "
+            "carried out once at most: see `hpcdet experiment list` and `hpcdet daemon status`."
+        )
     raise DaemonError(
         f"the hpcdet daemon ({where}) did not answer within {timeout:.0f} s. "
         "See `hpcdet daemon status`; the request stays queued and will be answered when the "
@@ -49,10 +64,25 @@ def wait_reply(paths: StatePaths, rid: str, timeout: float, where: str) -> Any:
     )
 
 
+def withdraw(paths: StatePaths, rid: str) -> bool:
+    """Take back a request the daemon has not taken yet; True when it was (so it never runs)."""
+    try:
+        (paths.requests / f"{rid}.json").unlink()
+    except FileNotFoundError:
+        return False
+    return True
+
+
 def serve_pending(paths: StatePaths, handler: Callable[[str, dict[str, Any]], Any]) -> int:
-    """Answer every waiting request in arrival order; returns how many."""
+    """Answer every waiting request in arrival order; returns how many.
+
+    A request is carried out once at most: it is renamed to ``<id>.taken`` before it is acted
+    on, and a reply that cannot be written (a full disk) is kept and written on a later call,
+    unchanged, instead of the request being carried out again.
+    """
     if not paths.requests.exists():
         return 0
+    _deliver_kept(paths)
     pending = sorted(
         p for p in paths.requests.glob("*.json")
         if not p.name.endswith(".reply.json") and not p.name.startswith(".")
@@ -61,18 +91,51 @@ def serve_pending(paths: StatePaths, handler: Callable[[str, dict[str, Any]], An
         rid = path.name[: -len(".json")]
         try:
             body = json.loads(path.read_text())
+            # A rename needs no free space; without it the request is not acted on.
+            os.rename(path, paths.requests / f"{rid}{TAKEN}")
         except (OSError, ValueError):
-            continue  # still being written by an old-style writer; next tick
-        try:
-            reply = {"ok": True, "result": handler(body["op"], body.get("args", {}))}
-        except HpcdetError as e:
-            reply = {"ok": False, "error": str(e)}
-        except Exception as e:  # a bug: keep serving, report it, keep the traceback in the log
-            log.error("request %s failed:\n%s", body.get("op"), traceback.format_exc())
-            reply = {"ok": False, "error": f"internal error in the daemon: {e!r} (see daemon.log)"}
-        write_atomic(paths.requests / f"{rid}.reply.json", reply)
-        path.unlink(missing_ok=True)
+            continue  # still being written by an old-style writer, or withdrawn; next tick
+        _deliver(paths, rid, _answer(handler, body))
     return len(pending)
 
 
-__all__ = ["serve_pending", "submit", "wait_reply"]
+def _answer(handler: Callable[[str, dict[str, Any]], Any], body: dict[str, Any]) -> dict[str, Any]:
+    try:
+        return {"ok": True, "result": handler(body["op"], body.get("args", {}))}
+    except HpcdetError as e:
+        return {"ok": False, "error": str(e)}
+    except Exception as e:
+        if disk_full_cause(e) is not None:
+            where = getattr(e, "filename", None) or "the state directory or the database"
+            return {"ok": False, "error": str(DiskFullError(str(where), e))}
+        # A bug: keep serving, report it, keep the traceback in the log.
+        log.error("request %s failed:\n%s", body.get("op"), traceback.format_exc())
+        return {"ok": False, "error": f"internal error in the daemon: {e!r} (see daemon.log)"}
+
+
+def _deliver(paths: StatePaths, rid: str, reply: dict[str, Any]) -> None:
+    try:
+        write_atomic(paths.requests / f"{rid}.reply.json", reply)
+    except OSError as e:
+        if rid not in _kept:
+            log.warning("cannot write the reply to request %s yet (%s); kept until it can", rid, e)
+        _kept[rid] = reply
+        return
+    _kept.pop(rid, None)
+    (paths.requests / f"{rid}{TAKEN}").unlink(missing_ok=True)
+
+
+def _deliver_kept(paths: StatePaths) -> None:
+    for rid, reply in list(_kept.items()):
+        _deliver(paths, rid, reply)
+    for taken in paths.requests.glob(f"*{TAKEN}"):
+        rid = taken.name[: -len(TAKEN)]
+        if rid not in _kept:
+            # Taken by a daemon that stopped before it answered: what it did is in the run
+            # tree; acting again could do it twice.
+            _deliver(paths, rid, {"ok": False, "error": (
+                "the hpcdet daemon stopped while carrying out this request; it may have taken "
+                "effect: see `hpcdet experiment list` before trying again")})
+
+
+__all__ = ["serve_pending", "submit", "wait_reply", "withdraw"]
