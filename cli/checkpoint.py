@@ -11,7 +11,7 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.table import Table
 
-from hpcdet.cli.common import console, paths, print_json, read_store, when
+from hpcdet.cli.common import ExperimentId, console, paths, print_json, read_store, when
 from hpcdet.config import ExperimentConfig
 from hpcdet.daemon import process
 from hpcdet.daemon.submit import checkpoint_dir
@@ -28,7 +28,7 @@ _DOWNLOAD_COLUMNS = ("Experiment ID", "Trial ID", "Steps Completed", "Report Tim
 
 @app.command("list")
 def list_(
-    experiment_id: int,
+    experiment_id: ExperimentId,
     top: Annotated[Optional[int], typer.Option(
         "--best", min=1, help="Only the K best by the searcher metric, best first."
     )] = None,

@@ -10,7 +10,16 @@ from typing import Annotated, Optional
 import typer
 import yaml
 
-from hpcdet.cli.common import console, paths, print_csv, print_json, read_store, table, when
+from hpcdet.cli.common import (
+    ExperimentId,
+    console,
+    paths,
+    print_csv,
+    print_json,
+    read_store,
+    table,
+    when,
+)
 from hpcdet.cli.follow import follow_trial
 from hpcdet.config import load_experiment_config
 from hpcdet.context import snapshot
@@ -77,7 +86,7 @@ def _owner() -> str:
 
 @app.command()
 def describe(
-    experiment_id: int,
+    experiment_id: ExperimentId,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Show an experiment, its trials and their jobs."""
@@ -141,32 +150,32 @@ def _simple(op: str, experiment_id: int) -> None:
 
 
 @app.command()
-def pause(experiment_id: int) -> None:
+def pause(experiment_id: ExperimentId) -> None:
     """Checkpoint and stop the experiment's trials; `activate` resumes them."""
     _simple("pause", experiment_id)
 
 
 @app.command()
-def activate(experiment_id: int) -> None:
+def activate(experiment_id: ExperimentId) -> None:
     """Resume a paused experiment from its latest checkpoints."""
     _simple("activate", experiment_id)
 
 
 @app.command()
-def kill(experiment_id: int) -> None:
+def kill(experiment_id: ExperimentId) -> None:
     """Stop the experiment's trials at once."""
     _simple("kill", experiment_id)
 
 
 @app.command()
-def cancel(experiment_id: int) -> None:
+def cancel(experiment_id: ExperimentId) -> None:
     """Stop the experiment gracefully: running trials checkpoint first."""
     _simple("cancel", experiment_id)
 
 
 @app.command("continue")
 def continue_(
-    experiment_id: int,
+    experiment_id: ExperimentId,
     config: Annotated[Optional[list[str]], typer.Option(
         "--config", help="Override a config field (single searcher only): key=value.")] = None,
     follow: Annotated[bool, typer.Option("--follow", "-f")] = False,
