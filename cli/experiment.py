@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -45,7 +46,7 @@ def create(
     rid = new_request_id()
     staging = p.requests / f"{rid}.context"
     try:
-        files, size = snapshot(context, staging)
+        files, size = snapshot(context, staging, warn=_warn)
         console.print(f"Preparing files to send to the daemon... {size / 1e3:.1f}KB and "
                       f"{files} files")
         result = process.call(p, "create", {"config": cfg.raw, "staging": str(staging)})
@@ -57,6 +58,10 @@ def create(
     if follow:
         code = follow_trial(p, result["trial_ids"][0])
         raise typer.Exit(code)
+
+
+def _warn(message: str) -> None:
+    print(f"Warning: {message}", file=sys.stderr)
 
 
 @app.command("list")
