@@ -10,7 +10,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from hpcdet.cli.common import paths, print_json, read_store, table, when
+from hpcdet.cli.common import ExperimentId, paths, print_json, read_store, table, when
 from hpcdet.config import ExperimentConfig
 from hpcdet.daemon import process
 from hpcdet.daemon.submit import checkpoint_dir
@@ -27,7 +27,7 @@ _DOWNLOAD_COLUMNS = ("Experiment ID", "Trial ID", "Steps Completed", "Report Tim
 
 @app.command("list")
 def list_(
-    experiment_id: int,
+    experiment_id: ExperimentId,
     top: Annotated[Optional[int], typer.Option(
         "--best", min=1, help="Only the K best by the searcher metric, best first."
     )] = None,

@@ -6,8 +6,9 @@ import datetime
 import json
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Annotated, Any
 
+import typer
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -16,6 +17,7 @@ from hpcdet.config.directives import escaped, is_control
 from hpcdet.daemon import process
 from hpcdet.errors import DaemonError
 from hpcdet.paths import StatePaths, state_dir
+from hpcdet.store.ids import id_problem
 from hpcdet.store.repository import Store
 
 
@@ -43,6 +45,21 @@ class _TextConsole(Console):
 # Piped output (tests, scripts, `| less`) gets wide tables instead of rich's 80 columns.
 console = _TextConsole(highlight=False, markup=False, emoji=False, soft_wrap=True,
                        width=None if sys.stdout.isatty() else 200)
+
+
+def _parse_id(value: str) -> int:
+    """An experiment or trial id; anything else is a usage error before any work is done."""
+    text = str(value).strip()
+    number: object = int(text) if text.isascii() and text.isdigit() else text
+    problem = id_problem(number)
+    if problem is not None:
+        raise typer.BadParameter(problem)
+    assert isinstance(number, int)
+    return number
+
+
+ExperimentId = Annotated[int, typer.Argument(parser=_parse_id)]
+TrialId = Annotated[int, typer.Argument(parser=_parse_id)]
 
 
 def paths() -> StatePaths:

@@ -4,13 +4,23 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 import yaml
 
-from hpcdet.cli.common import console, paths, print_csv, print_json, read_store, table, when
+from hpcdet.cli.common import (
+    ExperimentId,
+    console,
+    paths,
+    print_csv,
+    print_json,
+    read_store,
+    table,
+    when,
+)
 from hpcdet.cli.follow import follow_trial
 from hpcdet.config import load_experiment_config
 from hpcdet.context import snapshot
@@ -37,7 +47,7 @@ def create(
     rid = new_request_id()
     staging = p.requests / f"{rid}.context"
     try:
-        files, size = snapshot(context, staging)
+        files, size = snapshot(context, staging, warn=_warn)
         console.print(f"Preparing files to send to the daemon... {size / 1e3:.1f}KB and "
                       f"{files} files")
         result = process.call(p, "create", {"config": cfg.raw, "staging": str(staging)},
@@ -63,6 +73,10 @@ def create(
     if follow:
         code = follow_trial(p, result["trial_ids"][0])
         raise typer.Exit(code)
+
+
+def _warn(message: str) -> None:
+    print(f"Warning: {message}", file=sys.stderr)
 
 
 @app.command("list")
@@ -92,7 +106,7 @@ def _owner() -> str:
 
 @app.command()
 def describe(
-    experiment_id: int,
+    experiment_id: ExperimentId,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Show an experiment, its trials and their jobs."""
@@ -156,32 +170,32 @@ def _simple(op: str, experiment_id: int) -> None:
 
 
 @app.command()
-def pause(experiment_id: int) -> None:
+def pause(experiment_id: ExperimentId) -> None:
     """Checkpoint and stop the experiment's trials; `activate` resumes them."""
     _simple("pause", experiment_id)
 
 
 @app.command()
-def activate(experiment_id: int) -> None:
+def activate(experiment_id: ExperimentId) -> None:
     """Resume a paused experiment from its latest checkpoints."""
     _simple("activate", experiment_id)
 
 
 @app.command()
-def kill(experiment_id: int) -> None:
+def kill(experiment_id: ExperimentId) -> None:
     """Stop the experiment's trials at once."""
     _simple("kill", experiment_id)
 
 
 @app.command()
-def cancel(experiment_id: int) -> None:
+def cancel(experiment_id: ExperimentId) -> None:
     """Stop the experiment gracefully: running trials checkpoint first."""
     _simple("cancel", experiment_id)
 
 
 @app.command("continue")
 def continue_(
-    experiment_id: int,
+    experiment_id: ExperimentId,
     config: Annotated[Optional[list[str]], typer.Option(
         "--config", help="Override a config field (single searcher only): key=value.")] = None,
     follow: Annotated[bool, typer.Option("--follow", "-f")] = False,

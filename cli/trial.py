@@ -7,7 +7,16 @@ from typing import Annotated
 
 import typer
 
-from hpcdet.cli.common import console, paths, print_csv, print_json, read_store, table, when
+from hpcdet.cli.common import (
+    TrialId,
+    console,
+    paths,
+    print_csv,
+    print_json,
+    read_store,
+    table,
+    when,
+)
 from hpcdet.cli.follow import follow_trial, print_logs
 from hpcdet.daemon import process
 
@@ -16,7 +25,7 @@ app = typer.Typer(no_args_is_help=True)
 
 @app.command()
 def logs(
-    trial_id: int,
+    trial_id: TrialId,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep streaming.")] = False,
 ) -> None:
     """Print a trial's logs (all runs, all nodes)."""
@@ -30,7 +39,7 @@ def logs(
 
 @app.command()
 def metrics(
-    trial_id: int,
+    trial_id: TrialId,
     group: Annotated[str, typer.Option(help="training, validation, or another group")] = "",
     csv: Annotated[bool, typer.Option("--csv")] = False,
     as_json: Annotated[bool, typer.Option("--json")] = False,
@@ -60,7 +69,7 @@ def metrics(
 
 @app.command("continue")
 def continue_(
-    trial_id: int,
+    trial_id: TrialId,
     follow: Annotated[bool, typer.Option("--follow", "-f")] = False,
 ) -> None:
     """A new experiment whose one trial warm-starts from this trial's latest checkpoint."""

@@ -12,6 +12,7 @@ sees the old or the new content, never a mix. Trials poll them with one ``stat``
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import tempfile
@@ -20,7 +21,9 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
+
+log = logging.getLogger(__name__)
 
 # Determined encodes non-finite floats as strings; keep that so the values survive JSON.
 _NONFINITE = {math.inf: "Infinity", -math.inf: "-Infinity"}
@@ -77,33 +80,96 @@ def read_json(path: Path, default: Any = None) -> Any:
 
 
 def append_line(path: Path, obj: Any) -> None:
-    """Append one JSON line durably (journals written by the daemon).
+    """Append one JSON line durably (journals written by the daemon)."""
+    append_whole_lines(path, [dumps(obj)])
 
-    A writer killed mid-line leaves a torn tail that readers skip; it is cut off before the
-    next line, which would otherwise be glued to it into one unreadable line.
+
+def append_whole_lines(path: Path, lines: list[str]) -> None:
+    """Append ``lines`` durably, each ending in a newline; all or none of them stay.
+
+    A writer killed mid-line leaves a torn tail that readers skip; it is cut off first, since
+    the next line would otherwise be glued to it into one unreadable line. A write that fails
+    (a full disk) is cut off again, so a retry writes no line twice.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
+    data = "".join(line + "\n" for line in lines).encode()
     with open(path, "a+b") as f:
-        end = f.seek(0, os.SEEK_END)
-        if end:
-            f.seek(end - 1)
-            if f.read(1) != b"\n":
-                f.seek(0)
-                f.truncate(f.read().rfind(b"\n") + 1)
-        f.write((dumps(obj) + "\n").encode())
-        f.flush()
-        os.fsync(f.fileno())
+        start = _cut_torn_tail(f)
+        try:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        except BaseException:
+            _truncate(path, start)
+            raise
+
+
+_TAIL_CHUNK = 64 * 1024
+
+
+def _cut_torn_tail(f: BinaryIO) -> int:
+    """Truncate an open file after its last newline; returns the new size."""
+    end = f.seek(0, os.SEEK_END)
+    pos = end
+    while pos > 0:
+        step = min(_TAIL_CHUNK, pos)
+        f.seek(pos - step)
+        newline = f.read(step).rfind(b"\n")
+        if newline >= 0:
+            pos = pos - step + newline + 1
+            break
+        pos -= step
+    if pos != end:
+        f.truncate(pos)
+    return pos
+
+
+def _whole_lines(
+    path: Path, offset: int
+) -> Iterator[tuple[int, int, dict[str, Any] | None]]:
+    """(start, end, parsed object or None when corrupt) of each whole line after ``offset``.
+
+    A corrupt whole line (not a JSON object: two events glued by a torn write, bytes from a
+    damaged disk) is logged with its file and byte offset and given as None, so a reader goes
+    on past it instead of failing on it for ever.
+    """
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            data = f.read()
+    except FileNotFoundError:
+        return
+    pos = offset
+    for raw in data.split(b"\n")[:-1]:
+        start, pos = pos, pos + len(raw) + 1
+        if not raw.strip():
+            continue
+        try:
+            obj = json.loads(raw)
+        except ValueError:  # also undecodable bytes
+            obj = None
+        if not isinstance(obj, dict):
+            _report_once(f"skipped a corrupt line in {path} at byte offset {start}")
+            obj = None
+        yield start, pos, obj
+
+
+# What this process has reported: a daemon re-reads whole logs at start (rebuild, refeed),
+# and each corrupt line is worth one warning, not one per reading.
+_reported: set[str] = set()
+
+
+def _report_once(message: str) -> None:
+    if message not in _reported:
+        _reported.add(message)
+        log.warning("%s", message)
 
 
 def read_lines(path: Path) -> Iterator[dict[str, Any]]:
-    """Every whole JSON line of a journal; a torn last line is skipped."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return
-    for raw in data.split(b"\n")[:-1]:
-        if raw.strip():
-            yield json.loads(raw)
+    """Every whole JSON line of a journal; a torn last line and corrupt lines are skipped."""
+    for _, _, obj in _whole_lines(path, 0):
+        if obj is not None:
+            yield obj
 
 
 @dataclass(frozen=True)
@@ -114,23 +180,34 @@ class Event:
     end_offset: int
 
 
+@dataclass(frozen=True)
+class EventBatch:
+    events: list[Event]
+    end_offset: int  # just past the last whole line read, corrupt or not
+
+
+def read_event_batch(path: Path, offset: int) -> EventBatch:
+    """Events after byte ``offset``, each with the offset just past its line.
+
+    Corrupt lines are skipped (and logged); ``end_offset`` goes past them too, so a reader that
+    stores it reports each one once.
+    """
+    events: list[Event] = []
+    end = offset
+    for start, end, body in _whole_lines(path, offset):
+        if body is None:
+            continue
+        seq, type_ = body.pop("seq", None), body.pop("type", None)
+        if not isinstance(seq, int) or isinstance(seq, bool) or not isinstance(type_, str):
+            _report_once(f"skipped an event without seq or type in {path} at byte offset {start}")
+            continue
+        events.append(Event(seq=seq, type=type_, body=body, end_offset=end))
+    return EventBatch(events, end)
+
+
 def read_events(path: Path, offset: int) -> list[Event]:
     """Events after byte ``offset``; each carries the offset just past its line."""
-    try:
-        with open(path, "rb") as f:
-            f.seek(offset)
-            data = f.read()
-    except FileNotFoundError:
-        return []
-    events: list[Event] = []
-    pos = offset
-    for raw in data.split(b"\n")[:-1]:
-        pos += len(raw) + 1
-        if not raw.strip():
-            continue
-        body = json.loads(raw)
-        events.append(Event(seq=body.pop("seq"), type=body.pop("type"), body=body, end_offset=pos))
-    return events
+    return read_event_batch(path, offset).events
 
 
 class EventWriter:
@@ -171,17 +248,10 @@ class EventWriter:
             for type_, body in pending:
                 seq += 1
                 lines.append(dumps({"seq": seq, "type": type_, "time": time.time(), **body}))
-            start = self.path.stat().st_size if self.path.exists() else 0
             try:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                with open(self.path, "a") as f:
-                    f.write("\n".join(lines) + "\n")
-                    f.flush()
-                    os.fsync(f.fileno())
+                append_whole_lines(self.path, lines)
             except BaseException:
-                # Keep the batch for the next flush, and cut off whatever part of it reached
-                # the file, so that no event is written twice.
-                _truncate(self.path, start)
+                # Keep the batch for the next flush; none of it stayed in the file.
                 with self._lock:
                     self._pending[:0] = pending
                 raise

@@ -26,6 +26,9 @@ _CLUSTER_ENDS = {
 }
 
 
+SILENT_EXIT = "exited 0 without reporting any metrics, checkpoints or searcher progress"
+
+
 @dataclass(frozen=True)
 class RunEnd:
     """What is known when a job has ended."""
@@ -38,6 +41,7 @@ class RunEnd:
     completed_ops: bool = False  # the run completed searcher operations (0.37)
     closed: bool = False  # the searcher has closed the trial
     pending_ops: bool = False  # the searcher has issued an operation not run yet
+    reported: bool = True  # the trial wrote any event (metrics, checkpoint, progress, ...)
 
 
 @dataclass(frozen=True)
@@ -64,7 +68,8 @@ def decide_run_end(
             if end.pending_ops:
                 return Decision("PAUSED" if paused else "QUEUED", restarts, "promoted")
             return Decision("WAITING", restarts, "waiting for the searcher to promote it")
-        return Decision("COMPLETED", restarts, "")
+        # Determined completes it too; a trial that said nothing at all is worth a word.
+        return Decision("COMPLETED", restarts, "" if end.reported else SILENT_EXIT)
     if end.exit_code == 0 and end.preempt_acked:
         return Decision("PAUSED" if paused else "QUEUED", restarts, "preempted")
     if end.job_state in _CLUSTER_ENDS:

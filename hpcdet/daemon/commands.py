@@ -25,6 +25,7 @@ from hpcdet.exchange import write_atomic
 from hpcdet.lifecycle import FINAL_TRIAL_STATES
 from hpcdet.paths import hostname
 from hpcdet.search.base import Initialize
+from hpcdet.store.ids import check_id
 from hpcdet.store.models import Checkpoint, Experiment, SearcherEvent, Trial
 
 log = logging.getLogger(__name__)
@@ -37,6 +38,9 @@ class Commands(DaemonBase):
         handler = getattr(self, f"op_{op}", None)
         if handler is None:
             raise HpcdetError(f"unknown request {op!r}")
+        for key, value in args.items():
+            if key.endswith("_id"):  # exp_id, trial_id: SQLite cannot even look up others
+                check_id(key, value)
         return handler(**args)
 
     def op_ping(self) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from typing import Any
 from sqlmodel import Session, select
 
 from hpcdet.config import SearcherConfig
-from hpcdet.exchange import Event, read_events
+from hpcdet.exchange import Event, read_event_batch
 from hpcdet.store.models import Checkpoint, Metric, Run, Trial
 from hpcdet.store.repository import Store
 
@@ -41,16 +41,18 @@ class Ingestor:
                     return []
             except FileNotFoundError:
                 return []
-            events = read_events(events_path, run.event_offset)
+            batch = read_event_batch(events_path, run.event_offset)
+            # Past corrupt lines too (read_event_batch logged them), so each is reported once.
+            run.event_offset = batch.end_offset
+            s.add(run)
+            events = batch.events
             if not events:
                 return []
             trial = s.get(Trial, trial_id)
             assert trial is not None
             for ev in events:
                 _APPLY.get(ev.type, _ignore)(s, trial, run, ev, searcher)
-            run.event_offset = events[-1].end_offset
             run.event_seq = events[-1].seq
-            s.add(run)
             s.add(trial)
         return events
 

@@ -274,6 +274,7 @@ class Daemon(Commands, Submission, Queueing):
             stop_requested=trial.stop_requested, completed_ops=run.ops_decided > 0,
             closed=trial.closed,
             pending_ops=len(ops) > trial.ops_completed,
+            reported=any(r.event_seq > 0 for r in self.store.runs([trial.id])),
         )
         decision = decide_run_end(end, exp.state, trial.restarts, self._config(exp).max_restarts)
         self.journal.record(

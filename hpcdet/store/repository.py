@@ -8,7 +8,9 @@ must be on local disk (see ``hpcdet.paths.StatePaths.local_dir``).
 
 from __future__ import annotations
 
+import logging
 import sqlite3
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,6 +27,8 @@ from hpcdet.store.models import ArrayJob, Checkpoint, Experiment, Metric, Run, T
 # Raised whenever a table changes. The database is an index of the run tree: one of another
 # version is set aside and the daemon rebuilds it from the journals and event logs.
 SCHEMA_VERSION = 3
+
+log = logging.getLogger(__name__)
 
 LIVE_RUN_STATES = ("SUBMITTING", "PENDING", "RUNNING")
 FINAL_STATES = ("COMPLETED", "CANCELED", "ERROR")
@@ -50,12 +54,37 @@ def _make_engine(path: Path, readonly: bool) -> Engine:
     return engine
 
 
-def _schema_version(path: Path) -> int:
-    conn = sqlite3.connect(path)
+def _problem(path: Path) -> tuple[str, str] | None:
+    """Why the database at ``path`` cannot be used as it is: (suffix to set it aside with,
+    what is wrong), or None when it is fine."""
     try:
-        return int(conn.execute("PRAGMA user_version").fetchone()[0])
-    finally:
-        conn.close()
+        conn = sqlite3.connect(f"file:{path}?mode=rw", uri=True)
+        try:
+            version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+            if version != SCHEMA_VERSION:
+                return "old", f"has schema version {version}, not {SCHEMA_VERSION}"
+            checked = [row[0] for row in conn.execute("PRAGMA quick_check")]
+            if checked != ["ok"]:
+                return "corrupt", f"fails SQLite's integrity check: {'; '.join(checked[:3])}"
+            for table in SQLModel.metadata.sorted_tables:
+                have = {row[1] for row in conn.execute(f'PRAGMA table_info("{table.name}")')}
+                missing = sorted(c.name for c in table.columns if c.name not in have)
+                if missing:
+                    return "corrupt", f"lacks {table.name}.{', '.join(missing)} of its schema"
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as e:
+        return "corrupt", f"is not a valid SQLite database ({e})"
+    return None
+
+
+def _set_aside(path: Path, suffix: str) -> Path:
+    aside = path.with_name(f"{path.name}.{suffix}")
+    for ext in ("", "-wal", "-shm"):
+        old = path.with_name(path.name + ext)
+        if old.exists():
+            old.replace(aside.with_name(aside.name + ext))
+    return aside
 
 
 class Store:
@@ -65,11 +94,14 @@ class Store:
         self.path = path
         if readonly and not path.exists():
             raise StoreError(f"no database at {path}; start the daemon with `hpcdet daemon start`")
-        if not readonly and path.exists() and _schema_version(path) != SCHEMA_VERSION:
-            for suffix in ("", "-wal", "-shm"):
-                old = path.with_name(path.name + suffix)
-                if old.exists():
-                    old.replace(path.with_name(f"{path.name}.old{suffix}"))
+        problem = _problem(path) if not readonly and path.exists() else None
+        if problem is not None:
+            # The database is an index of the run tree: the daemon rebuilds it from there.
+            kind, why = problem
+            suffix = "old" if kind == "old" else time.strftime("corrupt-%Y%m%dT%H%M%S")
+            aside = _set_aside(path, suffix)
+            log.warning("the database %s %s; moved it to %s and rebuilding it from the run "
+                        "tree", path, why, aside)
         self.engine = _make_engine(path, readonly)
         if not readonly:
             SQLModel.metadata.create_all(self.engine)

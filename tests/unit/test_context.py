@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -42,3 +43,56 @@ def test_too_big_names_the_biggest_files(tmp_path: Path, monkeypatch: pytest.Mon
 def test_missing_directory(tmp_path: Path) -> None:
     with pytest.raises(ContextError, match="does not exist"):
         context.select_files(tmp_path / "nope")
+
+
+def _tree(tmp_path: Path) -> Path:
+    """A context with every kind of entry the snapshot decides about."""
+    src = tmp_path / "src"
+    (src / "pkg").mkdir(parents=True)
+    (src / "pkg" / "m.py").write_text("m")
+    outside = tmp_path / "outside"
+    (outside / "sub").mkdir(parents=True)
+    (outside / "sub" / "data.txt").write_text("data")
+    (outside / "f.py").write_text("f")
+    (src / "linked_file.py").symlink_to(outside / "f.py")
+    (src / "linked_dir").symlink_to(outside)
+    (src / "inner_link").symlink_to("pkg")
+    (src / "pkg" / "loop").symlink_to("..")
+    (src / "self").symlink_to(".")
+    (src / "dangling").symlink_to(tmp_path / "nowhere")
+    (src / "cycle_a").symlink_to("cycle_b")
+    (src / "cycle_b").symlink_to("cycle_a")
+    os.mkfifo(src / "fifo")
+    return src
+
+
+def test_symlinks_are_followed_and_what_cannot_be_copied_is_named(tmp_path: Path) -> None:
+    src = _tree(tmp_path)
+    warnings: list[str] = []
+    files, size = context.snapshot(src, tmp_path / "dest", warn=warnings.append)
+    dest = tmp_path / "dest"
+    copied = sorted(p.relative_to(dest).as_posix() for p in dest.rglob("*") if p.is_file())
+    assert copied == ["inner_link/m.py", "linked_dir/f.py", "linked_dir/sub/data.txt",
+                      "linked_file.py", "pkg/m.py"]
+    assert (files, size) == (5, 8)
+    assert not any(p.is_symlink() for p in dest.rglob("*"))
+    assert (dest / "linked_file.py").read_text() == "f"
+    said = "\n".join(warnings)
+    for name, why in [("cycle_a", "symlink to nothing"), ("cycle_b", "symlink to nothing"),
+                      ("dangling", "symlink to nothing"), ("fifo", "FIFO"),
+                      ("inner_link/loop", "loop"), ("pkg/loop", "loop"), ("self", "loop")]:
+        assert f"skipped '{name}' in the context: " in said and why in said, name
+    assert len(warnings) == 7
+
+
+def test_an_unreadable_directory_is_named(tmp_path: Path) -> None:
+    (tmp_path / "ok.py").write_text("x")
+    (tmp_path / "private").mkdir()
+
+    def denied(path: object) -> object:
+        raise PermissionError(13, "Permission denied")
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(context.os, "scandir", denied)
+        with pytest.raises(ContextError, match=r"cannot read '\.' in .*\.detignore"):
+            context.snapshot(tmp_path, tmp_path.parent / "out")

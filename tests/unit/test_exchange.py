@@ -10,6 +10,7 @@ from hpcdet.exchange import (
     EventWriter,
     FileWatch,
     append_line,
+    read_event_batch,
     read_events,
     read_lines,
     write_atomic,
@@ -77,3 +78,45 @@ def test_write_atomic_and_filewatch(tmp_path: Path) -> None:
     assert watch.changed()
     assert json.loads(path.read_text()) == {"preempt": True}
     assert [p.name for p in tmp_path.iterdir()] == ["control.json"]
+
+
+def test_a_writer_resumed_after_a_torn_write_cuts_the_torn_tail(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    w = EventWriter(path)
+    w.emit("metrics", {"v": 1})
+    w.flush()
+    with open(path, "a") as f:
+        f.write('{"seq": 2, "type": "metr')  # the trial was killed mid-write
+    resumed = EventWriter(path)
+    resumed.emit("metrics", {"v": 2})
+    resumed.flush()
+    events = read_events(path, 0)
+    assert [(e.seq, e.body["v"]) for e in events] == [(1, 1), (2, 2)]
+    assert path.read_bytes().count(b"\n") == 2
+
+
+def test_a_corrupt_middle_line_is_skipped_and_reported_with_its_offset(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "events.jsonl"
+    first = b'{"seq": 1, "type": "a"}\n'
+    glued = b'{"seq": 2, "type": "b", "x{"seq": 3, "type": "c"}\n'
+    path.write_bytes(first + glued + b'{"seq": 4, "type": "d"}\n[1]\n\xff\xfe\n')
+    batch = read_event_batch(path, 0)
+    assert [e.seq for e in batch.events] == [1, 4]
+    assert batch.end_offset == path.stat().st_size
+    offsets = [len(first), len(first) + len(glued) + 24, len(first) + len(glued) + 28]
+    assert [f"{path} at byte offset {o}" in caplog.text for o in offsets] == [True] * 3
+    assert read_event_batch(path, batch.end_offset).events == []
+
+
+def test_a_corrupt_journal_line_is_skipped(tmp_path: Path) -> None:
+    path = tmp_path / "journal.jsonl"
+    path.write_text('{"kind": "a"}\n{"kind": "b", "x{"kind": "c"}\n{"kind": "d"}\n')
+    assert [e["kind"] for e in read_lines(path)] == ["a", "d"]
+
+
+def test_an_event_without_seq_or_type_is_skipped(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    path.write_text('{"type": "a"}\n{"seq": true, "type": "b"}\n{"seq": 3, "type": "c"}\n')
+    assert [e.seq for e in read_events(path, 0)] == [3]

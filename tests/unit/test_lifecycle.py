@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from hpcdet.lifecycle import RunEnd, decide_run_end, experiment_end_state
+from hpcdet.lifecycle import SILENT_EXIT, RunEnd, decide_run_end, experiment_end_state
 from hpcdet.schedulers.base import JobState
 
 OK = JobState.COMPLETED
@@ -67,3 +67,10 @@ def test_searcher_stop_completes_the_trial() -> None:
     assert decide_run_end(acked, "ACTIVE", 0, 5).trial_state == "COMPLETED"
     canceled = RunEnd(None, JobState.CANCELED, False, False, stop_requested=True)
     assert decide_run_end(canceled, "ACTIVE", 0, 5).trial_state == "COMPLETED"
+
+
+def test_exit_zero_without_any_report_completes_with_a_word() -> None:
+    d = decide_run_end(RunEnd(0, OK, False, False, reported=False), "ACTIVE", 0, 5)
+    assert (d.trial_state, d.reason) == ("COMPLETED", SILENT_EXIT)
+    assert "without reporting any metrics" in SILENT_EXIT
+    assert decide_run_end(RunEnd(0, OK, False, False), "ACTIVE", 0, 5).reason == ""

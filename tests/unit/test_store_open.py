@@ -1,0 +1,90 @@
+"""A database that is not SQLite, is damaged, or lacks columns of its schema is set aside when
+the daemon opens it, and the daemon rebuilds it from the run tree instead of failing to start."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from hpcdet.config.cluster import ClusterConfig
+from hpcdet.daemon.service import Daemon
+from hpcdet.paths import StatePaths
+from hpcdet.schedulers.runner import CommandRunner, Result
+from hpcdet.store.repository import SCHEMA_VERSION, Store
+
+
+class NoSlurm(CommandRunner):
+    def run(self, cmd: Sequence[str], check: bool = True, stdin: str | None = None) -> Result:
+        return Result("", "", 0)
+
+
+def _daemon(paths: StatePaths) -> Daemon:
+    return Daemon(paths, ClusterConfig(backend="slurm"), NoSlurm())
+
+
+def _journaled(paths: StatePaths) -> None:
+    daemon = _daemon(paths)
+    config = {"name": "x", "entrypoint": "true",
+              "searcher": {"name": "single", "metric": "x", "max_length": 1}}
+    daemon.journal.record(1, "experiment_created", name="kept", config=config,
+                          backend="slurm", searcher="single")
+    daemon.journal.record(1, "trial_created", trial_id=1, hparams={"lr": 0.1}, trial_seed=0)
+    daemon.store.close()
+
+
+def _set_aside(paths: StatePaths) -> list[Path]:
+    return sorted(paths.database().parent.glob("hpcdet.db.corrupt-*"))
+
+
+def _rebuilt(paths: StatePaths) -> None:
+    daemon = _daemon(paths)
+    daemon.reconcile()
+    assert [e.name for e in daemon.store.experiments()] == ["kept"]
+    assert [t.hparams_json for t in daemon.store.trials(1)] == ['{"lr": 0.1}']
+
+
+def test_a_garbage_file_as_database_is_set_aside_and_rebuilt(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    paths = StatePaths(tmp_path)
+    _journaled(paths)
+    garbage = b"this is no database\n" * 300
+    paths.database().write_bytes(garbage)
+    _rebuilt(paths)
+    [aside] = _set_aside(paths)
+    assert aside.read_bytes() == garbage
+    assert "is not a valid SQLite database" in caplog.text and str(aside) in caplog.text
+
+
+def test_a_damaged_database_is_set_aside_and_rebuilt(tmp_path: Path) -> None:
+    paths = StatePaths(tmp_path)
+    _journaled(paths)
+    data = bytearray(paths.database().read_bytes())
+    assert len(data) > 3 * 4096
+    data[4096:3 * 4096] = b"\xa5" * (2 * 4096)  # pages of tables and indexes overwritten
+    paths.database().write_bytes(bytes(data))
+    _rebuilt(paths)
+    assert len(_set_aside(paths)) == 1
+
+
+def test_a_database_without_the_columns_of_its_schema_is_set_aside(tmp_path: Path) -> None:
+    paths = StatePaths(tmp_path)
+    _journaled(paths)
+    paths.database().unlink()
+    conn = sqlite3.connect(paths.database())
+    conn.execute("CREATE TABLE experiment (id INTEGER PRIMARY KEY)")
+    conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+    conn.commit()
+    conn.close()
+    _rebuilt(paths)
+    assert len(_set_aside(paths)) == 1
+
+
+def test_a_sound_database_is_kept(tmp_path: Path) -> None:
+    paths = StatePaths(tmp_path)
+    _journaled(paths)
+    Store(paths.database()).close()
+    assert _set_aside(paths) == []
