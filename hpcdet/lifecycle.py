@@ -16,6 +16,8 @@ from hpcdet.schedulers.base import JobState
 
 FINAL_TRIAL_STATES = frozenset({"COMPLETED", "CANCELED", "ERROR"})
 FINAL_EXPERIMENT_STATES = frozenset({"COMPLETED", "CANCELED", "ERROR"})
+IDLE_TRIAL_STATES = frozenset({"QUEUED", "PAUSED", "WAITING"})  # not final, and no job
+STOPPING_STATES = frozenset({"STOPPING_CANCELED", "STOPPING_ERROR"})
 
 # Ends that the cluster caused: they resume from the latest checkpoint without using up
 # max_restarts.
@@ -94,3 +96,36 @@ def experiment_end_state(trial_states: Sequence[str]) -> str | None:
     if sum(s == "CANCELED" for s in trial_states) >= n:
         return "CANCELED"
     return "COMPLETED"
+
+
+def experiment_final_state(
+    experiment_state: str, searcher_done: bool, trial_states: Sequence[str]
+) -> str | None:
+    """The state an unfinished experiment ends in now, or None while it goes on.
+
+    An experiment stopped before its search created a trial ends too (canceled or failed).
+    """
+    if experiment_state == "PAUSED" or any(s not in FINAL_TRIAL_STATES for s in trial_states):
+        return None
+    if experiment_state == "STOPPING_ERROR":
+        return "ERROR"
+    if experiment_state == "STOPPING_CANCELED":
+        return experiment_end_state(trial_states) or "CANCELED"
+    if not searcher_done:
+        return None  # the searcher may still create trials
+    return experiment_end_state(trial_states) or "COMPLETED"
+
+
+def idle_trials_follow(experiment_state: str) -> tuple[frozenset[str], str] | None:
+    """(from which states, to which) an experiment's new state moves its trials without a job.
+
+    Part of the same decision as the experiment's state: journaled and applied with it, so a
+    daemon killed in between cannot leave queued trials in a stopped experiment.
+    """
+    if experiment_state == "PAUSED":
+        return frozenset({"QUEUED"}), "PAUSED"
+    if experiment_state == "ACTIVE":
+        return frozenset({"PAUSED"}), "QUEUED"
+    if experiment_state in STOPPING_STATES:
+        return IDLE_TRIAL_STATES, "CANCELED"
+    return None

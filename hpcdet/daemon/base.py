@@ -12,6 +12,8 @@ import json
 import logging
 import time
 from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from hpcdet.config import ExperimentConfig
@@ -20,7 +22,8 @@ from hpcdet.daemon.ingest import Ingestor
 from hpcdet.daemon.journal import Journal
 from hpcdet.daemon.searching import SearchDriver
 from hpcdet.daemon.submit import layout
-from hpcdet.errors import SchedulerCommandError
+from hpcdet.errors import SchedulerCommandError, StoreError
+from hpcdet.lifecycle import FINAL_EXPERIMENT_STATES, Decision
 from hpcdet.paths import StatePaths
 from hpcdet.schedulers import JobStatus, Scheduler, make_scheduler
 from hpcdet.schedulers.base import Partition, fit_problem
@@ -65,6 +68,8 @@ class DaemonBase:
         self.missing: dict[str, int] = {}
         self.preempt_asked: dict[tuple[int, int], float] = {}
         self.controls: dict[tuple[int, int], dict[str, Any]] = {}
+        # (trial, run): the last event this daemon has considered feeding to the searcher
+        self.considered: dict[tuple[int, int], int] = {}
         self.search = SearchDriver(self.store, self.journal)
         self.submissions: deque[float] = deque()
         self.started = time.time()
@@ -81,6 +86,50 @@ class DaemonBase:
         if cfg is None:
             cfg = self.configs[exp.id] = ExperimentConfig.from_dict(json.loads(exp.config_json))
         return cfg
+
+    @contextmanager
+    def _guard(self, exp_id: int, step: str) -> Iterator[None]:
+        """One experiment's part of a step: if it fails, that experiment ends in ERROR with
+        the reason, and the step goes on for the others.
+
+        A database error is the daemon's, not the experiment's: it propagates.
+        """
+        try:
+            yield
+        except StoreError:
+            raise
+        except Exception as e:
+            log.exception("experiment %d: %s failed", exp_id, step)
+            self._fail(exp_id, f"{step} failed: {e.__class__.__name__}: {e}")
+
+    def _fail(self, exp_id: int, message: str) -> None:
+        try:
+            exp = self.store.experiment(exp_id)
+            if exp.state in FINAL_EXPERIMENT_STATES:
+                return
+            trial_ids = [t.id for t in self.store.trials(exp_id)]
+            jobs = [r.job_id for r in self.store.runs(trial_ids, live_only=True) if r.job_id]
+            self.journal.record(exp_id, "experiment_failed", message=message)
+            self.search.forget(exp_id)
+            self._cancel(jobs + [a.job_id for a in self.store.arrays(exp_id)])
+        except StoreError:
+            raise
+        except Exception:
+            log.exception("experiment %d: could not record its failure", exp_id)
+
+    def _exp_id(self, run: Run) -> int:
+        return self.store.trial(run.trial_id).experiment_id
+
+    def _record_run_end(
+        self, exp_id: int, run: Run, decision: Decision, *, job_state: str, outcome: str,
+        exit_code: int | None = None,
+    ) -> None:
+        """A run's end and what its trial does next: one decision, one journal entry."""
+        self.journal.record(
+            exp_id, "run_ended", trial_id=run.trial_id, run_id=run.run_id, exit_code=exit_code,
+            job_state=job_state, outcome=outcome, trial_state=decision.trial_state,
+            restarts=decision.restarts, reason=decision.reason,
+        )
 
     def _run(self, trial_id: int, run_id: int) -> Run | None:
         for run in self.store.runs([trial_id]):

@@ -22,9 +22,7 @@ from hpcdet.errors import (
     disk_full_reason,
 )
 from hpcdet.exchange import write_atomic
-from hpcdet.lifecycle import FINAL_TRIAL_STATES
 from hpcdet.paths import hostname
-from hpcdet.search.base import Initialize
 from hpcdet.store.ids import check_id
 from hpcdet.store.models import Checkpoint, Experiment, SearcherEvent, Trial
 
@@ -70,14 +68,14 @@ class Commands(DaemonBase):
                 resource_pool=cfg.resources.resource_pool, priority=cfg.resources.priority,
                 weight=cfg.resources.weight, searcher=cfg.searcher.name,
             )
-            exp = self.store.experiment(exp_id)
-            self.search.feed(exp, cfg, Initialize(), None)
         except Exception as e:
             self._discard_experiment(exp_id)
             if disk_full_cause(e) is None:
                 raise
             raise DiskFullError(f"experiment {exp_id} in {exp_dir}", e,
                                 "experiment not created: ") from e
+        with self._guard(exp_id, "starting the search"):
+            self.search.start(self.store.experiment(exp_id), cfg)
         waiting = ""
         try:
             self._submit_queued()
@@ -118,12 +116,9 @@ class Commands(DaemonBase):
         exp = self.store.experiment(exp_id)
         if exp.state != "ACTIVE":
             raise StateError(f"experiment {exp_id} is {exp.state}; only ACTIVE ones can pause")
-        self.journal.record(exp_id, "experiment_state", state="PAUSED")
-        for trial in self.store.trials(exp_id):
-            if trial.state == "QUEUED":
-                self.journal.record(exp_id, "trial_state", trial_id=trial.id, state="PAUSED")
-            elif trial.state == "ACTIVE":
-                self._stop_run(exp_id, trial, graceful=True)
+        self.journal.record(exp_id, "experiment_state", state="PAUSED", cascade=True)
+        for trial in self.store.trials(exp_id, state="ACTIVE"):
+            self._stop_run(exp_id, trial, graceful=True)
         self._sync_controls()
         return f"Paused experiment {exp_id}"
 
@@ -133,11 +128,7 @@ class Commands(DaemonBase):
             return f"Activated experiment {exp_id}"
         if exp.state != "PAUSED":
             raise StateError(f"experiment {exp_id} is {exp.state}; only PAUSED ones can activate")
-        self.journal.record(exp_id, "experiment_state", state="ACTIVE")
-        for trial in self.store.trials(exp_id):
-            if trial.state == "PAUSED":
-                self.journal.record(exp_id, "trial_state", trial_id=trial.id, state="QUEUED",
-                                    restarts=trial.restarts)
+        self.journal.record(exp_id, "experiment_state", state="ACTIVE", cascade=True)
         self._sync_controls()
         self._submit_queued()
         return f"Activated experiment {exp_id}"
@@ -154,14 +145,10 @@ class Commands(DaemonBase):
         exp = self.store.experiment(exp_id)
         if exp.state in ("COMPLETED", "CANCELED", "ERROR"):
             return f"{verb} experiment {exp_id}"
-        self.journal.record(exp_id, "experiment_state", state="STOPPING_CANCELED")
-        for trial in self.store.trials(exp_id):
-            if trial.state == "ACTIVE":
-                self._stop_run(exp_id, trial, graceful=graceful)
-            elif trial.state not in FINAL_TRIAL_STATES:
-                self.journal.record(exp_id, "trial_state", trial_id=trial.id, state="CANCELED",
-                                    reason=f"{verb.lower()} by the user",
-                                    restarts=trial.restarts)
+        self.journal.record(exp_id, "experiment_state", state="STOPPING_CANCELED", cascade=True,
+                            reason=f"{verb.lower()} by the user")
+        for trial in self.store.trials(exp_id, state="ACTIVE"):
+            self._stop_run(exp_id, trial, graceful=graceful)
         self._sync_controls()
         return f"{verb} experiment {exp_id}"
 

@@ -16,6 +16,7 @@ from typing import Any, Callable
 from sqlmodel import Session, col, select
 
 from hpcdet.exchange import append_line
+from hpcdet.lifecycle import FINAL_TRIAL_STATES, idle_trials_follow
 from hpcdet.paths import StatePaths
 from hpcdet.store.models import ArrayJob, Checkpoint, Experiment, Run, SearcherEvent, Trial
 from hpcdet.store.repository import Store
@@ -41,6 +42,33 @@ def _experiment_state(s: Session, e: dict[str, Any]) -> None:
         if e["state"] in ("COMPLETED", "CANCELED", "ERROR"):
             exp.ended = e["time"]
         s.add(exp)
+    follow = idle_trials_follow(e["state"]) if e.get("cascade") else None
+    if follow is not None:
+        before, after = follow
+        for trial in _trials(s, e["exp_id"]):
+            if trial.state in before:
+                _set_trial_state(s, trial, e, after, trial.restarts, e.get("reason", ""))
+
+
+def _experiment_failed(s: Session, e: dict[str, Any]) -> None:
+    """A step of the daemon failed for this experiment: it ends now, with the reason."""
+    exp = s.get(Experiment, e["exp_id"])
+    if exp is None:
+        return
+    exp.state, exp.error, exp.ended = "ERROR", e["message"], e["time"]
+    s.add(exp)
+    for trial in _trials(s, e["exp_id"]):
+        for run in s.exec(select(Run).where(Run.trial_id == trial.id)):
+            if run.state in ("SUBMITTING", "PENDING", "RUNNING"):
+                run.state, run.outcome, run.ended = "CANCELED", "the experiment failed", e["time"]
+                s.add(run)
+        if trial.state not in FINAL_TRIAL_STATES:
+            _set_trial_state(s, trial, e, "CANCELED", trial.restarts,
+                             f"the experiment failed: {e['message']}")
+
+
+def _trials(s: Session, exp_id: int) -> list[Trial]:
+    return list(s.exec(select(Trial).where(Trial.experiment_id == exp_id)))
 
 
 def _action_done(s: Session, e: dict[str, Any]) -> None:
@@ -187,12 +215,16 @@ def _searcher_event(s: Session, e: dict[str, Any]) -> None:
 
 def _trial_state(s: Session, e: dict[str, Any]) -> None:
     trial = s.get(Trial, e["trial_id"])
-    if trial is None:
-        return
-    trial.state = e["state"]
-    trial.restarts = e.get("restarts", trial.restarts)
-    trial.end_reason = e.get("reason", "")
-    if e["state"] in ("COMPLETED", "CANCELED", "ERROR"):
+    if trial is not None:
+        _set_trial_state(s, trial, e, e["state"], e.get("restarts", trial.restarts),
+                         e.get("reason", ""))
+
+
+def _set_trial_state(
+    s: Session, trial: Trial, e: dict[str, Any], state: str, restarts: int, reason: str
+) -> None:
+    trial.state, trial.restarts, trial.end_reason = state, restarts, reason
+    if state in FINAL_TRIAL_STATES:
         trial.ended = e["time"]
     s.add(trial)
 
@@ -224,6 +256,8 @@ def _run_submitted(s: Session, e: dict[str, Any]) -> None:
 
 
 def _run_ended(s: Session, e: dict[str, Any]) -> None:
+    """A run's end and, in the same entry, what its trial does next (older journals carry
+    the trial's part in a separate ``trial_state`` entry that follows)."""
     run = _find_run(s, e["trial_id"], e["run_id"])
     if run is not None:
         run.state = e["job_state"]
@@ -231,6 +265,9 @@ def _run_ended(s: Session, e: dict[str, Any]) -> None:
         run.outcome = e.get("outcome", "")
         run.ended = e["time"]
         s.add(run)
+    trial = s.get(Trial, e["trial_id"])
+    if trial is not None and "trial_state" in e:
+        _set_trial_state(s, trial, e, e["trial_state"], e["restarts"], e.get("reason", ""))
 
 
 def _checkpoint_deleted(s: Session, e: dict[str, Any]) -> None:
@@ -286,6 +323,7 @@ APPLY: dict[str, Callable[[Session, dict[str, Any]], None]] = {
     "checkpoint_deleted": _checkpoint_deleted,
     "experiment_config": _experiment_config,
     "experiment_error": _experiment_error,
+    "experiment_failed": _experiment_failed,
     "experiment_queue": _experiment_queue,
     "experiment_priority": _experiment_queue,  # written by hpcdet before the queue updates
     "trial_continued": _trial_continued,

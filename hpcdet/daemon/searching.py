@@ -23,6 +23,7 @@ from hpcdet.search.base import (
     Close,
     Create,
     Event,
+    Initialize,
     Shutdown,
     Stop,
     ValidateAfter,
@@ -39,6 +40,7 @@ log = logging.getLogger(__name__)
 class _Search:
     searcher: Searcher
     actions: list[Action] = field(default_factory=list)
+    inputs: int = 0  # journaled events fed so far
 
 
 class SearchDriver:
@@ -60,6 +62,7 @@ class SearchDriver:
                 events = [event_from_dict(json.loads(r.event_json)) for r in rows]
             for event in events:
                 found.actions.extend(found.searcher.feed(event))
+            found.inputs = len(events)
             self._searches[exp.id] = found
         return found
 
@@ -74,13 +77,26 @@ class SearchDriver:
         """Journal ``event`` (``source``: trial_id, run_id, seq of the trial event behind it),
         feed it, and carry out the decisions it causes."""
         search = self._search(exp, cfg)
-        actions = search.searcher.feed(event)
+        try:
+            actions = search.searcher.feed(event)
+            self.journal.record(
+                exp.id, "searcher_event", event=event_to_dict(event),
+                progress=search.searcher.progress(), **(source or {}),
+            )
+        except Exception:
+            self.forget(exp.id)  # it may have half taken the event: rebuild it from the journal
+            raise
         search.actions.extend(actions)
-        self.journal.record(
-            exp.id, "searcher_event", event=event_to_dict(event),
-            progress=search.searcher.progress(), **(source or {}),
-        )
+        search.inputs += 1
         self.carry_out(exp, cfg)
+
+    def start(self, exp: Experiment, cfg: ExperimentConfig) -> None:
+        """Start a new search, or carry out what a killed daemon's search decided and did not
+        do; a daemon killed between creating the experiment and starting it started nothing."""
+        if self._search(exp, cfg).inputs == 0:
+            self.feed(exp, cfg, Initialize(), None)
+        else:
+            self.carry_out(exp, cfg)
 
     def carry_out(self, exp: Experiment, cfg: ExperimentConfig) -> None:
         """Carry out every decision not yet carried out (all of them after a crash)."""

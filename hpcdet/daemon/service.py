@@ -12,6 +12,8 @@ import logging
 import os
 import shutil
 import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from hpcdet.config import ExperimentConfig
@@ -24,7 +26,13 @@ from hpcdet.daemon.submit import checkpoint_dir
 from hpcdet.errors import SchedulerCommandError
 from hpcdet.exchange import Event, read_events, read_json, write_atomic
 from hpcdet.gc import CheckpointRecord, RetentionPolicy, ValidationRecord, checkpoints_to_delete
-from hpcdet.lifecycle import FINAL_TRIAL_STATES, RunEnd, decide_run_end, experiment_end_state
+from hpcdet.lifecycle import (
+    FINAL_TRIAL_STATES,
+    STOPPING_STATES,
+    RunEnd,
+    decide_run_end,
+    experiment_final_state,
+)
 from hpcdet.paths import hostname
 from hpcdet.runspec import CONTROL_FILE, EVENTS_FILE, EXIT_FILE
 from hpcdet.schedulers import JobState
@@ -40,6 +48,7 @@ from hpcdet.search.base import (
 )
 from hpcdet.search.base import Event as SearchEvent
 from hpcdet.store.models import Checkpoint, Experiment, Run, Trial
+from hpcdet.store.repository import LIVE_RUN_STATES
 
 log = logging.getLogger(__name__)
 
@@ -75,12 +84,10 @@ class Daemon(Commands, Submission, Queueing):
         applied = self.journal.replay_all()
         log.info("journal replay applied %d entries", applied)
         for exp in self.store.experiments(unfinished=True):
-            self.search.carry_out(exp, self._config(exp))
-        for run in self.store.runs():  # a rebuilt database has every event log still to read
-            self._ingest(run)
-        for run in self.store.runs(live_only=True):
-            # Events ingested before a crash may not have reached the searcher yet.
-            self._refeed(run)
+            with self._guard(exp.id, "restarting the search"):
+                self.search.start(exp, self._config(exp))
+        # A rebuilt database has every event log still to read.
+        self._for_runs("ingest", self._ingest, self.store.runs())
         self._report_exits()
         self._poll()
 
@@ -88,14 +95,12 @@ class Daemon(Commands, Submission, Queueing):
         now = time.time()
         req.serve_pending(self.paths, self.handle)
         live = self.store.runs(live_only=True)
-        for run in live:
-            self._ingest(run)
+        self._for_runs("ingest", self._ingest, live)
         # Poll while jobs live, and while a search waits for its next array to be due.
         busy = live or any(e.state == "ACTIVE" for e in self.store.experiments(unfinished=True))
         if busy and now - self.last_poll >= self.poll_interval:
             self._poll()
-        for run in self.store.runs(live_only=True):
-            self._check_end(run)
+        self._for_runs("ending a run", self._check_end, self.store.runs(live_only=True))
         self._report_exits()
         self._sync_controls()
         self._escalate_preemptions()
@@ -104,30 +109,48 @@ class Daemon(Commands, Submission, Queueing):
         self.last_tick = time.time()
         self.write_status()
 
-    # ---------------------------------------------------------------- requests from the CLI
-
     # ---------------------------------------------------------------- runs
 
-    def _ingest(self, run: Run, events: list[Event] | None = None) -> None:
+    def _for_runs(self, step: str, fn: Callable[[Run], None], runs: list[Run]) -> None:
+        """``fn`` for each run, guarded per experiment (see ``_guard``)."""
+        for run in runs:
+            with self._guard(self._exp_id(run), step):
+                fn(run)
+
+    def _ingest(self, run: Run) -> None:
         trial = self.store.trial(run.trial_id)
         exp = self.store.experiment(trial.experiment_id)
         cfg = self._config(exp)
         path = self.paths.run(exp.id, trial.id, run.run_id) / EVENTS_FILE
         new = self.ingestor.ingest((trial.id, run.run_id), path, cfg.searcher)
-        self._feed_trial_events(exp, cfg, trial, run, events if events is not None else new)
+        self._feed_trial_events(exp, cfg, trial, run.run_id, path, new)
 
     def _feed_trial_events(
-        self, exp: Experiment, cfg: ExperimentConfig, trial: Trial, run: Run, events: list[Event]
+        self, exp: Experiment, cfg: ExperimentConfig, trial: Trial, run_id: int, path: Path,
+        new: list[Event],
     ) -> None:
-        """Feed the searcher what it decides on: validations (0.38) and completed ops (0.37)."""
+        """Feed the searcher what it decides on: validations (0.38) and completed ops (0.37).
+
+        What is fed follows what is stored (``Run.event_seq``) against what the searcher has
+        considered, not what one ingest returned: after a start, events a killed daemon stored
+        but never fed are read again from the log.
+        """
         if exp.searcher_done or exp.state not in ("ACTIVE", "PAUSED"):
             return
-        run = self._run(run.trial_id, run.run_id) or run
+        run = self._run(trial.id, run_id)
+        if run is None:
+            return
+        key = (trial.id, run_id)
+        seen = self.considered.get(key, run.searcher_seq)
+        if seen >= run.event_seq:
+            return
+        if run.state in LIVE_RUN_STATES and (not new or new[0].seq > seen + 1):
+            new = read_events(path, 0)
         wants_validations = bool(cfg.searcher.time_metric)
-        for ev in events:
-            if ev.seq <= run.searcher_seq:
+        for ev in new:
+            if not seen < ev.seq <= run.event_seq:
                 continue
-            source = searcher_source(trial.id, run.run_id, ev.seq)
+            source = searcher_source(trial.id, run_id, ev.seq)
             if ev.type == "metrics" and ev.body["group"] == "validation" and wants_validations:
                 event: SearchEvent = ValidationReported(trial.request_id, ev.body["metrics"])
             elif ev.type == "searcher_completed":
@@ -138,18 +161,13 @@ class Daemon(Commands, Submission, Queueing):
             exp = self.store.experiment(exp.id)
             if exp.searcher_done:
                 return
-
-    def _refeed(self, run: Run) -> None:
-        trial = self.store.trial(run.trial_id)
-        path = self.paths.run(trial.experiment_id, trial.id, run.run_id) / EVENTS_FILE
-        if run.searcher_seq < run.event_seq:
-            self._ingest(run, [e for e in read_events(path, 0) if e.seq <= run.event_seq])
+        self.considered[key] = run.event_seq
 
     def _sync_controls(self) -> None:
         """Make every live run's control file say what the run should do now."""
         best: dict[int, float | None] = {}
-        for run in self.store.runs(live_only=True):
-            self._sync_control(run, best)
+        self._for_runs("writing a control file", lambda run: self._sync_control(run, best),
+                       self.store.runs(live_only=True))
 
     def _sync_control(self, run: Run, best: dict[int, float | None] | None = None) -> None:
         best = {} if best is None else best
@@ -164,8 +182,12 @@ class Daemon(Commands, Submission, Queueing):
                 self._cancel([run.job_id])  # it has not started: it need not run at all
         elif exp.state == "PAUSED" and started:
             preempt, reason = True, "the experiment was paused"
-        elif exp.state == "STOPPING_CANCELED" and started:
-            preempt, reason = True, "the experiment was canceled"
+        elif exp.state in STOPPING_STATES:
+            preempt, reason = True, (
+                "the experiment was canceled" if exp.state == "STOPPING_CANCELED"
+                else f"the experiment failed: {exp.error}")
+            if not started and run.job_id:
+                self._cancel([run.job_id])  # again after a restart: the first ask may be lost
         elif started and self._outside_pool(run, exp):
             preempt, reason = True, f"moving to resource pool {exp.resource_pool!r}"
         if exp.id not in best:
@@ -277,16 +299,10 @@ class Daemon(Commands, Submission, Queueing):
             reported=any(r.event_seq > 0 for r in self.store.runs([trial.id])),
         )
         decision = decide_run_end(end, exp.state, trial.restarts, self._config(exp).max_restarts)
-        self.journal.record(
-            exp_id, "run_ended", trial_id=trial.id, run_id=run.run_id, exit_code=exit_code,
-            job_state=job_state.value, outcome=decision.reason or decision.trial_state,
-        )
+        self._record_run_end(exp_id, run, decision, job_state=job_state.value,
+                             outcome=decision.reason or decision.trial_state, exit_code=exit_code)
         self.preempt_asked.pop((trial.id, run.run_id), None)
         self.controls.pop((trial.id, run.run_id), None)
-        self.journal.record(
-            exp_id, "trial_state", trial_id=trial.id, state=decision.trial_state,
-            restarts=decision.restarts, reason=decision.reason,
-        )
         if decision.trial_state in FINAL_TRIAL_STATES:
             self._collect_garbage(exp)
         self._report_exits()
@@ -295,14 +311,18 @@ class Daemon(Commands, Submission, Queueing):
         """A trial that ignores a pause for preemption_timeout seconds is canceled."""
         for (trial_id, run_id), asked in list(self.preempt_asked.items()):
             trial = self.store.trial(trial_id)
-            timeout = self._config(self.store.experiment(trial.experiment_id)).preemption_timeout
-            run = self._run(trial_id, run_id)
-            if run is None or run.state not in ("PENDING", "RUNNING"):
-                self.preempt_asked.pop((trial_id, run_id), None)
-            elif time.time() - asked > timeout and run.job_id:
-                log.info("trial %d ignored preemption for %s s; canceling", trial_id, timeout)
-                self._cancel([run.job_id])
-                self.preempt_asked.pop((trial_id, run_id), None)
+            with self._guard(trial.experiment_id, "escalating a preemption"):
+                self._escalate_preemption(trial, run_id, asked)
+
+    def _escalate_preemption(self, trial: Trial, run_id: int, asked: float) -> None:
+        timeout = self._config(self.store.experiment(trial.experiment_id)).preemption_timeout
+        run = self._run(trial.id, run_id)
+        if run is None or run.state not in ("PENDING", "RUNNING"):
+            self.preempt_asked.pop((trial.id, run_id), None)
+        elif time.time() - asked > timeout and run.job_id:
+            log.info("trial %d ignored preemption for %s s; canceling", trial.id, timeout)
+            self._cancel([run.job_id])
+            self.preempt_asked.pop((trial.id, run_id), None)
 
     def _delete_checkpoint(self, ckpt: Checkpoint) -> None:
         cfg = self._config(self.store.experiment(ckpt.experiment_id))
@@ -335,42 +355,43 @@ class Daemon(Commands, Submission, Queueing):
         for exp in self.store.experiments(unfinished=True):
             if exp.searcher_done or exp.state not in ("ACTIVE", "PAUSED"):
                 continue
-            cfg = self._config(exp)
-            for trial in self.store.trials(exp.id):
-                if trial.state in FINAL_TRIAL_STATES and not trial.exit_reported:
-                    self.search.feed(exp, cfg, TrialExited(trial.request_id, _exit_reason(trial)),
-                                     {"exited_trial_id": trial.id})
-                    exp = self.store.experiment(exp.id)
+            with self._guard(exp.id, "reporting trial exits to the searcher"):
+                self._report_exits_of(exp)
+
+    def _report_exits_of(self, exp: Experiment) -> None:
+        cfg = self._config(exp)
+        for trial in self.store.trials(exp.id):
+            if trial.state in FINAL_TRIAL_STATES and not trial.exit_reported:
+                self.search.feed(exp, cfg, TrialExited(trial.request_id, _exit_reason(trial)),
+                                 {"exited_trial_id": trial.id})
+                exp = self.store.experiment(exp.id)
+                if exp.searcher_done:
+                    return
 
     def _finish_experiments(self) -> None:
         for exp in self.store.experiments(unfinished=True):
-            if exp.state == "PAUSED":
-                continue
-            trials = self.store.trials(exp.id)
-            if exp.error and exp.state == "ACTIVE":
-                # The search failed (e.g. a validation without the searcher metric): stop.
-                self.journal.record(exp.id, "experiment_state", state="STOPPING_ERROR")
-                for trial in trials:
-                    if trial.state == "ACTIVE":
-                        self._stop_run(exp.id, trial, graceful=False)
-                    elif trial.state not in FINAL_TRIAL_STATES:
-                        self.journal.record(exp.id, "trial_state", trial_id=trial.id,
-                                            state="CANCELED", reason=exp.error,
-                                            restarts=trial.restarts)
-                continue
-            final = experiment_end_state([t.state for t in trials])
-            if final is None:
-                continue
-            if exp.state == "STOPPING_ERROR":
-                final = "ERROR"
-            elif exp.state == "ACTIVE" and not exp.searcher_done:
-                continue  # the searcher may still create trials
-            self.journal.record(exp.id, "experiment_state", state=final)
-            self._collect_garbage(exp)
-            arrays = [a.job_id for a in self.store.arrays(exp.id)]
-            if arrays:
-                self._cancel(arrays)  # tasks for trials the search never created
+            with self._guard(exp.id, "finishing"):
+                self._finish(exp)
 
+    def _finish(self, exp: Experiment) -> None:
+        if exp.error and exp.state == "ACTIVE":
+            # The search failed (e.g. a validation without the searcher metric): stop.
+            self.journal.record(exp.id, "experiment_state", state="STOPPING_ERROR",
+                                cascade=True, reason=exp.error)
+            for trial in self.store.trials(exp.id, state="ACTIVE"):
+                self._stop_run(exp.id, trial, graceful=False)
+            return
+        trials = self.store.trials(exp.id)
+        final = experiment_final_state(exp.state, exp.searcher_done, [t.state for t in trials])
+        if final is None:
+            return
+        # Before the final state: afterwards the experiment is never looked at again. Both are
+        # idempotent, and done again by the next daemon if this one dies in between.
+        self._collect_garbage(exp)
+        arrays = [a.job_id for a in self.store.arrays(exp.id)]
+        if arrays:
+            self._cancel(arrays)  # tasks for trials the search never created
+        self.journal.record(exp.id, "experiment_state", state=final)
 
     # ---------------------------------------------------------------- status for the CLI
 

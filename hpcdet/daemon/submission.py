@@ -21,6 +21,7 @@ from hpcdet.daemon.submit import (
 )
 from hpcdet.errors import SchedulerCommandError
 from hpcdet.exchange import read_json
+from hpcdet.lifecycle import Decision
 from hpcdet.priority import nice_for
 from hpcdet.queue import queue_key
 from hpcdet.runspec import EXIT_FILE
@@ -39,16 +40,23 @@ class Submission(DaemonBase):
         for exp in sorted(self.store.experiments(unfinished=True), key=queue_key):
             if exp.state != "ACTIVE":
                 continue
-            arrays = self._ensure_arrays(exp)
-            for trial in self.store.trials(exp.id, state="QUEUED"):
-                if arrays is not None and trial.run_id == 0:
-                    found = owner(trial.request_id, arrays)
-                    if found is not None:
-                        self._submit(exp, trial, found)
-                    continue  # its array is not submitted yet
-                if not self._may_submit():
+            with self._guard(exp.id, "submission"):
+                if not self._submit_experiment(exp):
                     return
-                self._submit(exp, trial)
+
+    def _submit_experiment(self, exp: Experiment) -> bool:
+        """Submit the experiment's queued trials; False once the submission limit is hit."""
+        arrays = self._ensure_arrays(exp)
+        for trial in self.store.trials(exp.id, state="QUEUED"):
+            if arrays is not None and trial.run_id == 0:
+                found = owner(trial.request_id, arrays)
+                if found is not None:
+                    self._submit(exp, trial, found)
+                continue  # its array is not submitted yet
+            if not self._may_submit():
+                return False
+            self._submit(exp, trial)
+        return True
 
     def _ensure_arrays(self, exp: Experiment) -> list[tuple[str, int, int]] | None:
         """The experiment's arrays as (job id, offset, count); None if it uses no arrays.
@@ -159,10 +167,10 @@ class Submission(DaemonBase):
             out = self.runner.run(self.scheduler.submit_command(script))
             job_id = self.scheduler.parse_job_id(out.stdout)
         except (SchedulerCommandError, ValueError) as e:
-            self.journal.record(exp.id, "run_ended", trial_id=trial.id, run_id=run_id,
-                                job_state="FAILED", outcome=f"submission refused: {e}")
-            self.journal.record(exp.id, "trial_state", trial_id=trial.id, state="ERROR",
-                                restarts=trial.restarts, reason=f"submission refused: {e}")
+            if submitting is not None:
+                reason = f"submission refused: {e}"
+                self._record_run_end(exp.id, submitting, Decision("ERROR", trial.restarts, reason),
+                                     job_state="FAILED", outcome=reason)
             return
         self.journal.record(exp.id, "run_submitted", trial_id=trial.id, run_id=run_id,
                             job_id=job_id)
@@ -186,21 +194,26 @@ class Submission(DaemonBase):
         was never submitted. Each is adopted if the scheduler has it, else submitted again.
         """
         for exp in self.store.experiments(unfinished=True):
-            for array in self.store.arrays(exp.id, submitted=False):
-                if array.job_id:
-                    continue
-                job_id = self._find_job(array_job_name(exp.id, array.index),
-                                        self.paths.experiment(exp.id) / "array")
-                if job_id:
-                    log.info("experiment %d: adopted job array %s", exp.id, job_id)
-                    self.journal.record(exp.id, "array_submitted", job_id=job_id.split("_")[0],
-                                        index=array.index, offset=array.offset,
-                                        count=array.count, throttle=array.throttle)
-                else:
-                    self.journal.record(exp.id, "array_abandoned", index=array.index)
+            with self._guard(exp.id, "settling submissions"):
+                self._settle_arrays(exp)
         for run in self.store.runs(live_only=True):
             if run.state == "SUBMITTING":
-                self._adopt_or_requeue(run)
+                with self._guard(self._exp_id(run), "settling submissions"):
+                    self._adopt_or_requeue(run)
+
+    def _settle_arrays(self, exp: Experiment) -> None:
+        for array in self.store.arrays(exp.id, submitted=False):
+            if array.job_id:
+                continue
+            job_id = self._find_job(array_job_name(exp.id, array.index),
+                                    self.paths.experiment(exp.id) / "array")
+            if job_id:
+                log.info("experiment %d: adopted job array %s", exp.id, job_id)
+                self.journal.record(exp.id, "array_submitted", job_id=job_id.split("_")[0],
+                                    index=array.index, offset=array.offset,
+                                    count=array.count, throttle=array.throttle)
+            else:
+                self.journal.record(exp.id, "array_abandoned", index=array.index)
 
     def _adopt_or_requeue(self, run: Run) -> None:
         trial = self.store.trial(run.trial_id)
@@ -221,10 +234,8 @@ class Submission(DaemonBase):
             self.journal.record(exp_id, "run_submitted", trial_id=trial.id,
                                 run_id=run.run_id, job_id=job_id)
             return
-        self.journal.record(exp_id, "run_ended", trial_id=trial.id,
-                            run_id=run.run_id, job_state="CANCELED", outcome="never submitted")
-        self.journal.record(exp_id, "trial_state", trial_id=trial.id,
-                            state="QUEUED", restarts=trial.restarts)
+        self._record_run_end(exp_id, run, Decision("QUEUED", trial.restarts, ""),
+                             job_state="CANCELED", outcome="never submitted")
 
     def _find_job(self, name: str, workdir: Path) -> str:
         """The id of the user's job of that name started in ``workdir``, or "".

@@ -1,0 +1,167 @@
+"""One experiment's failure is that experiment's: its step fails, it ends in ERROR with the
+reason, and the loop, the other experiments and a restart go on. Also: what a daemon started
+slowly (or killed) must not lose between its steps."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hpcdet.daemon.ingest import Ingestor
+from hpcdet.daemon.searching import SearchDriver
+from hpcdet.search import Initialize, OpCompleted, Searcher
+from hpcdet.search.base import Action, Event
+from tests.unit.daemon.fake_local import (
+    FakeLocal,
+    asha_config,
+    create,
+    drive,
+    new_daemon,
+    stored_metrics,
+)
+
+BAD = "bad_loss"  # the searcher metric of the experiment whose searcher fails
+
+
+def _searcher_fails_on(monkeypatch: pytest.MonkeyPatch, kind: type[Event]) -> None:
+    """The searcher of experiments with metric BAD raises on events of ``kind`` (as adaptive
+    ASHA with max_length 0 did on every tick, whatever the validation does about it now)."""
+    feed = Searcher.feed
+
+    def failing_feed(self: Searcher, event: Event) -> list[Action]:
+        if self.config.metric == BAD and isinstance(event, kind):
+            raise ZeroDivisionError("division by zero")
+        return feed(self, event)
+
+    monkeypatch.setattr(Searcher, "feed", failing_feed)
+
+
+def _bad_and_good(root: Path, cluster: FakeLocal) -> Any:
+    daemon = new_daemon(root, cluster)
+    daemon.reconcile()
+    bad = asha_config(max_trials=2)
+    bad["searcher"]["metric"] = BAD
+    create(daemon, bad)
+    create(daemon, asha_config(max_trials=2))
+    return daemon
+
+
+def _assert_bad_failed_good_completed(daemon: Any, cluster: FakeLocal) -> None:
+    bad, good = daemon.store.experiments()
+    assert (bad.state, good.state) == ("ERROR", "COMPLETED")
+    assert "ZeroDivisionError: division by zero" in bad.error
+    assert {t.state for t in daemon.store.trials(bad.id)} == {"CANCELED"}
+    assert {r.state for t in daemon.store.trials(bad.id) for r in daemon.store.runs([t.id])} <= {
+        "CANCELED"}
+    assert not cluster.live()  # the failed experiment's jobs were canceled
+    good_metrics = {k: v for k, v in cluster.reported.items()
+                    if daemon.store.trial(k[0]).experiment_id == good.id}
+    assert {k: v for k, v in stored_metrics(daemon).items() if k in good_metrics} == good_metrics
+
+
+def test_a_searcher_that_fails_in_the_loop_fails_only_its_experiment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _searcher_fails_on(monkeypatch, OpCompleted)
+    cluster = FakeLocal()
+    daemon = _bad_and_good(tmp_path, cluster)
+    drive(daemon, cluster)
+    _assert_bad_failed_good_completed(daemon, cluster)
+
+
+def test_a_daemon_restarted_with_a_failing_experiment_starts_and_serves(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cluster = FakeLocal()
+    daemon = _bad_and_good(tmp_path, cluster)
+    daemon.tick()
+    cluster.step()
+    daemon.store.close()
+    # The searcher cannot even be rebuilt now (as with a config that no longer loads).
+    _searcher_fails_on(monkeypatch, Initialize)
+    daemon = new_daemon(tmp_path, cluster)
+    daemon.reconcile()
+    assert daemon.handle("ping", {})["pid"]
+    drive(daemon, cluster)
+    _assert_bad_failed_good_completed(daemon, cluster)
+
+
+def test_a_search_that_fails_to_start_leaves_an_errored_experiment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Log hyperparameters with large bounds raised OverflowError at create and left an
+    ACTIVE experiment without trials."""
+    _searcher_fails_on(monkeypatch, Initialize)
+    daemon = new_daemon(tmp_path, FakeLocal())
+    bad = asha_config()
+    bad["searcher"]["metric"] = BAD
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    reply = daemon.op_create(bad, str(staging))
+    assert "division by zero" in reply["warning"]
+    assert daemon.store.experiment(reply["experiment_id"]).state == "ERROR"
+
+
+def test_an_experiment_killed_before_its_search_created_a_trial_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(SearchDriver, "feed", lambda *args: None)  # no trial yet
+    daemon = new_daemon(tmp_path, FakeLocal())
+    exp_id = create(daemon, asha_config())
+    monkeypatch.undo()
+    daemon.op_kill(exp_id)
+    daemon.tick()
+    assert daemon.store.experiment(exp_id).state == "CANCELED"
+
+
+def test_events_that_arrive_while_the_daemon_starts_reach_the_searcher(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The trial reports its operation completed between the new daemon's first read of its
+    log and the next one; it waits for the decision, so it must get it."""
+    cluster = FakeLocal()
+    daemon = new_daemon(tmp_path, cluster)
+    exp_id = create(daemon, asha_config(max_trials=1))
+    cluster.step()  # the job starts
+    [job] = cluster.live()
+    cluster.report(job, [  # a validation and a checkpoint: nothing the searcher decides on
+        ("metrics", {"group": "validation", "steps_completed": 2, "metrics": {"loss": 1.0},
+                     "batch_metrics": None}),
+        ("checkpoint", {"uuid": "ck", "steps_completed": 2}),
+    ])
+    daemon.store.close()  # the daemon is stopped, and started again
+
+    ingest = Ingestor.ingest
+    arrived = []
+
+    def ingest_while_the_trial_reports(self: Ingestor, *args: Any) -> Any:
+        events = ingest(self, *args)
+        if not arrived:
+            arrived.append(True)
+            cluster.report(job, [("searcher_completed", {"length": 2, "metric": 1.0})])
+        return events
+
+    monkeypatch.setattr(Ingestor, "ingest", ingest_while_the_trial_reports)
+    daemon = new_daemon(tmp_path, cluster)
+    daemon.reconcile()
+    daemon.tick()
+    [run] = daemon.store.runs()
+    assert (run.event_seq, run.searcher_seq, run.ops_decided) == (3, 3, 1)
+    assert daemon.store.experiment(exp_id).state == "ACTIVE"
+
+
+def test_journals_with_the_trial_state_in_a_separate_entry_still_apply(tmp_path: Path) -> None:
+    daemon = new_daemon(tmp_path, FakeLocal())
+    journal = daemon.journal
+    journal.record(1, "experiment_created", name="e", config=asha_config(), backend="local",
+                   searcher="adaptive_asha")
+    journal.record(1, "trial_created", trial_id=1, hparams={}, trial_seed=0)
+    journal.record(1, "run_submitting", trial_id=1, run_id=1)
+    journal.record(1, "run_submitted", trial_id=1, run_id=1, job_id="7")
+    journal.record(1, "run_ended", trial_id=1, run_id=1, exit_code=1, job_state="FAILED",
+                   outcome="exited with code 1")
+    assert daemon.store.trial(1).state == "ACTIVE"
+    journal.record(1, "trial_state", trial_id=1, state="ERROR", restarts=0, reason="exited")
+    assert (daemon.store.trial(1).state, daemon.store.trial(1).end_reason) == ("ERROR", "exited")
