@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import math
 import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
@@ -37,6 +38,9 @@ def show(value: Any) -> str:
     if isinstance(value, bool):
         return f"{str(value).lower()} (a boolean)"
     if isinstance(value, int):
+        digits = len(str(abs(value))) if abs(value) < 10**4000 else None
+        if digits is None or digits > 30:
+            return f"an integer of {digits or 'over 4000'} digits"
         return f"{value} (an integer)"
     if isinstance(value, float):
         return f"{value} (a number)"
@@ -119,13 +123,45 @@ def is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+# Every integer hpcdet keeps ends up in SQLite (a signed 64-bit integer) or in arithmetic done
+# in floats, so one outside int64 is refused where it is read, not where it would overflow.
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+# The largest magnitude a number may have: float arithmetic on it (differences, powers of a
+# divisor, sums of weights) must stay finite.
+FLOAT_MAX = 1e300
+
+
+FINITE_HINT = f"must be a finite number of magnitude at most {FLOAT_MAX:g}"
+
+
+def is_int64(value: Any) -> bool:
+    return is_int(value) and INT64_MIN <= value <= INT64_MAX
+
+
+INT64_HINT = f"integers must be between {INT64_MIN} and {INT64_MAX}"
+
+
+def is_finite_number(value: Any) -> bool:
+    """An int or float that float arithmetic can use: not NaN, not infinite, not huge."""
+    if not is_number(value):
+        return False
+    try:
+        return math.isfinite(float(value)) and abs(float(value)) <= FLOAT_MAX
+    except OverflowError:
+        return False
+
+
+def _num(value: float) -> str:
+    return str(value) if isinstance(value, int) else f"{value:g}"
+
+
 def _bounds(minimum: float | None, maximum: float | None) -> str:
     if minimum is not None and maximum is not None:
-        return f" between {minimum:g} and {maximum:g}"
+        return f" between {_num(minimum)} and {_num(maximum)}"
     if minimum is not None:
-        return f" >= {minimum:g}"
+        return f" >= {_num(minimum)}"
     if maximum is not None:
-        return f" <= {maximum:g}"
+        return f" <= {_num(maximum)}"
     return ""
 
 
@@ -143,25 +179,38 @@ class Int(Spec):
         if not in_range:
             at.error(f"must be an integer{_bounds(low, high)}, got {show(value)}")
             return self.default
+        if not is_int64(value):
+            at.error(f"is too large: {INT64_HINT}, got {show(value)}")
+            return self.default
         return value
 
 
 class Number(Spec):
     def __init__(
-        self, default: float | None = None, minimum: float | None = None, above: float | None = None
+        self,
+        default: float | None = None,
+        minimum: float | None = None,
+        above: float | None = None,
+        maximum: float | None = None,
     ) -> None:
         super().__init__(default)
-        self.minimum, self.above = minimum, above
+        self.minimum, self.above, self.maximum = minimum, above, maximum
 
     def validate(self, value: Any, at: At) -> Any:
         ok = is_number(value)
         ok = ok and (self.minimum is None or value >= self.minimum)
         ok = ok and (self.above is None or value > self.above)
+        ok = ok and (self.maximum is None or value <= self.maximum)
         if not ok:
-            bound = _bounds(self.minimum, None) or (
-                f" > {self.above:g}" if self.above is not None else ""
-            )
+            bound = _bounds(self.minimum, self.maximum)
+            if self.above is not None:
+                bound = f" > {_num(self.above)}" + (
+                    f" and <= {_num(self.maximum)}" if self.maximum is not None else ""
+                )
             at.error(f"must be a number{bound}, got {show(value)}")
+            return self.default
+        if not is_finite_number(value):
+            at.error(f"{FINITE_HINT}, got {show(value)}")
             return self.default
         return value
 
@@ -203,6 +252,22 @@ class StrList(Spec):
         return out
 
 
+def check_storable(value: Any, at: At) -> None:
+    """Report every NaN or infinity in a value stored as it is: configs are stored as JSON, which
+    has neither, and trial code would read them back as something else."""
+    if isinstance(value, float) and not math.isfinite(value):
+        at.error(
+            f"{value} is not a number a config can hold (it is stored as JSON); use a finite"
+            f" number, or quote it ('{value}') for a string"
+        )
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            check_storable(item, at / key)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            check_storable(item, at / i)
+
+
 class Opaque(Spec):
     """A section hpcdet stores and hands to trial code without interpreting it."""
 
@@ -215,6 +280,7 @@ class Opaque(Spec):
             want = "a mapping" if self.kind is dict else "a list"
             at.error(f"must be {want}, got {show(value)}")
             return copy.deepcopy(self.default)
+        check_storable(value, at)
         return copy.deepcopy(value)
 
 
@@ -264,6 +330,7 @@ def check_mapping(
 _DURATION_UNITS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
 _SUFFIXED = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m(?:in)?)?(?:(\d+)s)?$", re.IGNORECASE)
 _SLURM_TIME = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
+MAX_WALLTIME_SECONDS = 365 * 86400
 WALLTIME_HINT = (
     "use 'HH:MM:SS', 'D-HH:MM:SS', '90m', '2h', '1d12h' or a whole number of minutes"
 )
@@ -276,12 +343,17 @@ def parse_walltime(value: Any) -> int:
     """
     if is_int(value):
         seconds = int(value) * 60
-    elif isinstance(value, str):
+    elif isinstance(value, str) and len(value) <= 64:
         seconds = _parse_walltime_text(value.strip())
     else:
         raise ValueError(f"must be a walltime, got {show(value)}; {WALLTIME_HINT}")
     if seconds <= 0:
         raise ValueError(f"must be a positive walltime, got {show(value)}")
+    if seconds > MAX_WALLTIME_SECONDS:
+        raise ValueError(
+            f"must be a walltime of at most {MAX_WALLTIME_SECONDS // 86400} days, got"
+            f" {show(value)}; ask for what the partition allows (sinfo -o '%P %l')"
+        )
     return seconds
 
 

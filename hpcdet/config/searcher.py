@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from hpcdet.config.hyperparameters import MAX_TRIALS
 from hpcdet.config.schema import (
+    INT64_HINT,
     At,
     Bool,
     Custom,
@@ -16,6 +18,7 @@ from hpcdet.config.schema import (
     check_mapping,
     did_you_mean,
     is_int,
+    is_int64,
     show,
 )
 
@@ -33,8 +36,11 @@ _GONE = {
 
 def check_length(value: Any, at: At, minimum_units: int = 1) -> Any:
     """A plain integer >= 0, or exactly one of ``{batches|records|epochs: int}``."""
-    if value is None or (is_int(value) and value >= 0):
+    if value is None or (is_int64(value) and value >= 0):
         return value
+    if is_int(value) and value > 0:
+        at.error(f"is too large: {INT64_HINT}, got {show(value)}")
+        return None
     example = "e.g. max_length: 100 or max_length: {epochs: 20}"
     if not isinstance(value, dict):
         at.error(f"must be an integer >= 0 or one of {{batches|records|epochs: N}}; {example},"
@@ -52,14 +58,27 @@ def check_length(value: Any, at: At, minimum_units: int = 1) -> Any:
     if not (is_int(amount) and amount >= minimum_units):
         (at / units[0]).error(f"must be an integer >= {minimum_units}, got {show(amount)}")
         return None
+    if not is_int64(amount):
+        (at / units[0]).error(f"is too large: {INT64_HINT}, got {show(amount)}")
+        return None
     return dict(value)
+
+
+# ASHA's arithmetic raises the divisor to the number of rungs and keeps one list per rung and
+# per bracket; these bounds keep every power finite and every list short.
+MAX_RUNGS = 32
+MAX_DIVISOR = 1e6
 
 
 def _bracket_rungs(value: Any, at: At) -> list[int]:
     if value is None:
         return []
-    if not isinstance(value, list) or not all(is_int(v) and v >= 1 for v in value):
-        at.error(f"must be a list of integers >= 1 (rungs per bracket), got {show(value)}")
+    valid = isinstance(value, list) and len(value) <= MAX_RUNGS
+    if not valid or not all(is_int(v) and 1 <= v <= MAX_RUNGS for v in value):
+        at.error(
+            f"must be a list of at most {MAX_RUNGS} integers between 1 and {MAX_RUNGS} (rungs per"
+            f" bracket), e.g. [3, 2, 1]; got {show(value)}"
+        )
         return []
     return list(value)
 
@@ -72,14 +91,16 @@ _COMMON: dict[str, Spec] = {
     "source_checkpoint_uuid": Str(None),
     "max_length": Custom(check_length),
 }
-_CONCURRENCY: dict[str, Spec] = {"max_concurrent_trials": Int(16, minimum=0)}
-_TRIALS: dict[str, Spec] = {"max_trials": Int(None, minimum=1)}
+_CONCURRENCY: dict[str, Spec] = {
+    "max_concurrent_trials": Int(16, minimum=0, maximum=MAX_TRIALS),
+}
+_TRIALS: dict[str, Spec] = {"max_trials": Int(None, minimum=1, maximum=MAX_TRIALS)}
 _ASHA: dict[str, Spec] = {
     "time_metric": Str(None),
     "max_time": Int(None, minimum=1),
     "mode": Str("standard", choices=("standard", "aggressive", "conservative")),
-    "divisor": Number(4.0, above=1),
-    "max_rungs": Int(5, minimum=1),
+    "divisor": Number(4.0, above=1, maximum=MAX_DIVISOR),
+    "max_rungs": Int(5, minimum=1, maximum=MAX_RUNGS),
     "bracket_rungs": Custom(_bracket_rungs),
     "stop_once": Bool(False),
 }
@@ -116,7 +137,9 @@ def check_searcher(value: Any, at: At) -> dict[str, Any] | None:
         return None
     required = {"metric": _METRIC_HINT}
     if name in ("random", "adaptive_asha"):
-        required["max_trials"] = f"is required for the {name} searcher: an integer >= 1"
+        required["max_trials"] = (
+            f"is required for the {name} searcher: an integer between 1 and {MAX_TRIALS}"
+        )
     out = check_mapping(value, at, _SPECS[name], required=required)
     if name == "adaptive_asha":
         _check_asha_length(out, value.get("max_length") is not None, at)
@@ -136,6 +159,12 @@ def _check_asha_length(out: dict[str, Any], gave_length: bool, at: At) -> None:
         at.error(
             "the `adaptive_asha` searcher requires `max_time` and `time_metric` to be set"
             " (e.g. time_metric: batches, max_time: 100), or max_length in 0.37-style configs"
+        )
+    elif not any(has_time) and out["max_length"] == 0:
+        # Rung lengths divide max_length: zero leaves ASHA nothing to train or rank.
+        (at / "max_length").error(
+            "must be at least 1 for the adaptive_asha searcher (the length of a trial that"
+            " reaches the top rung), e.g. max_length: {batches: 1000}"
         )
 
 

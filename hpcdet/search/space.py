@@ -10,11 +10,11 @@ Values are deep-copied, so a point never shares a mutable value with the space.
 from __future__ import annotations
 
 import copy
-import itertools
 import math
 from collections.abc import Mapping
 from typing import Any, Callable
 
+from hpcdet.config.hyperparameters import grid_axis_length
 from hpcdet.search.rng import MT19937
 
 Route = tuple[str, ...]
@@ -98,7 +98,8 @@ def _count(hp: Mapping[str, Any]) -> int:
 
 def _int_axis(hp: Mapping[str, Any]) -> list[Any]:
     low, high = int(hp["minval"]), int(hp["maxval"])
-    count = min(_count(hp), high - low + 1)
+    _count(hp)
+    count = grid_axis_length(hp)
     if count == 1:
         return [round_half_away(float(low + high) / 2.0)]
     # Integer product first, then one float division (as Determined computes it).
@@ -152,14 +153,32 @@ def _put(point: dict[str, Any], route: Route, value: Any) -> None:
     point[route[-1]] = copy.deepcopy(value)
 
 
-def grid_points(space: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The Cartesian product of the axes, the first axis varying slowest. A space without
-    hyperparameters is one empty point."""
-    axes = grid_axes(space)
-    points = []
-    for combination in itertools.product(*(values for _, values in axes)):
+class Grid:
+    """The Cartesian product of the axes, the first axis varying slowest, one point at a time:
+    a grid is never materialised, only the point asked for."""
+
+    def __init__(self, space: Mapping[str, Any]) -> None:
+        self.axes = grid_axes(space)
+        self.size = math.prod(len(values) for _, values in self.axes)
+
+    def __len__(self) -> int:
+        return self.size
+
+    def point(self, index: int) -> dict[str, Any]:
+        if not 0 <= index < self.size:
+            raise IndexError(f"grid point {index} of a grid of {self.size}")
         point: dict[str, Any] = {}
-        for (route, _), value in zip(axes, combination):
+        chosen = []
+        for _, values in reversed(self.axes):
+            index, digit = divmod(index, len(values))
+            chosen.append(values[digit])
+        for (route, _), value in zip(self.axes, reversed(chosen)):
             _put(point, route, value)
-        points.append(point)
-    return points
+        return point
+
+
+def grid_points(space: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Every point of the grid, in product order. A space without hyperparameters is one empty
+    point."""
+    grid = Grid(space)
+    return [grid.point(i) for i in range(grid.size)]

@@ -232,7 +232,7 @@ def test_several_mistakes_are_all_reported_with_paths_and_lines() -> None:
     assert "hyperparameters.lr.minval (line 4): minval (0.1) must be less than maxval (0.01)" in (
         joined
     )
-    assert "searcher.max_trials (line 8): must be an integer >= 1, got 0" in joined
+    assert "searcher.max_trials (line 8): must be an integer between 1 and 100000, got 0" in joined
     assert "resources.slots_per_trial (line 10): must be an integer >= 0, got 'two' (a string)" in (
         joined
     )
@@ -442,7 +442,7 @@ def test_hyperparameter_types_are_normalised() -> None:
         ("{type: const}",
          "hyperparameters.h.val (line 4): a const hyperparameter needs val"),
         ("{type: int, minval: 1, maxval: 3, count: 0}",
-         "hyperparameters.h.count (line 4): must be an integer >= 1"),
+         "hyperparameters.h.count (line 4): must be an integer between 1 and 100000"),
         ("{type: int, minval: 1, maxval: 3, step: 1}",
          "hyperparameters.h.step (line 4): unknown key for a int hyperparameter"),
         ("{type: float, minval: 1, maxval: 3}",
@@ -493,7 +493,7 @@ def test_searcher_keys_are_per_method() -> None:
     assert problem.startswith("searcher.max_trials (line 2): unknown key")
     random = only_problem("entrypoint: x\nsearcher: {name: random, metric: m}\n")
     assert random == "searcher.max_trials (line 2): is required for the random searcher: an" \
-        " integer >= 1"
+        " integer between 1 and 100000"
 
 
 def test_searcher_value_checks() -> None:
@@ -510,10 +510,11 @@ def test_searcher_value_checks() -> None:
     """)
     assert problems == [
         "searcher.max_length.epochs (line 6): must be an integer >= 1, got 0 (an integer)",
-        "searcher.max_concurrent_trials (line 9): must be an integer >= 0, got -1 (an integer)",
+        "searcher.max_concurrent_trials (line 9): must be an integer between 0 and 100000, got"
+        " -1 (an integer)",
         "searcher.mode (line 7): must be one of standard, aggressive, conservative; got 'wild'"
         " (a string)",
-        "searcher.divisor (line 8): must be a number > 1, got 1 (an integer)",
+        "searcher.divisor (line 8): must be a number > 1 and <= 1e+06, got 1 (an integer)",
     ]
 
 
