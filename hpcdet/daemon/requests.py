@@ -102,12 +102,14 @@ def serve_pending(paths: StatePaths, handler: Callable[[str, dict[str, Any]], An
 def _answer(handler: Callable[[str, dict[str, Any]], Any], body: dict[str, Any]) -> dict[str, Any]:
     try:
         return {"ok": True, "result": handler(body["op"], body.get("args", {}))}
-    except HpcdetError as e:
+    except DiskFullError as e:
         return {"ok": False, "error": str(e)}
     except Exception as e:
-        if disk_full_cause(e) is not None:
+        if disk_full_cause(e) is not None:  # also under a StoreError, whose advice is wrong here
             where = getattr(e, "filename", None) or "the state directory or the database"
             return {"ok": False, "error": str(DiskFullError(str(where), e))}
+        if isinstance(e, HpcdetError):
+            return {"ok": False, "error": str(e)}
         # A bug: keep serving, report it, keep the traceback in the log.
         log.error("request %s failed:\n%s", body.get("op"), traceback.format_exc())
         return {"ok": False, "error": f"internal error in the daemon: {e!r} (see daemon.log)"}

@@ -133,3 +133,24 @@ def test_a_create_that_runs_out_of_space_at_any_point_leaves_nothing(state_fs: P
         assert "its trials wait to be submitted: no space left on device" in result["warning"]
         _tick(daemon)
     assert [r.job_id for r in daemon.store.runs()] == ["101"]
+
+
+def test_a_request_that_runs_out_of_space_is_answered_with_why_once_there_is_room(
+    state_fs: Path,
+) -> None:
+    paths = StatePaths(state_fs)
+    daemon = Daemon(paths, ClusterConfig(backend="slurm"), FakeSlurm())
+    staging = paths.requests / "one.context"
+    snapshot(EXAMPLES, staging)
+    daemon.handle("create", {"config": CONFIG, "staging": str(staging)})
+    rid = req.submit(paths, "pause", {"exp_id": 1})
+    filler = fill(state_fs)
+    _tick(daemon)
+    _tick(daemon)
+    filler.unlink()
+    _tick(daemon)
+    reply = read_json(paths.requests / f"{rid}.reply.json")
+    assert not reply["ok"]
+    assert reply["error"].startswith("no space left on device while writing "), reply
+    assert daemon.journal.replay(1) == 0, "the failed pause was left in the journal"
+    assert daemon.store.experiment(1).state == "ACTIVE"
