@@ -320,7 +320,7 @@ class Journal:
         try:
             append_line(path, entry)
             self.replay(exp_id)
-        except BaseException:
+        except Exception:
             # Not applied (a full disk, say): not decided either, or a later replay would
             # apply what the caller was told failed.
             with contextlib.suppress(OSError):
