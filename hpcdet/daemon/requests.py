@@ -30,7 +30,6 @@ TAKEN = ".taken"
 _kept: dict[str, dict[str, Any]] = {}
 
 
-
 def new_request_id() -> str:
     return f"{time.time():.6f}-{uuid.uuid4().hex[:8]}"
 
