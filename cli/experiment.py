@@ -50,8 +50,9 @@ def create(
         files, size = snapshot(context, staging, warn=_warn)
         console.print(f"Preparing files to send to the daemon... {size / 1e3:.1f}KB and "
                       f"{files} files")
-        result = process.call(p, "create", {"config": cfg.raw, "staging": str(staging)},
-                              request_id=rid)
+        result = process.call(
+            p, "create", {"config": cfg.raw, "staging": str(staging), "request_id": rid},
+            request_id=rid)
     except DaemonError as e:
         if not withdraw(p, rid):
             raise

@@ -7,6 +7,7 @@ import logging
 import os
 import shutil
 import time
+from pathlib import Path
 from typing import Any
 
 from sqlmodel import select
@@ -48,7 +49,11 @@ class Commands(DaemonBase):
         self.stopping = True
         return "stopping"
 
-    def op_create(self, config: dict[str, Any], staging: str) -> dict[str, Any]:
+    def op_create(
+        self, config: dict[str, Any], staging: str, request_id: str = ""
+    ) -> dict[str, Any]:
+        """``request_id``: the CLI's; the same request carried out again (a daemon that died
+        before its reply was written) answers with the experiment it created."""
         raw = ExperimentConfig.from_dict(config).to_dict()
         if not raw.get("checkpoint_storage"):
             raw["checkpoint_storage"] = {
@@ -56,6 +61,8 @@ class Commands(DaemonBase):
             }
         cfg = ExperimentConfig.from_dict(raw)
         raw = cfg.to_dict()
+        if not os.path.isdir(staging):  # moved into the experiment it made, or given up on
+            return self._created_by(request_id, staging)
         exp_id = self.journal.max_ids()[0] + 1
         exp_dir = self.paths.experiment(exp_id)
         try:
@@ -67,6 +74,7 @@ class Commands(DaemonBase):
                 description=cfg.description, backend=self.backend,
                 resource_pool=cfg.resources.resource_pool, priority=cfg.resources.priority,
                 weight=cfg.resources.weight, searcher=cfg.searcher.name,
+                **({"request_id": request_id} if request_id else {}),
             )
         except Exception as e:
             self._discard_experiment(exp_id)
@@ -84,6 +92,9 @@ class Commands(DaemonBase):
                 raise
             waiting = (f"its trials wait to be submitted: {disk_full_reason(e)} while writing "
                        "their run directories; they go once space is freed")
+        return self._create_reply(exp_id, cfg, waiting)
+
+    def _create_reply(self, exp_id: int, cfg: ExperimentConfig, waiting: str) -> dict[str, Any]:
         trials = self.store.trials(exp_id)
         reasons = [self.store.experiment(exp_id).error, waiting]
         reasons += [t.end_reason for t in trials if t.state == "ERROR"]
@@ -93,6 +104,15 @@ class Commands(DaemonBase):
         warning = "; ".join(r for r in reasons if r)
         return {"experiment_id": exp_id, "trial_ids": [t.id for t in trials],
                 "warning": warning}
+
+    def _created_by(self, request_id: str, staging: str) -> dict[str, Any]:
+        for exp_id in reversed(self.journal.experiment_ids()):
+            if request_id and _first_entry(self.paths.journal(exp_id)).get(
+                    "request_id") == request_id:
+                return self._create_reply(
+                    exp_id, self._config(self.store.experiment(exp_id)), "")
+        raise StateError(f"the context snapshot {staging} is gone: the CLI gave up on this "
+                         "request before the daemon took it. Create the experiment again.")
 
     def _discard_experiment(self, exp_id: int) -> None:
         """Undo a create that failed midway: no rows, no directory, its id free again."""
@@ -219,3 +239,13 @@ class Commands(DaemonBase):
         # preemption request through its control file (_sync_controls).
         if not (graceful and started) and run.job_id:
             self._cancel([run.job_id])
+
+
+def _first_entry(journal: Path) -> dict[str, Any]:
+    try:
+        with open(journal, "rb") as f:
+            line = f.readline()
+    except FileNotFoundError:
+        return {}
+    entry: dict[str, Any] = json.loads(line) if line.endswith(b"\n") else {}
+    return entry

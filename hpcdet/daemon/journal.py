@@ -8,7 +8,9 @@ applying every journal from the beginning and re-ingesting every event log.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -352,8 +354,16 @@ class Journal:
     def record(self, exp_id: int, kind: str, **body: Any) -> None:
         entry = {"kind": kind, "exp_id": exp_id, "time": time.time(), **body}
         path = self.paths.journal(exp_id)
-        append_line(path, entry)
-        self.replay(exp_id)
+        start = path.stat().st_size if path.exists() else 0
+        try:
+            append_line(path, entry)
+            self.replay(exp_id)
+        except Exception:
+            # Not applied (a full disk, say): not decided either, or a later replay would
+            # apply what the caller was told failed.
+            with contextlib.suppress(OSError):
+                os.truncate(path, start)
+            raise
 
     def replay(self, exp_id: int) -> int:
         """Apply what the database has not seen of one experiment's journal; returns entries."""

@@ -16,6 +16,7 @@ import os
 import time
 import traceback
 import uuid
+from pathlib import Path
 from typing import Any, Callable
 
 from hpcdet.errors import DaemonError, DiskFullError, HpcdetError, disk_full_cause
@@ -27,7 +28,6 @@ log = logging.getLogger(__name__)
 TAKEN = ".taken"
 # Replies the daemon could not write yet, by request id; each is written as it was made.
 _kept: dict[str, dict[str, Any]] = {}
-
 
 
 def new_request_id() -> str:
@@ -82,32 +82,44 @@ def serve_pending(paths: StatePaths, handler: Callable[[str, dict[str, Any]], An
     """
     if not paths.requests.exists():
         return 0
-    _deliver_kept(paths)
+    _deliver_kept(paths, handler)
     pending = sorted(
         p for p in paths.requests.glob("*.json")
         if not p.name.endswith(".reply.json") and not p.name.startswith(".")
     )
     for path in pending:
         rid = path.name[: -len(".json")]
+        body = _body(path)
+        if body is None:
+            continue  # still being written by an old-style writer; next tick
         try:
-            body = json.loads(path.read_text())
             # A rename needs no free space; without it the request is not acted on.
             os.rename(path, paths.requests / f"{rid}{TAKEN}")
-        except (OSError, ValueError):
-            continue  # still being written by an old-style writer, or withdrawn; next tick
+        except OSError:
+            continue  # withdrawn by the CLI, or retried next tick
         _deliver(paths, rid, _answer(handler, body))
     return len(pending)
+
+
+def _body(path: Path) -> dict[str, Any] | None:
+    try:
+        body = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return body if isinstance(body, dict) else None
 
 
 def _answer(handler: Callable[[str, dict[str, Any]], Any], body: dict[str, Any]) -> dict[str, Any]:
     try:
         return {"ok": True, "result": handler(body["op"], body.get("args", {}))}
-    except HpcdetError as e:
+    except DiskFullError as e:
         return {"ok": False, "error": str(e)}
     except Exception as e:
-        if disk_full_cause(e) is not None:
+        if disk_full_cause(e) is not None:  # also under a StoreError, whose advice is wrong here
             where = getattr(e, "filename", None) or "the state directory or the database"
             return {"ok": False, "error": str(DiskFullError(str(where), e))}
+        if isinstance(e, HpcdetError):
+            return {"ok": False, "error": str(e)}
         # A bug: keep serving, report it, keep the traceback in the log.
         log.error("request %s failed:\n%s", body.get("op"), traceback.format_exc())
         return {"ok": False, "error": f"internal error in the daemon: {e!r} (see daemon.log)"}
@@ -125,14 +137,20 @@ def _deliver(paths: StatePaths, rid: str, reply: dict[str, Any]) -> None:
     (paths.requests / f"{rid}{TAKEN}").unlink(missing_ok=True)
 
 
-def _deliver_kept(paths: StatePaths) -> None:
+def _deliver_kept(paths: StatePaths, handler: Callable[[str, dict[str, Any]], Any]) -> None:
     for rid, reply in list(_kept.items()):
         _deliver(paths, rid, reply)
     for taken in paths.requests.glob(f"*{TAKEN}"):
         rid = taken.name[: -len(TAKEN)]
-        if rid not in _kept:
-            # Taken by a daemon that stopped before it answered: what it did is in the run
-            # tree; acting again could do it twice.
+        if rid in _kept:
+            continue
+        # Taken by a daemon that stopped before it answered. A request that carries its id
+        # finds what it did by it (the handler is idempotent by that id); acting again on
+        # any other could do it twice.
+        body = _body(taken)
+        if body is not None and body.get("args", {}).get("request_id") == rid:
+            _deliver(paths, rid, _answer(handler, body))
+        else:
             _deliver(paths, rid, {"ok": False, "error": (
                 "the hpcdet daemon stopped while carrying out this request; it may have taken "
                 "effect: see `hpcdet experiment list` before trying again")})

@@ -133,3 +133,51 @@ def test_a_create_that_runs_out_of_space_at_any_point_leaves_nothing(state_fs: P
         assert "its trials wait to be submitted: no space left on device" in result["warning"]
         _tick(daemon)
     assert [r.job_id for r in daemon.store.runs()] == ["101"]
+
+
+def test_a_request_that_runs_out_of_space_is_answered_with_why_once_there_is_room(
+    state_fs: Path,
+) -> None:
+    paths = StatePaths(state_fs)
+    daemon = Daemon(paths, ClusterConfig(backend="slurm"), FakeSlurm())
+    staging = paths.requests / "one.context"
+    snapshot(EXAMPLES, staging)
+    daemon.handle("create", {"config": CONFIG, "staging": str(staging)})
+    rid = req.submit(paths, "pause", {"exp_id": 1})
+    filler = fill(state_fs)
+    _tick(daemon)
+    _tick(daemon)
+    filler.unlink()
+    _tick(daemon)
+    reply = read_json(paths.requests / f"{rid}.reply.json")
+    assert not reply["ok"]
+    assert reply["error"].startswith("no space left on device while writing "), reply
+    assert daemon.journal.replay(1) == 0, "the failed pause was left in the journal"
+    assert daemon.store.experiment(1).state == "ACTIVE"
+
+
+def test_a_create_answered_by_the_next_daemon_is_the_same_experiment(
+    tmp_path: Path, requests_fs: Path
+) -> None:
+    """The daemon that carried out the create dies with its reply unwritten; the next one
+    answers the request with that experiment instead of creating another or failing."""
+    paths = StatePaths(tmp_path / "state")
+    daemon = Daemon(paths, ClusterConfig(backend="slurm"), FakeSlurm())
+    staging = tmp_path / "staging"
+    snapshot(EXAMPLES, staging)
+    rid = req.new_request_id()
+    req.submit(paths, "create", {"config": CONFIG, "staging": str(staging), "request_id": rid},
+               rid)
+    filler = fill(requests_fs)
+    _tick(daemon)
+    assert _experiments(paths) == ["exp-1"]
+
+    req._kept.clear()  # what a daemon that dies forgets
+    daemon = Daemon(paths, ClusterConfig(backend="slurm"), FakeSlurm())
+    filler.unlink()
+    _tick(daemon)
+    reply = read_json(paths.requests / f"{rid}.reply.json")
+    assert reply["ok"], reply
+    assert reply["result"]["experiment_id"] == 1
+    assert reply["result"]["trial_ids"] == [1]
+    assert _experiments(paths) == ["exp-1"]
