@@ -85,7 +85,7 @@ def _snapshot_or_context_error(entries: list[tuple[object, ...]]) -> None:
         shutil.rmtree(dest)
 
 
-@settings(max_examples=150, deadline=None, derandomize=True, database=None,
+@settings(max_examples=100, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(entry, max_size=12))
 def test_any_context_snapshots_or_fails_with_a_context_error(
