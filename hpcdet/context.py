@@ -106,6 +106,8 @@ class _Walk:
             st = os.stat(entry.path)  # through symlinks
         except OSError as e:
             if entry.is_symlink():
+                if self.spec.match_file(name):
+                    return
                 self.warn(f"skipped {name!r} in the context: a symlink to nothing ({_why(e)})")
                 return
             raise _unreadable(self.root, rel, e) from None

@@ -111,3 +111,13 @@ def test_an_undecodable_ignore_file_is_named(tmp_path: Path) -> None:
     with pytest.raises(ContextError, match=r"cannot read the ignore file .*\.hpcdetignore"):
         context.snapshot(tmp_path, tmp_path.parent / "out")
 
+
+
+def test_what_the_ignore_rules_leave_out_is_not_warned_about(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text("x")
+    (tmp_path / "old_link").symlink_to(tmp_path / "nowhere")
+    os.mkfifo(tmp_path / "pipe")
+    (tmp_path / ".detignore").write_text("old_link\npipe\n")
+    warnings: list[str] = []
+    assert context.snapshot(tmp_path / ".", tmp_path.parent / "out", warn=warnings.append) == (1, 1)
+    assert warnings == []
