@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import stat
 from collections.abc import Callable
@@ -52,10 +53,23 @@ def _spec(root: Path) -> pathspec.GitIgnoreSpec:
         path = root / name
         if path.is_file():
             try:
-                lines.extend(path.read_text().splitlines())
+                own = path.read_text().splitlines()
             except (OSError, UnicodeDecodeError) as e:
                 raise ContextError(f"cannot read the ignore file {path}: {_why(e)}") from None
+            for number, line in enumerate(own, 1):
+                _check_pattern(path, number, line)
+            lines.extend(own)
     return pathspec.GitIgnoreSpec.from_lines(lines)
+
+
+def _check_pattern(path: Path, number: int, line: str) -> None:
+    try:
+        pathspec.GitIgnoreSpec.from_lines([line])
+    except (ValueError, re.error) as e:
+        raise ContextError(
+            f"{path}, line {number}: {line!r} is not a valid gitignore pattern ({e}); fix or "
+            "remove it"
+        ) from None
 
 
 @dataclass
@@ -82,12 +96,18 @@ class _Walk:
         for entry in entries:
             self.entry(entry, rel / entry.name, chain)
 
+    def _holds_root(self, link: str) -> bool:
+        """Whether a symlinked directory is the context or one it lies in (``/``, ``..``)."""
+        return self.root.resolve().is_relative_to(os.path.realpath(link))
+
     def entry(self, entry: os.DirEntry[str], rel: Path, chain: tuple[tuple[int, int], ...]) -> None:
         name = rel.as_posix()
         try:
             st = os.stat(entry.path)  # through symlinks
         except OSError as e:
             if entry.is_symlink():
+                if self.spec.match_file(name):
+                    return
                 self.warn(f"skipped {name!r} in the context: a symlink to nothing ({_why(e)})")
                 return
             raise _unreadable(self.root, rel, e) from None
@@ -95,7 +115,7 @@ class _Walk:
             if self.spec.match_file(f"{name}/"):
                 return
             here = (st.st_dev, st.st_ino)
-            if here in chain:
+            if here in chain or (entry.is_symlink() and self._holds_root(entry.path)):
                 self.warn(f"skipped {name!r} in the context: a symlink back into a directory "
                           "that contains it (a loop)")
                 return

@@ -2,8 +2,10 @@
 
 Trial -> daemon: an append-only JSON-lines event log per run. Every line carries ``seq``
 (1, 2, 3, ... within the file). Only whole lines (ending in a newline) are read, so a writer
-that died mid-line leaves nothing half-ingested; the daemon stores the byte offset of the last
-whole line in the same database transaction as the rows it produced (exactly-once ingest).
+that died mid-line leaves nothing half-ingested, and the next writer cuts that torn tail off
+before appending. A whole line that is not an event (a damaged file) is skipped and logged
+with its byte offset. The daemon stores the byte offset of the last whole line in the same
+database transaction as the rows it produced (exactly-once ingest).
 
 Daemon -> trial: small JSON files replaced atomically (write temp, fsync, rename), so a reader
 sees the old or the new content, never a mix. Trials poll them with one ``stat`` per check.

@@ -119,8 +119,8 @@ class Store:
                 s.rollback()
                 raise StoreError(
                     f"database error in {self.path}: {e.__class__.__name__}: {e}. The run tree "
-                    "still holds everything: stop the daemon, delete the database and start "
-                    "the daemon again to rebuild it."
+                    "still holds everything: restart the daemon (`hpcdet daemon stop`, then "
+                    "`hpcdet daemon start`); it sets a damaged database aside and rebuilds it."
                 ) from e
 
     def close(self) -> None:

@@ -96,3 +96,28 @@ def test_an_unreadable_directory_is_named(tmp_path: Path) -> None:
         mp.setattr(context.os, "scandir", denied)
         with pytest.raises(ContextError, match=r"cannot read '\.' in .*\.detignore"):
             context.snapshot(tmp_path, tmp_path.parent / "out")
+
+
+@pytest.mark.parametrize("pattern", ["!", "\\", "[z-a]", "data\\"])
+def test_an_invalid_ignore_pattern_is_named_with_its_line(tmp_path: Path, pattern: str) -> None:
+    (tmp_path / "a.py").write_text("x")
+    (tmp_path / ".detignore").write_text(f"*.pyc\n{pattern}\n")
+    with pytest.raises(ContextError, match=r"\.detignore, line 2: .* not a valid gitignore"):
+        context.snapshot(tmp_path, tmp_path.parent / "out")
+
+
+def test_an_undecodable_ignore_file_is_named(tmp_path: Path) -> None:
+    (tmp_path / ".hpcdetignore").write_bytes(b"*.pyc\n\xff\xfe\n")
+    with pytest.raises(ContextError, match=r"cannot read the ignore file .*\.hpcdetignore"):
+        context.snapshot(tmp_path, tmp_path.parent / "out")
+
+
+
+def test_what_the_ignore_rules_leave_out_is_not_warned_about(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text("x")
+    (tmp_path / "old_link").symlink_to(tmp_path / "nowhere")
+    os.mkfifo(tmp_path / "pipe")
+    (tmp_path / ".detignore").write_text("old_link\npipe\n")
+    warnings: list[str] = []
+    assert context.snapshot(tmp_path / ".", tmp_path.parent / "out", warn=warnings.append) == (1, 1)
+    assert warnings == []

@@ -11,6 +11,7 @@ import pytest
 
 from hpcdet.config.cluster import ClusterConfig
 from hpcdet.daemon.service import Daemon
+from hpcdet.errors import StoreError
 from hpcdet.paths import StatePaths
 from hpcdet.schedulers.runner import CommandRunner, Result
 from hpcdet.store.repository import SCHEMA_VERSION, Store
@@ -88,3 +89,12 @@ def test_a_sound_database_is_kept(tmp_path: Path) -> None:
     _journaled(paths)
     Store(paths.database()).close()
     assert _set_aside(paths) == []
+
+
+def test_a_reader_of_a_garbage_database_is_told_to_restart_the_daemon(tmp_path: Path) -> None:
+    path = tmp_path / "hpcdet.db"
+    path.write_bytes(b"this is no database\n" * 300)
+    store = Store(path, readonly=True)
+    with pytest.raises(StoreError, match="restart the daemon.*sets a damaged database aside"):
+        store.experiments()
+    assert path.read_bytes().startswith(b"this is no database")
