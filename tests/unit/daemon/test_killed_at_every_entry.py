@@ -12,6 +12,7 @@ experiment's end. Each boundary is one test case, so a failure names the entry.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,19 +38,27 @@ class Killed(BaseException):
     """SIGKILL, as far as the daemon's code can tell: no handler runs, nothing after it."""
 
 
-def _search(root: Path, monkeypatch: pytest.MonkeyPatch, kill_after: int | None) -> list[str]:
-    """Run the search; the first daemon dies right after entry ``kill_after``. Returns the
-    kinds of the entries written, in order."""
+def _kill_after(monkeypatch: pytest.MonkeyPatch, entries: Callable[[list[str]], bool]
+                ) -> list[str]:
+    """Journal appends raise Killed right after an entry for which ``entries(written so far)``
+    holds; returns the list of the kinds written, in order."""
     written: list[str] = []
     append = journal.append_line
 
     def append_then_maybe_die(path: Path, entry: dict[str, Any]) -> None:
         append(path, entry)
         written.append(entry["kind"])
-        if len(written) == kill_after:
+        if entries(written):
             raise Killed
 
     monkeypatch.setattr(journal, "append_line", append_then_maybe_die)
+    return written
+
+
+def _search(root: Path, monkeypatch: pytest.MonkeyPatch, kill_after: int | None) -> list[str]:
+    """Run the search; the first daemon dies right after entry ``kill_after``. Returns the
+    kinds of the entries written, in order."""
+    written = _kill_after(monkeypatch, lambda written: len(written) == kill_after)
     cluster = FakeLocal()
     daemon = new_daemon(root, cluster)
     try:
@@ -96,3 +105,34 @@ def test_killed_after_entry(
     kill_after: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _search(tmp_path, monkeypatch, kill_after)
+
+
+def test_daemons_killed_one_after_another(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Daemon i dies right after the 1st, 2nd or 3rd entry it writes (i mod 3), also while it
+    reconciles, until one finishes. (Dying always after the first would never let a run be
+    submitted: the next daemon must first settle the run the last one left submitting.)"""
+    since_start = [0]
+    lives = [1]
+
+    def last_entry_of_this_daemon(written: list[str]) -> bool:
+        since_start[0] += 1
+        return since_start[0] == lives[0]
+
+    written = _kill_after(monkeypatch, last_entry_of_this_daemon)
+    cluster = FakeLocal()
+    for daemons in range(1, 3 * ENTRIES):
+        daemon = new_daemon(tmp_path, cluster)
+        since_start[0], lives[0] = 0, 1 + (daemons - 1) % 3
+        try:
+            daemon.reconcile()
+            if daemons == 1:
+                create(daemon, CONFIG)
+            drive(daemon, cluster)
+            break
+        except Killed:
+            daemon.store.close()
+            cluster.step()
+    _check_finished(daemon, cluster)
+    assert daemons > ENTRIES / 2, written
