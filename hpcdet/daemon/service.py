@@ -364,8 +364,6 @@ class Daemon(Commands, Submission, Queueing):
                 self.search.feed(exp, cfg, TrialExited(trial.request_id, _exit_reason(trial)),
                                  {"exited_trial_id": trial.id})
                 exp = self.store.experiment(exp.id)
-                if exp.searcher_done:
-                    return
 
     def _finish_experiments(self) -> None:
         for exp in self.store.experiments(unfinished=True):
