@@ -12,20 +12,20 @@ experiment's end. Each boundary is one test case, so a failure names the entry.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from hpcdet.daemon import journal
 from hpcdet.lifecycle import FINAL_TRIAL_STATES
 from hpcdet.store.repository import LIVE_RUN_STATES
 from tests.unit.daemon.fake_local import (
     FakeLocal,
+    Killed,
     asha_config,
     create,
     drive,
+    kill_after,
     new_daemon,
     stored_metrics,
 )
@@ -34,31 +34,10 @@ CONFIG = asha_config(max_trials=2, max_concurrent_trials=1, mode="aggressive")
 ENTRIES = 26  # in the uninterrupted search
 
 
-class Killed(BaseException):
-    """SIGKILL, as far as the daemon's code can tell: no handler runs, nothing after it."""
-
-
-def _kill_after(monkeypatch: pytest.MonkeyPatch, entries: Callable[[list[str]], bool]
-                ) -> list[str]:
-    """Journal appends raise Killed right after an entry for which ``entries(written so far)``
-    holds; returns the list of the kinds written, in order."""
-    written: list[str] = []
-    append = journal.append_line
-
-    def append_then_maybe_die(path: Path, entry: dict[str, Any]) -> None:
-        append(path, entry)
-        written.append(entry["kind"])
-        if entries(written):
-            raise Killed
-
-    monkeypatch.setattr(journal, "append_line", append_then_maybe_die)
-    return written
-
-
-def _search(root: Path, monkeypatch: pytest.MonkeyPatch, kill_after: int | None) -> list[str]:
-    """Run the search; the first daemon dies right after entry ``kill_after``. Returns the
+def _search(root: Path, monkeypatch: pytest.MonkeyPatch, entry: int | None) -> list[str]:
+    """Run the search; the first daemon dies right after entry number ``entry``. Returns the
     kinds of the entries written, in order."""
-    written = _kill_after(monkeypatch, lambda written: len(written) == kill_after)
+    written = kill_after(monkeypatch, lambda written: len(written) == entry)
     cluster = FakeLocal()
     daemon = new_daemon(root, cluster)
     try:
@@ -100,11 +79,9 @@ def test_the_uninterrupted_search_writes_every_kind_of_entry(
                           "run_ended", "checkpoint_deleted", "experiment_state"}
 
 
-@pytest.mark.parametrize("kill_after", range(1, ENTRIES + 1))
-def test_killed_after_entry(
-    kill_after: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    _search(tmp_path, monkeypatch, kill_after)
+@pytest.mark.parametrize("entry", range(1, ENTRIES + 1))
+def test_killed_after_entry(entry: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _search(tmp_path, monkeypatch, entry)
 
 
 def test_daemons_killed_one_after_another(
@@ -120,7 +97,7 @@ def test_daemons_killed_one_after_another(
         since_start[0] += 1
         return since_start[0] == lives[0]
 
-    written = _kill_after(monkeypatch, last_entry_of_this_daemon)
+    written = kill_after(monkeypatch, last_entry_of_this_daemon)
     cluster = FakeLocal()
     for daemons in range(1, 3 * ENTRIES):
         daemon = new_daemon(tmp_path, cluster)
