@@ -301,8 +301,8 @@ class Daemon(Commands, Submission, Queueing):
         decision = decide_run_end(end, exp.state, trial.restarts, self._config(exp).max_restarts)
         self._record_run_end(exp_id, run, decision, job_state=job_state.value,
                              outcome=decision.reason or decision.trial_state, exit_code=exit_code)
-        self.preempt_asked.pop((trial.id, run.run_id), None)
-        self.controls.pop((trial.id, run.run_id), None)
+        for memo in (self.preempt_asked, self.controls, self.considered):
+            memo.pop((trial.id, run.run_id), None)
         if decision.trial_state in FINAL_TRIAL_STATES:
             self._collect_garbage(exp)
         self._report_exits()
@@ -365,8 +365,6 @@ class Daemon(Commands, Submission, Queueing):
                 self.search.feed(exp, cfg, TrialExited(trial.request_id, _exit_reason(trial)),
                                  {"exited_trial_id": trial.id})
                 exp = self.store.experiment(exp.id)
-                if exp.searcher_done:
-                    return
 
     def _finish_experiments(self) -> None:
         for exp in self.store.experiments(unfinished=True):

@@ -9,18 +9,43 @@ append to the run's event log, as the trial's event writer flushes it.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from hpcdet.config.cluster import ClusterConfig
+from hpcdet.daemon import journal
 from hpcdet.daemon.service import Daemon
 from hpcdet.exchange import dumps, read_json, write_atomic
 from hpcdet.paths import StatePaths
 from hpcdet.runspec import CONTROL_FILE, EVENTS_FILE, EXIT_FILE, RunSpec
 from hpcdet.schedulers.local_exec import NAME_MARK
 from hpcdet.schedulers.runner import CommandRunner, Result
+
+
+class Killed(BaseException):
+    """SIGKILL, as far as the daemon's code can tell: no handler runs, nothing after it."""
+
+
+def kill_after(
+    monkeypatch: pytest.MonkeyPatch, entries: Callable[[list[str]], bool]
+) -> list[str]:
+    """Journal appends raise Killed right after an entry for which ``entries(written so far)``
+    holds; returns the list of the kinds written, in order."""
+    written: list[str] = []
+    append = journal.append_line
+
+    def append_then_maybe_die(path: Path, entry: dict[str, Any]) -> None:
+        append(path, entry)
+        written.append(entry["kind"])
+        if entries(written):
+            raise Killed
+
+    monkeypatch.setattr(journal, "append_line", append_then_maybe_die)
+    return written
 
 
 def loss(hparams: dict[str, Any], length: int) -> float:
@@ -79,13 +104,15 @@ class FakeLocal(CommandRunner):
         for job in self.live():
             if job.state == "PENDING":
                 job.state = "RUNNING"
+                (job.run_dir / "nodes").mkdir(exist_ok=True)  # as the harness does at start
                 job.seq = _last_seq(job.run_dir / EVENTS_FILE)
             else:
                 self._work(job)
 
     def _work(self, job: FakeJob) -> None:
         control = read_json(job.run_dir / CONTROL_FILE, {})
-        if control.get("preempt"):
+        if control.get("preempt"):  # a trial that checks should_preempt() between steps
+            self.report(job, [("preempt_ack", {})])
             self.exit(job, 0)
         elif control.get("decided", 0) >= job.given:
             ops = control.get("ops", [])
@@ -141,9 +168,9 @@ def asha_config(**searcher: Any) -> dict[str, Any]:
     }
 
 
-def new_daemon(root: Path, cluster: FakeLocal) -> Daemon:
-    daemon = Daemon(StatePaths(root), ClusterConfig(backend="local", submissions_per_minute=10**6),
-                    cluster)
+def new_daemon(root: Path, cluster: FakeLocal, submissions_per_minute: int = 10**6) -> Daemon:
+    daemon = Daemon(StatePaths(root), ClusterConfig(
+        backend="local", submissions_per_minute=submissions_per_minute), cluster)
     daemon.poll_interval = 0.0  # every tick asks the fake scheduler: no waiting on the clock
     return daemon
 

@@ -15,9 +15,11 @@ from hpcdet.search import Initialize, OpCompleted, Searcher
 from hpcdet.search.base import Action, Event
 from tests.unit.daemon.fake_local import (
     FakeLocal,
+    Killed,
     asha_config,
     create,
     drive,
+    kill_after,
     new_daemon,
     stored_metrics,
 )
@@ -114,6 +116,30 @@ def test_an_experiment_killed_before_its_search_created_a_trial_ends(
     daemon.op_kill(exp_id)
     daemon.tick()
     assert daemon.store.experiment(exp_id).state == "CANCELED"
+
+
+@pytest.mark.parametrize("verb", ["kill", "pause"])
+def test_a_daemon_killed_right_after_a_stop_or_pause_leaves_no_queued_trial(
+    verb: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Killed right after journaling the experiment's new state: its queued trials follow it
+    (they were separate entries, and a killed experiment stayed STOPPING_CANCELED for ever)."""
+    cluster = FakeLocal()
+    daemon = new_daemon(tmp_path, cluster, submissions_per_minute=1)
+    exp_id = create(daemon, asha_config(max_concurrent_trials=2))
+    assert [t.state for t in daemon.store.trials()] == ["ACTIVE", "QUEUED"]
+    kill_after(monkeypatch, lambda written: True)
+    with pytest.raises(Killed):
+        daemon.handle(verb, {"exp_id": exp_id})
+    daemon.store.close()
+    monkeypatch.undo()
+    daemon = new_daemon(tmp_path, cluster, submissions_per_minute=1)
+    daemon.reconcile()
+    drive(daemon, cluster, ticks=10)
+    expected = {"kill": ("CANCELED", {"CANCELED"}), "pause": ("PAUSED", {"PAUSED"})}[verb]
+    exp = daemon.store.experiment(exp_id)
+    assert (exp.state, {t.state for t in daemon.store.trials()}) == expected
+    assert not cluster.live()
 
 
 def test_events_that_arrive_while_the_daemon_starts_reach_the_searcher(

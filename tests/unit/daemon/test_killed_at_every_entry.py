@@ -17,14 +17,15 @@ from typing import Any
 
 import pytest
 
-from hpcdet.daemon import journal
 from hpcdet.lifecycle import FINAL_TRIAL_STATES
 from hpcdet.store.repository import LIVE_RUN_STATES
 from tests.unit.daemon.fake_local import (
     FakeLocal,
+    Killed,
     asha_config,
     create,
     drive,
+    kill_after,
     new_daemon,
     stored_metrics,
 )
@@ -33,23 +34,10 @@ CONFIG = asha_config(max_trials=2, max_concurrent_trials=1, mode="aggressive")
 ENTRIES = 26  # in the uninterrupted search
 
 
-class Killed(BaseException):
-    """SIGKILL, as far as the daemon's code can tell: no handler runs, nothing after it."""
-
-
-def _search(root: Path, monkeypatch: pytest.MonkeyPatch, kill_after: int | None) -> list[str]:
-    """Run the search; the first daemon dies right after entry ``kill_after``. Returns the
+def _search(root: Path, monkeypatch: pytest.MonkeyPatch, entry: int | None) -> list[str]:
+    """Run the search; the first daemon dies right after entry number ``entry``. Returns the
     kinds of the entries written, in order."""
-    written: list[str] = []
-    append = journal.append_line
-
-    def append_then_maybe_die(path: Path, entry: dict[str, Any]) -> None:
-        append(path, entry)
-        written.append(entry["kind"])
-        if len(written) == kill_after:
-            raise Killed
-
-    monkeypatch.setattr(journal, "append_line", append_then_maybe_die)
+    written = kill_after(monkeypatch, lambda written: len(written) == entry)
     cluster = FakeLocal()
     daemon = new_daemon(root, cluster)
     try:
@@ -91,8 +79,37 @@ def test_the_uninterrupted_search_writes_every_kind_of_entry(
                           "run_ended", "checkpoint_deleted", "experiment_state"}
 
 
-@pytest.mark.parametrize("kill_after", range(1, ENTRIES + 1))
-def test_killed_after_entry(
-    kill_after: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("entry", range(1, ENTRIES + 1))
+def test_killed_after_entry(entry: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _search(tmp_path, monkeypatch, entry)
+
+
+def test_daemons_killed_one_after_another(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _search(tmp_path, monkeypatch, kill_after)
+    """Daemon i dies right after the 1st, 2nd or 3rd entry it writes (i mod 3), also while it
+    reconciles, until one finishes. (Dying always after the first would never let a run be
+    submitted: the next daemon must first settle the run the last one left submitting.)"""
+    since_start = [0]
+    lives = [1]
+
+    def last_entry_of_this_daemon(written: list[str]) -> bool:
+        since_start[0] += 1
+        return since_start[0] == lives[0]
+
+    written = kill_after(monkeypatch, last_entry_of_this_daemon)
+    cluster = FakeLocal()
+    for daemons in range(1, 3 * ENTRIES):
+        daemon = new_daemon(tmp_path, cluster)
+        since_start[0], lives[0] = 0, 1 + (daemons - 1) % 3
+        try:
+            daemon.reconcile()
+            if daemons == 1:
+                create(daemon, CONFIG)
+            drive(daemon, cluster)
+            break
+        except Killed:
+            daemon.store.close()
+            cluster.step()
+    _check_finished(daemon, cluster)
+    assert daemons > ENTRIES / 2, written
