@@ -22,7 +22,7 @@ from hpcdet.daemon.ingest import Ingestor
 from hpcdet.daemon.journal import Journal
 from hpcdet.daemon.searching import SearchDriver
 from hpcdet.daemon.submit import layout
-from hpcdet.errors import SchedulerCommandError, StoreError
+from hpcdet.errors import SchedulerCommandError, StoreError, disk_full_cause
 from hpcdet.lifecycle import FINAL_EXPERIMENT_STATES, Decision
 from hpcdet.paths import StatePaths
 from hpcdet.schedulers import JobStatus, Scheduler, make_scheduler
@@ -92,13 +92,16 @@ class DaemonBase:
         """One experiment's part of a step: if it fails, that experiment ends in ERROR with
         the reason, and the step goes on for the others.
 
-        A database error is the daemon's, not the experiment's: it propagates.
+        A database error or a full disk is the daemon's, not the experiment's: it propagates
+        to the loop's back-off, and the step is tried again once the cause is gone.
         """
         try:
             yield
         except StoreError:
             raise
         except Exception as e:
+            if disk_full_cause(e) is not None:
+                raise
             log.exception("experiment %d: %s failed", exp_id, step)
             self._fail(exp_id, f"{step} failed: {e.__class__.__name__}: {e}")
 

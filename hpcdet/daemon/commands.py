@@ -29,6 +29,9 @@ from hpcdet.store.models import Checkpoint, Experiment, SearcherEvent, Trial
 
 log = logging.getLogger(__name__)
 
+# Arguments that name a stored experiment or trial (a create's request_id is the CLI's own).
+_ID_ARGS = frozenset({"exp_id", "trial_id"})
+
 
 class Commands(DaemonBase):
     """`handle(op, args)` dispatches a request to `op_<op>`; each returns what the CLI prints."""
@@ -37,9 +40,8 @@ class Commands(DaemonBase):
         handler = getattr(self, f"op_{op}", None)
         if handler is None:
             raise HpcdetError(f"unknown request {op!r}")
-        for key, value in args.items():
-            if key.endswith("_id"):  # exp_id, trial_id: SQLite cannot even look up others
-                check_id(key, value)
+        for key in _ID_ARGS.intersection(args):  # SQLite cannot even look up other ids
+            check_id(key, args[key])
         return handler(**args)
 
     def op_ping(self) -> dict[str, Any]:
@@ -76,14 +78,14 @@ class Commands(DaemonBase):
                 weight=cfg.resources.weight, searcher=cfg.searcher.name,
                 **({"request_id": request_id} if request_id else {}),
             )
+            with self._guard(exp_id, "starting the search"):
+                self.search.start(self.store.experiment(exp_id), cfg)
         except Exception as e:
             self._discard_experiment(exp_id)
             if disk_full_cause(e) is None:
                 raise
             raise DiskFullError(f"experiment {exp_id} in {exp_dir}", e,
                                 "experiment not created: ") from e
-        with self._guard(exp_id, "starting the search"):
-            self.search.start(self.store.experiment(exp_id), cfg)
         waiting = ""
         try:
             self._submit_queued()
