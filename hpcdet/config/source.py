@@ -109,15 +109,10 @@ class Parsed(NamedTuple):
 
 def parse_yaml(text: str) -> Parsed:
     """Parse config text; never raises for bad input."""
-    loader = _Loader(text)
     origins: dict[KeyPath, str] = {}
     problems: list[str] = []
     try:
-        node = loader.get_single_node()
-        if node is not None:
-            # Walk before constructing: construction flattens merge keys (<<) into the nodes.
-            _walk(node, (), origins, problems, set())
-        data = loader.construct_document(node) if node is not None else None
+        data = _load(text, origins, problems)
     except TooLarge as err:
         return Parsed(None, {}, [_too_large_problem(err)], readable=False)
     except yaml.MarkedYAMLError as err:
@@ -129,10 +124,21 @@ def parse_yaml(text: str) -> Parsed:
     except (ValueError, TypeError) as err:
         problem = f"<top level>: the YAML holds a value that cannot be read: {err}"
         return Parsed(None, {}, [problem], readable=False)
-    finally:
-        loader.dispose()
     cleaned = to_plain(data, (), problems, set())
     return Parsed(cleaned, origins, problems)
+
+
+def _load(text: str, origins: dict[KeyPath, str], problems: list[str]) -> Any:
+    loader = _Loader(text)  # reads the text at once: a control character raises here
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        # Walk before constructing: construction flattens merge keys (<<) into the nodes.
+        _walk(node, (), origins, problems, set())
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
 
 
 def _too_large_problem(err: TooLarge) -> str:
