@@ -44,7 +44,7 @@ from hpcdet.config.sections import (
     check_environment,
     check_resources,
 )
-from hpcdet.config.source import apply_overrides, parse_yaml
+from hpcdet.config.source import apply_overrides, parse_yaml, read_config_file
 from hpcdet.errors import ConfigError
 
 DEFAULT_PREEMPTION_TIMEOUT = 3600
@@ -284,13 +284,15 @@ def _read_source(source: str | Path) -> tuple[str, str]:
     path = Path(source)
     label = f"experiment config {path}"
     try:
-        return path.read_text(encoding="utf-8"), label
+        return read_config_file(path), label
     except FileNotFoundError:
         problem = f"{path}: no such file; pass the path of the experiment's YAML config"
     except IsADirectoryError:
         problem = f"{path}: is a directory; pass the path of the experiment's YAML config"
     except UnicodeDecodeError:
         problem = f"{path}: is not a UTF-8 text file"
+    except ValueError as err:
+        problem = str(err)
     except OSError as err:
         problem = f"{path}: cannot be read ({err.strerror or err})"
     raise ConfigError([problem], source=label)

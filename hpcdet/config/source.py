@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import datetime
+import os
 import re
+import stat
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import yaml
@@ -15,13 +18,57 @@ _INT_TAG = "tag:yaml.org,2002:int"
 _FLOAT_TAG = "tag:yaml.org,2002:float"
 
 
+# A config is a few kilobytes and a few hundred values; these leave room for a large ``data``
+# section while keeping parsing short: PyYAML's pure-Python composer takes about 0.2 ms per
+# value on a busy login node (its C parser, much faster, overflows the C stack on deep nesting).
+MAX_CONFIG_BYTES = 1 << 20
+MAX_NODES = 20_000
+
+
+class TooLarge(yaml.MarkedYAMLError):
+    """The document expands to more than ``MAX_NODES`` values."""
+
+
 class _Loader(yaml.SafeLoader):
-    """PyYAML's safe loader with YAML 1.2 numbers.
+    """PyYAML's safe loader with YAML 1.2 numbers and a budget of expanded nodes.
 
     YAML 1.1 reads ``1:30:00`` as the base-60 integer 5400 (a walltime would silently become
     5400 minutes) and ``1e-5`` as a string; Determined's own CLI parses YAML 1.2, where neither
     happens.
+
+    An alias stands for a copy of everything under its anchor, and everything after loading
+    (plain copies, JSON, validation) sees that copy: nine lines of nested aliases ("billion
+    laughs") stand for 10**9 values. Composition counts each node with everything an alias
+    expands to (merge keys ``<<`` are aliases too) and stops past ``MAX_NODES``, before anything
+    is expanded.
     """
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._expanded = 0
+        self._sizes: dict[int, int] = {}  # id(node) -> its expanded size, for aliases to it
+        self._aliases = False
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+        alias = self.check_event(yaml.AliasEvent)
+        mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
+        before = self._expanded
+        node = super().compose_node(parent, index)
+        assert node is not None  # called only where an event is pending
+        if alias:
+            self._aliases = True
+            self._expanded += self._sizes.get(id(node), 1)  # unknown: an alias to its own parent
+        else:
+            self._expanded += 1
+            self._sizes[id(node)] = self._expanded - before
+        if self._expanded > MAX_NODES:
+            raise TooLarge(
+                None, None,
+                f"the YAML expands to more than {MAX_NODES} values"
+                + (" through aliases (*name)" if self._aliases else ""),
+                mark,
+            )
+        return node
 
 
 _Loader.yaml_implicit_resolvers = {
@@ -62,15 +109,12 @@ class Parsed(NamedTuple):
 
 def parse_yaml(text: str) -> Parsed:
     """Parse config text; never raises for bad input."""
-    loader = _Loader(text)
     origins: dict[KeyPath, str] = {}
     problems: list[str] = []
     try:
-        node = loader.get_single_node()
-        if node is not None:
-            # Walk before constructing: construction flattens merge keys (<<) into the nodes.
-            _walk(node, (), origins, problems, set())
-        data = loader.construct_document(node) if node is not None else None
+        data = _load(text, origins, problems)
+    except TooLarge as err:
+        return Parsed(None, {}, [_too_large_problem(err)], readable=False)
     except yaml.MarkedYAMLError as err:
         return Parsed(None, {}, [_syntax_problem(err)], readable=False)
     except yaml.YAMLError as err:
@@ -80,10 +124,53 @@ def parse_yaml(text: str) -> Parsed:
     except (ValueError, TypeError) as err:
         problem = f"<top level>: the YAML holds a value that cannot be read: {err}"
         return Parsed(None, {}, [problem], readable=False)
-    finally:
-        loader.dispose()
     cleaned = to_plain(data, (), problems, set())
     return Parsed(cleaned, origins, problems)
+
+
+def _load(text: str, origins: dict[KeyPath, str], problems: list[str]) -> Any:
+    loader = _Loader(text)  # reads the text at once: a control character raises here
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        # Walk before constructing: construction flattens merge keys (<<) into the nodes.
+        _walk(node, (), origins, problems, set())
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def _too_large_problem(err: TooLarge) -> str:
+    mark = err.problem_mark
+    where = f" (line {mark.line + 1})" if mark else ""
+    fix = "write the values out without aliases, or put" if "alias" in str(err.problem) else "put"
+    return (
+        f"<top level>{where}: {err.problem}, far more than a config holds; {fix} large data in"
+        " a file in the context directory and read it from the trial"
+    )
+
+
+def read_config_file(path: Path) -> str:
+    """A config file's text, refused (``ValueError`` with the reason) when it is larger than
+    ``MAX_CONFIG_BYTES`` or not a regular file (a FIFO or device would never end)."""
+    mode = path.stat().st_mode
+    if stat.S_ISDIR(mode):
+        raise IsADirectoryError(str(path))
+    if not stat.S_ISREG(mode):
+        raise ValueError(f"{path}: is not a regular file; pass the path of a YAML config")
+    with path.open("rb") as file:
+        data = file.read(MAX_CONFIG_BYTES + 1)
+        size = max(os.fstat(file.fileno()).st_size, len(data))
+    if len(data) > MAX_CONFIG_BYTES:
+        mib, rest = divmod(MAX_CONFIG_BYTES, 2**20)
+        limit = f"{MAX_CONFIG_BYTES} bytes" if rest else f"{mib} MiB"
+        raise ValueError(
+            f"{path}: is {size / 2**20:.1f} MiB ({size} bytes), more than the {limit} a config"
+            " may be; put large data in a file in the context directory and read it from the"
+            " trial"
+        )
+    return data.decode("utf-8")
 
 
 def _syntax_problem(err: yaml.MarkedYAMLError) -> str:
@@ -176,6 +263,9 @@ def apply_overrides(
         path: KeyPath = tuple(int(p) if p.isdigit() else p for p in parts)
         try:
             value = yaml.load(text, Loader=_Loader) if text.strip() else None
+        except TooLarge as err:
+            problems.items.append(f"--config {override!r}: {_too_large_problem(err)}")
+            continue
         except (yaml.YAMLError, ValueError, TypeError, RecursionError):
             problems.items.append(
                 f"{format_path(path)} (--config {override!r}): the value is not valid YAML;"
