@@ -9,6 +9,7 @@ import typer
 from hpcdet.cli.common import console, paths, when
 from hpcdet.daemon import process
 from hpcdet.paths import fstype_of, is_network_fs
+from hpcdet.private import exposure
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -38,6 +39,12 @@ def status() -> None:
                       f"network filesystem, where SQLite is unsafe)")
     else:
         console.print(f"database: {p.database()}")
+    for place in dict.fromkeys([p.root, p.local_dir()]):
+        open_to = exposure(place)
+        if open_to:
+            console.print(f"warning: {open_to}; unless you share it on purpose "
+                          f"(share_with_group in the cluster config), run: chmod go= {place}",
+                          markup=False)
     if not current.record:
         console.print("daemon: never started")
         raise typer.Exit(1)

@@ -8,6 +8,10 @@ from typing import Any
 
 import jinja2
 
+from hpcdet.private import hpcdet_command, umask_in_force
+
+HARNESS = "hpcdet.launch.harness"
+
 
 def shq(value: Any) -> str:
     """Quote one value for a POSIX shell; paths become absolute."""
@@ -34,4 +38,10 @@ def environment(template_dir: str | None = None) -> jinja2.Environment:
 
 
 def render(name: str, context: dict[str, Any], template_dir: str | None = None) -> str:
-    return environment(template_dir).get_template(name).render(**context)
+    """Every template also gets ``umask`` (the one hpcdet runs with) and ``harness``: the
+    isolated command that runs the harness with the job's ``python``."""
+    common = {
+        "umask": umask_in_force(),
+        "harness": " ".join(shq(a) for a in hpcdet_command(HARNESS, context["python"])),
+    }
+    return environment(template_dir).get_template(name).render(**common, **context)
