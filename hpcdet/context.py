@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 import pathspec
 
 from hpcdet.errors import ContextError
+from hpcdet.private import copy_file
 
 # Determined's limit: 96 MiB minus 1 MiB of raw file content.
 MAX_CONTEXT_BYTES = 99_614_720
@@ -65,5 +65,5 @@ def snapshot(root: Path, dest: Path) -> tuple[int, int]:
     for rel in files:
         target = dest / rel
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(root / rel, target, follow_symlinks=True)
+        copy_file(root / rel, target)
     return len(files), total

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import grp
 import os
+import shutil
 import site
 import stat
 import subprocess
@@ -52,6 +53,28 @@ def tighten_umask() -> None:
     """At least 027 whatever was inherited: for processes started by a script that may not
     set it (a site's own batch template)."""
     os.umask(os.umask(PRIVATE_UMASK) | GROUP_UMASK)
+
+
+def current_umask() -> int:
+    """This process's umask, read without changing it (a trial may run threads)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(PRIVATE_UMASK)
+    os.umask(mask)
+    return mask
+
+
+def copy_file(src: Path, dst: Path) -> None:
+    """``shutil.copy2``, but the copy's mode obeys the umask: a world-readable source file
+    must not make a world-readable copy in the run tree or a checkpoint."""
+    shutil.copy2(src, dst, follow_symlinks=True)
+    mode = stat.S_IMODE(os.stat(dst).st_mode)
+    if mode & current_umask():
+        os.chmod(dst, mode & ~current_umask())
 
 
 def private_dir(path: Path, share_with_group: bool | str = False) -> Path:

@@ -132,7 +132,9 @@ def stop(paths: StatePaths, timeout: float = 30.0) -> bool:
     pid = int(current.record["pid"])
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and pid_alive(pid):
+    # An exited daemon frees its lock at once; its pid lingers while the parent (a CLI that
+    # started it in this process) has not reaped it.
+    while time.monotonic() < deadline and pid_alive(pid) and lock_held(paths):
         time.sleep(0.1)
     return True
 
