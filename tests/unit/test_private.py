@@ -81,7 +81,7 @@ def test_a_planted_hpcdet_package_never_runs_in_the_daemon(
     package that leaves a mark when imported; the daemon starts and serves, unmarked."""
     marker = tmp_path / "planted-ran"
     planted = f"open({str(marker)!r}, 'w').write('ran')\n"
-    on_nfs.prepare_local()
+    on_nfs.local_dir().mkdir(parents=True, mode=0o700)
     for where in (on_nfs.local_dir(), tmp_path / "pythonpath"):
         (where / "hpcdet").mkdir(parents=True)
         (where / "hpcdet" / "__init__.py").write_text(planted)
