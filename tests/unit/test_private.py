@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import grp
 import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from hpcdet.config import load_cluster_config
 from hpcdet.daemon import process
-from hpcdet.errors import HpcdetError
+from hpcdet.errors import ConfigError, HpcdetError
 from hpcdet.paths import StatePaths
+from tests.support import Hpcdet
 
 OTHER_UID = 54321  # no such account needed: only root can give a file to another uid
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="chown to another uid needs root")
@@ -89,3 +92,39 @@ def test_a_planted_hpcdet_package_never_runs_in_the_daemon(
     current = process.start(on_nfs)
     assert current.alive and current.here
     assert not marker.exists()
+
+
+def test_share_with_group_is_checked_in_the_cluster_config(tmp_path: Path) -> None:
+    user = tmp_path / "cluster.yaml"
+    for value, shared in (("true", True), ("adm", "adm"), ("false", False)):
+        user.write_text(f"share_with_group: {value}\n")
+        assert load_cluster_config(user_path=user, env={}).share_with_group == shared
+    for value, problem in (("no-such-group-here", "no group named 'no-such-group-here'"),
+                           ("5", "must be false (private, the default), true")):
+        user.write_text(f"share_with_group: {value}\n")
+        with pytest.raises(ConfigError, match="share_with_group") as bad:
+            load_cluster_config(user_path=user, env={})
+        assert problem in str(bad.value)
+
+
+@needs_root
+def test_sharing_with_a_group_opens_the_state_and_run_tree_to_it_only(
+    on_nfs: StatePaths,
+) -> None:
+    adm = grp.getgrnam("adm").gr_gid
+    on_nfs.prepare("adm")
+    for path in (on_nfs.root, on_nfs.runs):
+        assert (path.stat().st_mode & 0o7777, path.stat().st_gid) == (0o2750, adm), path
+    for path in (on_nfs.requests, on_nfs.local_dir()):
+        assert path.stat().st_mode & 0o7777 == 0o700, path
+    on_nfs.prepare(False)  # sharing turned off: closed again at the next start
+    assert on_nfs.root.stat().st_mode & 0o7777 == 0o700
+
+
+def test_daemon_status_warns_when_the_state_dir_is_open_to_others(tmp_path: Path) -> None:
+    h = Hpcdet(tmp_path / "user", "local")
+    h.state.mkdir(mode=0o755)
+    h.state.chmod(0o755)  # as an older hpcdet left it under umask 022
+    out = h.run("daemon", "status", check=False).stdout
+    assert f"warning: {h.state} is open to its group and every user (mode 0755)" in out, out
+    assert f"chmod go= {h.state}" in out
