@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import grp
 import os
+import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from hpcdet import private
 from hpcdet.config import load_cluster_config
 from hpcdet.daemon import process
 from hpcdet.errors import ConfigError, HpcdetError
@@ -128,3 +132,30 @@ def test_daemon_status_warns_when_the_state_dir_is_open_to_others(tmp_path: Path
     out = h.run("daemon", "status", check=False).stdout
     assert f"warning: {h.state} is open to its group and every user (mode 0755)" in out, out
     assert f"chmod go= {h.state}" in out
+
+
+def test_hpcdet_outside_site_packages_is_named_explicitly_and_still_isolated(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As after ``pip install --user`` (which ``python -I`` does not see): an interpreter
+    without hpcdet runs this copy of it by its path, and a planted package in the working
+    directory or on PYTHONPATH still does not run."""
+    bare = shutil.which("python3", path="/usr/bin:/bin")
+    if bare is None or subprocess.run([bare, "-I", "-c", "import hpcdet"],
+                                      capture_output=True, check=False).returncode == 0:
+        pytest.skip("needs a python3 without hpcdet installed")
+    monkeypatch.setattr(sys, "executable", bare)
+    private._needs_explicit_root.cache_clear()
+    try:
+        cmd = private.hpcdet_command("hpcdet.processes")  # imports nothing outside stdlib
+    finally:
+        private._needs_explicit_root.cache_clear()
+    assert cmd[:3] == [bare, "-I", "-c"]
+    marker = tmp_path / "planted-ran"
+    (tmp_path / "hpcdet").mkdir()
+    (tmp_path / "hpcdet" / "__init__.py").write_text(f"open({str(marker)!r}, 'w')\n")
+    # The planted package has no `processes`: had it been imported, the run would fail.
+    done = subprocess.run(cmd, cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(tmp_path)),
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert not marker.exists()
