@@ -132,8 +132,9 @@ class StatePaths:
         """The local directory, made private (see ``hpcdet.private.private_dir``): its base in
         /var/tmp has a name any user can guess and create first, so both are checked."""
         local = self.local_dir()
-        if local != self.root:
-            private_dir(local.parent)
+        if local == self.root:
+            return private_dir(local, None)  # its mode is prepare's: it may be shared
+        private_dir(local.parent)
         return private_dir(local)
 
     def prepare(self, share_with_group: bool | str = False) -> None:

@@ -77,14 +77,15 @@ def copy_file(src: Path, dst: Path) -> None:
         os.chmod(dst, mode & ~current_umask())
 
 
-def private_dir(path: Path, share_with_group: bool | str = False) -> Path:
+def private_dir(path: Path, share_with_group: bool | str | None = False) -> Path:
     """``path`` as a directory only we can write (and, unless shared, read).
 
     Missing directories (and missing parents) are created with mode 0700 in one ``mkdir``, so
     there is no instant at which another user could open them. An existing one must be ours,
     reached through no symlink of another user, and writable by nobody else; it is then set to
     0700 (0750 when shared with a group; a named group is set on it with the setgid bit, so what
-    is created below inherits the group).
+    is created below inherits the group). ``share_with_group=None`` leaves an existing
+    directory's mode as it is.
 
     Raises:
         PrivacyError: saying which path is wrong and what to do about it.
@@ -98,7 +99,8 @@ def private_dir(path: Path, share_with_group: bool | str = False) -> Path:
     except OSError as e:
         raise PrivacyError(f"cannot create the directory {path}: {e.strerror}") from e
     check_owned(path)
-    _set_sharing(path, share_with_group)
+    if share_with_group is not None:
+        _set_sharing(path, share_with_group)
     return path
 
 

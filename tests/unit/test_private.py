@@ -125,6 +125,18 @@ def test_sharing_with_a_group_opens_the_state_and_run_tree_to_it_only(
     assert on_nfs.root.stat().st_mode & 0o7777 == 0o700
 
 
+def test_sharing_holds_when_the_database_is_in_the_state_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HPCDET_FSTYPE", "ext4")
+    paths = StatePaths(tmp_path / "state")
+    paths.prepare(True)
+    lock = process.acquire_lock(paths)
+    assert lock is not None and paths.lock().parent == paths.root
+    lock.close()
+    assert paths.root.stat().st_mode & 0o7777 == 0o750
+
+
 def test_daemon_status_warns_when_the_state_dir_is_open_to_others(tmp_path: Path) -> None:
     h = Hpcdet(tmp_path / "user", "local")
     h.state.mkdir(mode=0o755)
