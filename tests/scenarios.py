@@ -636,6 +636,26 @@ def private_under_umask_022(h: Hpcdet, tmp: Path) -> None:
     assert exposed == [], "\n".join(exposed)
 
 
+def shared_with_group(h: Hpcdet, tmp: Path) -> None:
+    """``share_with_group: true``: the state directory, run tree and checkpoints are readable
+    by the group (0750/0640), never writable by it, and closed to everyone else."""
+    with open(h.root / "cluster.yaml", "a") as f:
+        f.write("share_with_group: true\n")
+    ctx = copy_examples(tmp / "ctx")
+    before = os.umask(0o022)
+    try:
+        exp = h.create(ctx / "2_checkpoints.yaml", ctx, "-f")
+    finally:
+        os.umask(before)
+    assert h.describe(exp)["experiment"]["state"] == "COMPLETED"
+    modes = {p: p.lstat().st_mode & 0o777 for p in [h.state, *h.state.rglob("*")]}
+    wrong = [f"{p} {m:04o}" for p, m in modes.items() if m & 0o027]
+    assert wrong == [], "\n".join(wrong)
+    for path in (h.state, h.state / "runs", *(h.state / "checkpoints").rglob("*"),
+                 *h.state.glob("runs/exp-*/trials/*/run-*/logs/*")):
+        assert modes[path] & 0o040, f"{path} {modes[path]:04o} is not readable by the group"
+
+
 def _as_user(user: str, script: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["runuser", "-u", user, "--", "sh", "-c", script, "sh", *args],
                           capture_output=True, text=True, timeout=120, check=False)

@@ -20,6 +20,10 @@ def test_everything_private_under_umask_022(local_hpcdet: Hpcdet, tmp_path: Path
     scenarios.private_under_umask_022(local_hpcdet, tmp_path)
 
 
+def test_shared_with_group_readable_by_it_only(local_hpcdet: Hpcdet, tmp_path: Path) -> None:
+    scenarios.shared_with_group(local_hpcdet, tmp_path)
+
+
 def _root_or_skip() -> None:
     if os.geteuid() != 0:
         reason = "the two-user test creates accounts: run it as root"
