@@ -51,7 +51,8 @@ def umask_in_force() -> str:
 
 def tighten_umask() -> None:
     """At least 027 whatever was inherited: for processes started by a script that may not
-    set it (a site's own batch template)."""
+    set it (a site's own batch template). Only a floor: the shipped templates set the umask
+    hpcdet runs with, 077 unless the cluster config shares with a group."""
     os.umask(os.umask(PRIVATE_UMASK) | GROUP_UMASK)
 
 
@@ -72,9 +73,9 @@ def copy_file(src: Path, dst: Path) -> None:
     """``shutil.copy2``, but the copy's mode obeys the umask: a world-readable source file
     must not make a world-readable copy in the run tree or a checkpoint."""
     shutil.copy2(src, dst, follow_symlinks=True)
-    mode = stat.S_IMODE(os.stat(dst).st_mode)
-    if mode & current_umask():
-        os.chmod(dst, mode & ~current_umask())
+    mode, mask = stat.S_IMODE(os.stat(dst).st_mode), current_umask()
+    if mode & mask:
+        os.chmod(dst, mode & ~mask)
 
 
 def private_dir(path: Path, share_with_group: bool | str | None = False) -> Path:
