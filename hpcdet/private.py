@@ -26,6 +26,7 @@ PRIVATE_UMASK = 0o077
 GROUP_UMASK = 0o027
 
 _umask = PRIVATE_UMASK
+_shared: bool | str = False
 
 
 class PrivacyError(HpcdetError):
@@ -38,8 +39,8 @@ def umask_for(share_with_group: bool | str) -> int:
 
 def apply_umask(share_with_group: bool | str = False) -> int:
     """Set this process's umask (its children inherit it); returns the umask set."""
-    global _umask
-    _umask = umask_for(share_with_group)
+    global _umask, _shared
+    _umask, _shared = umask_for(share_with_group), share_with_group
     os.umask(_umask)
     return _umask
 
@@ -47,6 +48,11 @@ def apply_umask(share_with_group: bool | str = False) -> int:
 def umask_in_force() -> str:
     """The umask hpcdet applied, as batch scripts write it (``077``)."""
     return f"{_umask:03o}"
+
+
+def sharing() -> bool | str:
+    """The share_with_group that ``apply_umask`` was given."""
+    return _shared
 
 
 def tighten_umask() -> None:
@@ -182,16 +188,18 @@ def _set_sharing(path: Path, share_with_group: bool | str) -> None:
         os.chmod(path, mode)
 
 
-def exposure(path: Path) -> str | None:
-    """Why ``path`` is not private (readable or writable by others), or None."""
+def exposure(path: Path, shared: bool | str = False) -> str | None:
+    """Why ``path`` is not private (open to others), or None; with ``shared`` (the cluster
+    config's share_with_group) the group may read it."""
     try:
         mode = os.stat(path).st_mode
     except OSError:
         return None
+    group = stat.S_IWGRP if shared else stat.S_IRWXG
     who = []
-    if mode & (stat.S_IRGRP | stat.S_IWGRP | stat.S_IXGRP):
+    if mode & group:
         who.append("its group")
-    if mode & (stat.S_IROTH | stat.S_IWOTH | stat.S_IXOTH):
+    if mode & stat.S_IRWXO:
         who.append("every user")
     if not who:
         return None

@@ -654,6 +654,8 @@ def shared_with_group(h: Hpcdet, tmp: Path) -> None:
     for path in (h.state, h.state / "runs", *(h.state / "checkpoints").rglob("*"),
                  *h.state.glob("runs/exp-*/trials/*/run-*/logs/*")):
         assert modes[path] & 0o040, f"{path} {modes[path]:04o} is not readable by the group"
+    status = h.run("daemon", "status").stdout
+    assert "warning" not in status, status  # shared on purpose
 
 
 def _as_user(user: str, script: str, *args: str) -> subprocess.CompletedProcess[str]:
