@@ -8,7 +8,8 @@ import typer
 
 from hpcdet.cli.common import console, paths, when
 from hpcdet.daemon import process
-from hpcdet.paths import fstype_of, is_network_fs
+from hpcdet.paths import StatePaths, fstype_of, is_network_fs
+from hpcdet.private import exposure, sharing
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -26,6 +27,15 @@ def stop() -> None:
     console.print("daemon stopped" if process.stop(paths()) else "no daemon was running")
 
 
+def _warn_if_open(p: StatePaths) -> None:
+    for place in dict.fromkeys([p.root, p.local_dir()]):
+        open_to = exposure(place, sharing() if place == p.root else False)
+        if open_to:
+            console.print(f"warning: {open_to}; unless you share it on purpose "
+                          f"(share_with_group in the cluster config), run: chmod go= {place}",
+                          markup=False)
+
+
 @app.command()
 def status() -> None:
     """Where the daemon runs, since when, its last tick and the live jobs."""
@@ -38,6 +48,7 @@ def status() -> None:
                       f"network filesystem, where SQLite is unsafe)")
     else:
         console.print(f"database: {p.database()}")
+    _warn_if_open(p)
     if not current.record:
         console.print("daemon: never started")
         raise typer.Exit(1)

@@ -21,7 +21,6 @@ from __future__ import annotations
 import logging
 import os
 import re
-import shutil
 import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,6 +29,7 @@ from pathlib import Path
 import pathspec
 
 from hpcdet.errors import ContextError
+from hpcdet.private import copy_file
 
 log = logging.getLogger(__name__)
 
@@ -193,7 +193,7 @@ def snapshot(root: Path, dest: Path, warn: Warn = _log_warning) -> tuple[int, in
         target = dest / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         try:
-            shutil.copy2(root / rel, target)
+            copy_file(root / rel, target)
         except OSError as e:  # changed or removed since the walk
             raise _unreadable(root, rel, e) from None
     return len(walk.files), walk.total

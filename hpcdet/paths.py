@@ -28,6 +28,8 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
+from hpcdet.private import private_dir
+
 # Filesystems on which SQLite's locking (and WAL's shared memory) cannot be trusted.
 NETWORK_FSTYPES = frozenset(
     {
@@ -115,13 +117,33 @@ class StatePaths:
 
         On a local filesystem it is the state directory itself. On a network filesystem it is
         ``$HPCDET_LOCAL_DIR`` or ``/var/tmp/hpcdet-<uid>/<hash of state dir>``: SQLite must not
-        live on NFS/Lustre/GPFS, and /var/tmp survives reboots on most distributions.
+        live on NFS/Lustre/GPFS, and /var/tmp survives reboots on most distributions. Not
+        ``$XDG_RUNTIME_DIR``: logind removes it when the user's last session ends, while the
+        daemon (and the lock that keeps it the only one) outlives the session, and a CLI run
+        without the variable (cron, some ssh setups) would pick another lock.
         """
         if not is_network_fs(fstype_of(self.root if self.root.exists() else self.root.parent)):
             return self.root
         base = os.environ.get("HPCDET_LOCAL_DIR") or f"/var/tmp/hpcdet-{os.getuid()}"
         digest = hashlib.sha1(str(self.root).encode()).hexdigest()[:12]
         return Path(base) / digest
+
+    def prepare_local(self) -> Path:
+        """The local directory, made private (see ``hpcdet.private.private_dir``): its base in
+        /var/tmp has a name any user can guess and create first, so both are checked."""
+        local = self.local_dir()
+        if local == self.root:
+            return private_dir(local, None)  # its mode is prepare's: it may be shared
+        private_dir(local.parent)
+        return private_dir(local)
+
+    def prepare(self, share_with_group: bool | str = False) -> None:
+        """Every directory of this state made (or checked) private; the state directory and
+        the run tree are opened to a group when the cluster config shares with one."""
+        private_dir(self.root, share_with_group)
+        private_dir(self.requests)
+        private_dir(self.runs, share_with_group)
+        self.prepare_local()
 
     def database(self) -> Path:
         return self.local_dir() / "hpcdet.db"

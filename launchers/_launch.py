@@ -16,6 +16,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from hpcdet.private import hpcdet_command
 from hpcdet.runspec import CLUSTER_INFO_ENV, ClusterInfoRecord
 
 FORWARDED_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP", "SIGUSR1", "SIGUSR2")
@@ -60,7 +61,7 @@ def split_overrides(argv: Sequence[str]) -> tuple[list[str], list[str]]:
 
 def wrap_rank_command(python: str, rank_spec: str, script: Sequence[str]) -> list[str]:
     """``SCRIPT`` under wrap_rank, so each output line is tagged with the worker's rank."""
-    return [python, "-m", WRAP_RANK_MODULE, rank_spec, "--", *script]
+    return [*hpcdet_command(WRAP_RANK_MODULE, python), rank_spec, "--", *script]
 
 
 @dataclass(frozen=True)

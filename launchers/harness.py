@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import IO
 
 from hpcdet.exchange import dumps
+from hpcdet.private import tighten_umask
 from hpcdet.runspec import (
     CLUSTER_INFO_ENV,
     PREEMPT_FILE,
@@ -216,6 +217,7 @@ def _pump(stream: IO[bytes], sinks: list[OutputSink]) -> None:
 
 
 def main(argv: list[str]) -> int:
+    tighten_umask()  # the batch script set it; a site's own template may not
     run_dir = Path(argv[0])
     spec = RunSpec.load(run_dir)
     rank = node_rank(os.environ)

@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from hpcdet.exchange import read_json, write_atomic
+from hpcdet.private import hpcdet_command
 from hpcdet.runspec import CLUSTER_INFO_ENV
 
 from ._launch import NodeLayout
@@ -136,7 +137,7 @@ def enter_command(
     python: str, node_var: str, step_dir: Path | str, cmd: Sequence[str]
 ) -> list[str]:
     """``cmd`` prefixed so that it runs in its node's directory and variables."""
-    return [python, "-m", MODULE, "--node-var", node_var, str(step_dir), "--", *cmd]
+    return [*hpcdet_command(MODULE, python), "--node-var", node_var, str(step_dir), "--", *cmd]
 
 
 Runner = Callable[[Sequence[str], Mapping[str, str]], int]

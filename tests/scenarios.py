@@ -609,3 +609,117 @@ def never_fits(h: Hpcdet, tmp: Path) -> None:
     assert "needs 4 node(s) x 4 CPU slot(s)" in out and "'debug' has 2 node(s)" in out, out
     d = h.wait_state(1, {"ERROR"}, timeout=60)
     assert d["runs"] == []  # nothing was left pending in the queue
+
+
+def private_tree(roots: list[Path]) -> list[str]:
+    """Every path under ``roots`` that its group or other users may read, write or enter."""
+    exposed = []
+    for root in roots:
+        for path in [root, *root.rglob("*")]:
+            mode = path.lstat().st_mode
+            if not path.is_symlink() and mode & 0o077:
+                exposed.append(f"{path} {mode & 0o7777:04o}")
+    return exposed
+
+
+def private_under_umask_022(h: Hpcdet, tmp: Path) -> None:
+    """A real experiment with checkpoints, started from a shell with umask 022: the state
+    directory, the database directory and every file hpcdet or the trial wrote are 0700/0600."""
+    h.extra_env.update(HPCDET_FSTYPE="nfs4", HPCDET_LOCAL_DIR=str(tmp / "local-disk"))
+    ctx = copy_examples(tmp / "ctx")
+    before = os.umask(0o022)
+    try:
+        exp = h.create(ctx / "2_checkpoints.yaml", ctx, "-f")
+    finally:
+        os.umask(before)
+    assert h.describe(exp)["experiment"]["state"] == "COMPLETED"
+    assert list((h.state / "checkpoints").iterdir()), "the trial wrote no checkpoint"
+    assert list((tmp / "local-disk").rglob("hpcdet.db"))
+    exposed = private_tree([h.state, tmp / "local-disk"])
+    assert exposed == [], "\n".join(exposed)
+
+
+def shared_with_group(h: Hpcdet, tmp: Path) -> None:
+    """``share_with_group: true``: the state directory, run tree and checkpoints are readable
+    by the group (0750/0640), never writable by it, and closed to everyone else."""
+    with open(h.root / "cluster.yaml", "a") as f:
+        f.write("share_with_group: true\n")
+    ctx = copy_examples(tmp / "ctx")
+    before = os.umask(0o022)
+    try:
+        exp = h.create(ctx / "2_checkpoints.yaml", ctx, "-f")
+    finally:
+        os.umask(before)
+    assert h.describe(exp)["experiment"]["state"] == "COMPLETED"
+    modes = {p: p.lstat().st_mode & 0o777 for p in [h.state, *h.state.rglob("*")]}
+    wrong = [f"{p} {m:04o}" for p, m in modes.items() if m & 0o027]
+    assert wrong == [], "\n".join(wrong)
+    for path in (h.state, h.state / "runs", *(h.state / "checkpoints").rglob("*"),
+                 *h.state.glob("runs/exp-*/trials/*/run-*/logs/*")):
+        assert modes[path] & 0o040, f"{path} {modes[path]:04o} is not readable by the group"
+    status = h.run("daemon", "status").stdout
+    assert "warning" not in status, status  # shared on purpose
+
+
+def _as_user(user: str, script: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["runuser", "-u", user, "--", "sh", "-c", script, "sh", *args],
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+PLANTED = "open({marker!r}, 'w').write('a planted hpcdet package ran')\n"
+
+
+def two_users(a: Hpcdet, b: str, tmp: Path) -> None:
+    """User ``b`` attacks user ``a`` (both unprivileged; the test runs as root).
+
+    Before A's first run, B creates A's predictable database directory in /var/tmp, open to
+    A, with an ``hpcdet`` package in it: A's hpcdet refuses the directory, saying whose it is,
+    and nothing of B's runs. Then A runs an experiment with checkpoints from a shell with umask
+    022, and B can list or read nothing under A's state directory, database directory or
+    checkpoints.
+    """
+    import hashlib
+    import pwd
+    import shutil
+
+    assert a.user is not None
+    tmp.chmod(0o1777)  # where a planted package would leave its mark, whoever runs it
+    marker = tmp / "planted-ran"
+    a.extra_env["HPCDET_FSTYPE"] = "nfs4"  # the database goes to /var/tmp/hpcdet-<uid>/<digest>
+    base = Path(f"/var/tmp/hpcdet-{pwd.getpwnam(a.user).pw_uid}")
+    local = base / hashlib.sha1(str(a.state).encode()).hexdigest()[:12]
+    shutil.rmtree(base, ignore_errors=True)
+    try:
+        planted = _as_user(
+            b, 'mkdir -p "$1/hpcdet" && printf "%s" "$2" > "$1/hpcdet/__init__.py" && '
+               'chmod -R a+rwx "$1" && chmod a+rwx "$3"',
+            str(local), PLANTED.format(marker=str(marker)), str(base))
+        assert planted.returncode == 0, planted.stderr
+        ctx = copy_examples(tmp / "ctx")
+        ctx.chmod(0o755)
+        refused = a.run("experiment", "create", str(ctx / "0_start.yaml"), str(ctx), "-f",
+                        check=False)
+        assert refused.returncode == 1, refused.stdout + refused.stderr
+        assert f"{base} is a directory owned by user {b}" in refused.stderr, refused.stderr
+        assert "HPCDET_LOCAL_DIR" in refused.stderr and "Traceback" not in refused.stderr
+        assert not marker.exists(), marker.read_text()
+        shutil.rmtree(base)
+
+        before = os.umask(0o022)
+        try:
+            exp = a.create(ctx / "2_checkpoints.yaml", ctx, "-f")
+        finally:
+            os.umask(before)
+        assert a.describe(exp)["experiment"]["state"] == "COMPLETED"
+        assert not marker.exists(), marker.read_text()
+        paths = [str(p) for root in (a.state, local) for p in (root, *root.rglob("*"))]
+        names = {Path(p).name for p in paths}
+        assert {"journal.jsonl", "events.jsonl", "hpcdet.db", "metadata.json"} <= names, names
+        assert any("/checkpoints/" in p for p in paths)
+        read = _as_user(
+            b, 'for p; do if [ -d "$p" ]; then ls "$p"; else cat "$p"; fi >/dev/null 2>&1 '
+               '&& echo "$p"; done; exit 0', *paths)
+        assert read.returncode == 0 and read.stdout == "", f"{b} could read:\n{read.stdout}"
+    finally:
+        a.stop()
+        shutil.rmtree(base, ignore_errors=True)

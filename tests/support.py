@@ -146,6 +146,33 @@ class Hpcdet:
         self.run("daemon", "stop", check=False, timeout=60)
 
 
+def ensure_user(name: str) -> None:
+    """An unprivileged local account (needs root), created if missing."""
+    if subprocess.run(["id", name], capture_output=True, check=False).returncode != 0:
+        subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", name],
+                       check=True, capture_output=True)
+
+
+def python_for_users(base: Path) -> str | None:
+    """A Python with hpcdet installed that unprivileged users can run, built in ``base``
+    (world-readable): the test environment may live where they cannot read (root's home), so
+    hpcdet is installed from this checkout into a venv of Debian's python3. None (and the
+    reason on stderr) when that fails."""
+    base.chmod(0o755)
+    venv = base / "venv"
+    python = shutil.which("python3", path="/usr/bin:/bin")
+    if python is None:
+        print("no /usr/bin/python3: install python3 and python3-venv", file=sys.stderr)
+        return None
+    for cmd in ([python, "-m", "venv", str(venv)],
+                [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(REPO)]):
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=False)
+        if done.returncode != 0:
+            print(f"{' '.join(cmd)} failed:\n{done.stdout}{done.stderr}", file=sys.stderr)
+            return None
+    return str(venv / "bin" / "python")
+
+
 def copy_examples(dest: Path) -> Path:
     shutil.copytree(EXAMPLES, dest)
     return dest

@@ -17,6 +17,7 @@ poll the scheduler more often than every 5 seconds.
 
 from __future__ import annotations
 
+import grp
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -75,6 +76,21 @@ def _poll_interval(value: Any, at: At) -> float | None:
     return float(value)
 
 
+def _share_with_group(value: Any, at: At) -> bool | str | None:
+    if value is None or isinstance(value, bool):
+        return value
+    if not isinstance(value, str) or not value:
+        at.error(f"must be false (private, the default), true (your primary group) or a group "
+                 f"name; got {show(value)}")
+        return None
+    try:
+        grp.getgrnam(value)
+    except KeyError:
+        at.error(f"no group named {value!r} on this machine; see `id` for your groups")
+        return None
+    return value
+
+
 FILE_SPECS: dict[str, Spec] = {
     "backend": Str(None, choices=BACKENDS),
     "partitions": Custom(_partitions),
@@ -89,6 +105,7 @@ FILE_SPECS: dict[str, Spec] = {
     "min_poll_interval": Custom(_poll_interval),
     "submissions_per_minute": Int(None, minimum=1),
     "max_jobs": Int(None, minimum=1),
+    "share_with_group": Custom(_share_with_group),
 }
 _PATH_KEYS = ("template_dir", "image_dir")
 
@@ -111,6 +128,8 @@ class ClusterConfig:
     min_poll_interval: float = MIN_POLL_FLOOR
     submissions_per_minute: int = 30
     max_jobs: int | None = None
+    # State, run trees and checkpoints are 0700/0600; with a group, 0750/0640 (and that group).
+    share_with_group: bool | str = False
     site_path: str | None = None
     user_path: str | None = None
     sources: dict[str, str] = field(default_factory=dict, compare=False)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from hpcdet.core._distributed import DistributedContext
 from hpcdet.errors import NotFoundError
 from hpcdet.exchange import read_json
+from hpcdet.private import copy_file
 
 if TYPE_CHECKING:
     from hpcdet.core._context import RunEvents
@@ -122,7 +123,7 @@ def _copy_tree(src: Path, dst: Path, selector: Callable[[str], bool] | None) -> 
             relpath = (rel / f).as_posix()
             if selector is None or selector(relpath):
                 (dst / rel).mkdir(parents=True, exist_ok=True)
-                shutil.copy2(Path(root) / f, dst / rel / f)
+                copy_file(Path(root) / f, dst / rel / f)
 
 
 class _CheckpointStore:

@@ -11,6 +11,7 @@ from hpcdet.daemon.process import acquire_lock
 from hpcdet.daemon.service import Daemon
 from hpcdet.errors import HpcdetError
 from hpcdet.paths import StatePaths, state_dir
+from hpcdet.private import apply_umask
 
 
 def main() -> int:
@@ -18,13 +19,15 @@ def main() -> int:
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     paths = StatePaths(state_dir())
-    paths.root.mkdir(parents=True, exist_ok=True)
-    lock = acquire_lock(paths)
-    if lock is None:
-        print(f"a daemon already serves {paths.root}", file=sys.stderr)
-        return 0
     try:
-        daemon = Daemon(paths, load_cluster_config())
+        cluster = load_cluster_config()
+        apply_umask(cluster.share_with_group)
+        paths.prepare(cluster.share_with_group)
+        lock = acquire_lock(paths)
+        if lock is None:
+            print(f"a daemon already serves {paths.root}", file=sys.stderr)
+            return 0
+        daemon = Daemon(paths, cluster)
     except HpcdetError as e:
         print(str(e), file=sys.stderr)
         return 1

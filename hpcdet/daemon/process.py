@@ -11,7 +11,6 @@ import fcntl
 import os
 import signal
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from typing import IO, Any
@@ -20,6 +19,7 @@ from hpcdet.daemon import requests as req
 from hpcdet.errors import DaemonError
 from hpcdet.exchange import read_json
 from hpcdet.paths import StatePaths, hostname
+from hpcdet.private import hpcdet_command
 from hpcdet.processes import pid_alive
 
 STALE_HEARTBEAT = 120.0
@@ -36,7 +36,7 @@ class DaemonInfo:
 def acquire_lock(paths: StatePaths) -> IO[str] | None:
     """The daemon lock, or None when another daemon holds it."""
     lock_path = paths.lock()
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    paths.prepare_local()
     f = open(lock_path, "a+")
     try:
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -73,6 +73,13 @@ def info(paths: StatePaths) -> DaemonInfo:
 
 
 def start(paths: StatePaths, timeout: float = 20.0) -> DaemonInfo:
+    """Start the daemon unless one runs; returns once it has served its first tick.
+
+    A daemon can die after it has taken the lock and written its record (while it catches up
+    with the run tree and the scheduler), so neither proves a start: only a tick of the new
+    process does, or, when catching up outlasts ``timeout``, that process still alive with the
+    lock held.
+    """
     current = info(paths)
     if current.alive:
         if not current.here:
@@ -81,33 +88,38 @@ def start(paths: StatePaths, timeout: float = 20.0) -> DaemonInfo:
                 f"(pid {current.record['pid']}); run hpcdet there, or stop it there first"
             )
         return current
-    paths.local_dir().mkdir(parents=True, exist_ok=True)
-    log = open(paths.local_dir() / "daemon.log", "ab")
+    local = paths.prepare_local()
+    log = open(local / "daemon.log", "ab")
     started_at = log.tell()  # the log is kept across starts: show this start's words only
     env = dict(os.environ, HPCDET_HOME=str(paths.root))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "hpcdet.daemon"], stdin=subprocess.DEVNULL, stdout=log,
-        stderr=subprocess.STDOUT, start_new_session=True, env=env,
-        # `python -m` puts the working directory first on sys.path: a folder named hpcdet
-        # there would shadow the installed package. The daemon also holds no user directory.
-        cwd=paths.local_dir(),
+        hpcdet_command("hpcdet.daemon"), stdin=subprocess.DEVNULL, stdout=log,
+        stderr=subprocess.STDOUT, start_new_session=True, env=env, cwd=local,
     )
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    while True:
         current = info(paths)
-        if current.alive and current.record.get("pid") == proc.pid:
-            return current
+        ours = current.alive and current.record.get("pid") == proc.pid
         if proc.poll() is not None:
             current = info(paths)
-            if current.alive:
+            if current.alive and current.record.get("pid") != proc.pid:
                 return current  # another start won the race; that daemon serves
-            with open(paths.local_dir() / "daemon.log", "rb") as f:
+            with open(local / "daemon.log", "rb") as f:
                 f.seek(started_at)
                 tail = f.read().decode(errors="replace")[-2000:]
             raise DaemonError(f"the daemon exited at start (code {proc.returncode}):\n{tail}")
+        if ours and _ticked(current, proc.pid):
+            return current
+        if time.monotonic() > deadline:
+            if ours:
+                return current  # still catching up with a large run tree, but it serves
+            raise DaemonError(f"the daemon did not start within {timeout:.0f} s; see "
+                              f"{local / 'daemon.log'}")
         time.sleep(0.1)
-    raise DaemonError(f"the daemon did not start within {timeout:.0f} s; see "
-                      f"{paths.local_dir() / 'daemon.log'}")
+
+
+def _ticked(current: DaemonInfo, pid: int) -> bool:
+    return current.status.get("pid") == pid and bool(current.status.get("last_tick"))
 
 
 def stop(paths: StatePaths, timeout: float = 30.0) -> bool:
@@ -120,7 +132,9 @@ def stop(paths: StatePaths, timeout: float = 30.0) -> bool:
     pid = int(current.record["pid"])
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and pid_alive(pid):
+    # An exited daemon frees its lock at once; its pid lingers while the parent (a CLI that
+    # started it in this process) has not reaped it.
+    while time.monotonic() < deadline and pid_alive(pid) and lock_held(paths):
         time.sleep(0.1)
     return True
 

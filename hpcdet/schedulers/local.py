@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Collection
 from pathlib import Path
 from typing import ClassVar
 
+from hpcdet.private import hpcdet_command
 from hpcdet.schedulers.base import JobRequest, JobState, JobStatus, Scheduler, check_request
 from hpcdet.schedulers.templating import render
 
@@ -28,7 +28,7 @@ class LocalScheduler(Scheduler):
         return str(self.settings["jobs_dir"])
 
     def _cmd(self, *args: str) -> list[str]:
-        return [sys.executable, "-m", "hpcdet.schedulers.local_exec", *args]
+        return [*hpcdet_command("hpcdet.schedulers.local_exec"), *args]
 
     def render_script(self, job: JobRequest) -> str:
         check_request(job, header=False)

@@ -17,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+from hpcdet.private import hpcdet_command, tighten_umask
 from hpcdet.processes import pid_alive
 
 KILL_WAIT = 5.0
@@ -46,7 +47,7 @@ def submit(jobs: Path, script: Path) -> int:
     _write(jobs / f"{job_id}.json", {"state": "PENDING", "name": _job_name(script)})
     out = open(script.parent / "scheduler.out", "ab")
     subprocess.Popen(
-        [sys.executable, "-m", "hpcdet.schedulers.local_exec", "supervise", str(jobs),
+        [*hpcdet_command("hpcdet.schedulers.local_exec"), "supervise", str(jobs),
          str(job_id), str(script)],
         stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
     )
@@ -121,6 +122,7 @@ def cancel(jobs: Path, job_ids: list[str]) -> None:
 
 
 def main(argv: list[str]) -> int:
+    tighten_umask()
     cmd, jobs = argv[0], Path(argv[1])
     if cmd == "submit":
         print(submit(jobs, Path(argv[2]).absolute()))

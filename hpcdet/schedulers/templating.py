@@ -10,6 +10,9 @@ import jinja2
 
 from hpcdet.config.directives import problem
 from hpcdet.errors import ConfigError
+from hpcdet.private import hpcdet_command, umask_in_force
+
+HARNESS = "hpcdet.launch.harness"
 
 
 def _text(value: Any) -> str:
@@ -50,4 +53,10 @@ def environment(template_dir: str | None = None) -> jinja2.Environment:
 
 
 def render(name: str, context: dict[str, Any], template_dir: str | None = None) -> str:
-    return environment(template_dir).get_template(name).render(**context)
+    """Every template also gets ``umask`` (the one hpcdet runs with) and ``harness``: the
+    isolated command that runs the harness with the job's ``python``."""
+    common = {
+        "umask": umask_in_force(),
+        "harness": " ".join(shq(a) for a in hpcdet_command(HARNESS, context["python"])),
+    }
+    return environment(template_dir).get_template(name).render(**common, **context)

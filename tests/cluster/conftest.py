@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 
 import pytest
 
-from tests.support import Hpcdet, slurm_jobs_under
+from tests.support import Hpcdet, ensure_user, python_for_users, slurm_jobs_under
 
 CLUSTER_TESTS_DIR = Path(__file__).resolve().parent
 CLUSTER_SCRIPT = CLUSTER_TESTS_DIR.parents[1] / "scripts" / "slurm-test-cluster.sh"
@@ -103,7 +103,6 @@ def require_module(name: str) -> None:
 
 
 USERS = ("hpcdet-u1", "hpcdet-u2")
-_REPO = CLUSTER_TESTS_DIR.parents[1]
 
 
 def _require_root(what: str) -> None:
@@ -118,17 +117,10 @@ def user_python(slurm_cluster: Any) -> Iterator[str]:
     into a venv of Debian's python3 in a world-readable directory."""
     _require_root("a Python for unprivileged users")
     base = Path(tempfile.mkdtemp(prefix="hpcdet-users-", dir="/tmp"))
-    base.chmod(0o755)
-    venv = base / "venv"
-    python = shutil.which("python3", path="/usr/bin:/bin")
+    python = python_for_users(base)
     if python is None:
-        pytest.fail("no /usr/bin/python3: install python3 and python3-venv", pytrace=False)
-    for cmd in ([python, "-m", "venv", str(venv)],
-                [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(_REPO)]):
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=False)
-        if done.returncode != 0:
-            pytest.fail(f"{' '.join(cmd)} failed:\n{done.stdout}{done.stderr}", pytrace=False)
-    yield str(venv / "bin" / "python")
+        pytest.fail("cannot build a Python for unprivileged users (see stderr)", pytrace=False)
+    yield python
     shutil.rmtree(base, ignore_errors=True)
 
 
@@ -145,9 +137,7 @@ def open_tmp() -> Iterator[Path]:
 def users(user_python: str, open_tmp: Path) -> Iterator[dict[str, Hpcdet]]:
     """Two unprivileged users (created if missing), each with their own hpcdet on Slurm."""
     for name in USERS:
-        if subprocess.run(["id", name], capture_output=True, check=False).returncode != 0:
-            subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", name],
-                           check=True, capture_output=True)
+        ensure_user(name)
     result = {name: Hpcdet(open_tmp / name, "slurm", user=name, python=user_python)
               for name in USERS}
     yield result

@@ -214,7 +214,7 @@ def test_describe_rows(tmp_path: Path) -> None:
     assert [key for key, _, _ in rows] == [
         "backend", "partitions", "default_pool", "account", "qos", "walltime", "gpu_type",
         "template_dir", "container_runtime", "image_dir", "min_poll_interval",
-        "submissions_per_minute", "max_jobs",
+        "submissions_per_minute", "max_jobs", "share_with_group",
     ]
     table = {key: (value, source) for key, value, source in rows}
     assert table["walltime"] == ("01:30:00", "user")

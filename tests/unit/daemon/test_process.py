@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -25,3 +26,24 @@ def test_a_failed_start_shows_only_its_own_words(
         messages.append(str(info.value))
     assert messages[0] == messages[2]
     assert messages[2].count("invalid cluster config") == 1
+
+
+def test_a_daemon_that_dies_while_it_starts_is_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The daemon takes the lock and writes its record, then dies while it catches up (here
+    the first scheduler command kills it): the start fails, naming the exit."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    sinfo = bin_dir / "sinfo"
+    sinfo.write_text("#!/bin/sh\nsleep 1\nkill -9 $PPID\n")
+    sinfo.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    (tmp_path / "cluster.yaml").write_text("backend: slurm\n")
+    (tmp_path / "site.yaml").write_text("{}\n")
+    monkeypatch.setenv("HPCDET_CLUSTER_CONFIG", str(tmp_path / "cluster.yaml"))
+    monkeypatch.setenv("HPCDET_SITE_CONFIG", str(tmp_path / "site.yaml"))
+    paths = StatePaths(tmp_path / "state")
+    with pytest.raises(DaemonError, match=r"exited at start \(code -9\)"):
+        process.start(paths)
+    assert not process.info(paths).alive

@@ -42,7 +42,7 @@ def test_single_node_command() -> None:
     ) == [
         "deepspeed", "-H", "/tmp/hostfile-7.1.txt", "--master_addr", "localhost",
         "--no_python", "--no_local_rank", "--no_ssh_check", "--master_port", "29600", "--",
-        "python3", "-m", "hpcdet.launch.wrap_rank", "RANK", "--", "python3", "train.py",
+        "python3", "-I", "-m", "hpcdet.launch.wrap_rank", "RANK", "--", "python3", "train.py",
     ]  # fmt: skip
 
 
@@ -53,9 +53,9 @@ def test_multi_node_command_enters_each_node() -> None:
     ) == [
         "deepspeed", "-H", "/tmp/h.txt", "--master_addr", "10.0.0.1",
         "--no_python", "--no_local_rank", "--no_ssh_check", "--",
-        "/py", "-m", "hpcdet.launch.node_step", "--node-var", "CROSS_RANK",
+        "/py", "-I", "-m", "hpcdet.launch.node_step", "--node-var", "CROSS_RANK",
         "/runs/7/1/launch/deepspeed-0", "--",
-        "/py", "-m", "hpcdet.launch.wrap_rank", "RANK", "--", "python3", "t.py",
+        "/py", "-I", "-m", "hpcdet.launch.wrap_rank", "RANK", "--", "python3", "t.py",
     ]  # fmt: skip
 
 

@@ -63,7 +63,7 @@ def test_help_is_a_usage_error_without_message() -> None:
 
 def test_wrap_rank_command() -> None:
     assert wrap_rank_command("py", "RANK", ["python3", "t.py", "--x"]) == [
-        "py", "-m", "hpcdet.launch.wrap_rank", "RANK", "--", "python3", "t.py", "--x",
+        "py", "-I", "-m", "hpcdet.launch.wrap_rank", "RANK", "--", "python3", "t.py", "--x",
     ]
 
 

@@ -22,9 +22,9 @@ def test_srun_command() -> None:
         "srun", "--overlap", "--mpi=pmi2", "--nodes=2", "--ntasks=8", "--ntasks-per-node=4",
         "--cpus-per-task=1", "--distribution=block", "--kill-on-bad-exit=1", "--export=ALL",
         "--mpi=pmix",
-        "/py", "-m", "hpcdet.launch.node_step", "--node-var", "SLURM_NODEID",
+        "/py", "-I", "-m", "hpcdet.launch.node_step", "--node-var", "SLURM_NODEID",
         "/runs/7/1/launch/mpi-0", "--",
-        "/py", "-m", "hpcdet.launch.wrap_rank", "PMI_RANK,SLURM_PROCID", "--",
+        "/py", "-I", "-m", "hpcdet.launch.wrap_rank", "PMI_RANK,SLURM_PROCID", "--",
         "python3", "train.py",
     ]  # fmt: skip
 
@@ -32,7 +32,7 @@ def test_srun_command() -> None:
 def test_mpiexec_command() -> None:
     assert build_mpiexec_command(procs=3, script=["python3", "t.py"], overrides=["-v"]) == [
         "mpiexec", "-n", "3", "-v",
-        "python3", "-m", "hpcdet.launch.wrap_rank", "PMI_RANK,SLURM_PROCID", "--",
+        "python3", "-I", "-m", "hpcdet.launch.wrap_rank", "PMI_RANK,SLURM_PROCID", "--",
         "python3", "t.py",
     ]  # fmt: skip
 

@@ -48,7 +48,8 @@ def test_publish_and_wait(tmp_path: Path) -> None:
 
 def test_enter_command() -> None:
     assert enter_command("/py", "SLURM_NODEID", Path("/s"), ["a", "b"]) == [
-        "/py", "-m", "hpcdet.launch.node_step", "--node-var", "SLURM_NODEID", "/s", "--", "a", "b",
+        "/py", "-I", "-m", "hpcdet.launch.node_step", "--node-var", "SLURM_NODEID", "/s", "--",
+        "a", "b",
     ]  # fmt: skip
     assert parse_args(["--node-var", "V", "/s", "--", "a", "b"]) == ("V", Path("/s"), ["a", "b"])
     with pytest.raises(ValueError):

@@ -1,0 +1,247 @@
+"""What keeps a user's hpcdet private on a login node shared with other users.
+
+Three rules. Every directory hpcdet owns is created atomically with mode 0700 and, when it
+exists already, accepted only if it is ours and nobody else can write it. Every hpcdet process
+runs with umask 077 (027 when the cluster config shares with a group), so whatever it or a trial
+writes is private whatever the login shell's umask. And hpcdet starts its own Python code
+isolated (``python -I``): neither a working directory nor an inherited ``PYTHONPATH`` decides
+what the daemon, a local job, the harness or a launcher imports.
+"""
+
+from __future__ import annotations
+
+import functools
+import grp
+import os
+import shutil
+import site
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+from hpcdet.errors import HpcdetError
+
+PRIVATE_UMASK = 0o077
+GROUP_UMASK = 0o027
+
+_umask = PRIVATE_UMASK
+_shared: bool | str = False
+
+
+class PrivacyError(HpcdetError):
+    """A directory hpcdet must own belongs to someone else or others can write it."""
+
+
+def umask_for(share_with_group: bool | str) -> int:
+    return GROUP_UMASK if share_with_group else PRIVATE_UMASK
+
+
+def apply_umask(share_with_group: bool | str = False) -> int:
+    """Set this process's umask (its children inherit it); returns the umask set."""
+    global _umask, _shared
+    _umask, _shared = umask_for(share_with_group), share_with_group
+    os.umask(_umask)
+    return _umask
+
+
+def umask_in_force() -> str:
+    """The umask hpcdet applied, as batch scripts write it (``077``)."""
+    return f"{_umask:03o}"
+
+
+def sharing() -> bool | str:
+    """The share_with_group that ``apply_umask`` was given."""
+    return _shared
+
+
+def tighten_umask() -> None:
+    """At least 027 whatever was inherited: for processes started by a script that may not
+    set it (a site's own batch template). Only a floor: the shipped templates set the umask
+    hpcdet runs with, 077 unless the cluster config shares with a group."""
+    os.umask(os.umask(PRIVATE_UMASK) | GROUP_UMASK)
+
+
+def current_umask() -> int:
+    """This process's umask, read without changing it (a trial may run threads)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(PRIVATE_UMASK)
+    os.umask(mask)
+    return mask
+
+
+def copy_file(src: Path, dst: Path) -> None:
+    """``shutil.copy2``, but the copy's mode obeys the umask: a world-readable source file
+    must not make a world-readable copy in the run tree or a checkpoint."""
+    shutil.copy2(src, dst, follow_symlinks=True)
+    mode, mask = stat.S_IMODE(os.stat(dst).st_mode), current_umask()
+    if mode & mask:
+        os.chmod(dst, mode & ~mask)
+
+
+def private_dir(path: Path, share_with_group: bool | str | None = False) -> Path:
+    """``path`` as a directory only we can write (and, unless shared, read).
+
+    Missing directories (and missing parents) are created with mode 0700 in one ``mkdir``, so
+    there is no instant at which another user could open them. An existing one must be ours,
+    reached through no symlink of another user, and writable by nobody else; it is then set to
+    0700 (0750 when shared with a group; a named group is set on it with the setgid bit, so what
+    is created below inherits the group). ``share_with_group=None`` leaves an existing
+    directory's mode as it is.
+
+    Raises:
+        PrivacyError: saying which path is wrong and what to do about it.
+    """
+    if not path.parent.exists():
+        _make_parents(path.parent)
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    except OSError as e:
+        raise PrivacyError(f"cannot create the directory {path}: {e.strerror}") from e
+    check_owned(path)
+    if share_with_group is not None:
+        _set_sharing(path, share_with_group)
+    return path
+
+
+def _make_parents(path: Path) -> None:
+    missing = []
+    while not path.exists() and not path.is_symlink() and path != path.parent:
+        missing.append(path)
+        path = path.parent
+    for p in reversed(missing):
+        try:
+            os.mkdir(p, 0o700)
+        except FileExistsError:
+            pass
+        except OSError as e:
+            raise PrivacyError(f"cannot create the directory {p}: {e.strerror}") from e
+        check_owned(p)
+
+
+def check_owned(path: Path) -> None:
+    """Refuse ``path`` unless it is a directory of ours that nobody else can write."""
+    uid = os.getuid()
+    try:
+        link = os.lstat(path)
+        target = os.stat(path)
+    except OSError as e:
+        raise PrivacyError(f"cannot use {path}: {e.strerror}") from e
+    fix = _remedy(path, link.st_uid if link.st_uid != uid else target.st_uid)
+    if link.st_uid != uid:
+        what = "a symlink" if stat.S_ISLNK(link.st_mode) else "a directory"
+        raise PrivacyError(
+            f"{path} is {what} owned by {_user(link.st_uid)}, not by you: another user may have "
+            f"made it to read or run your work. {fix}"
+        )
+    if not stat.S_ISDIR(target.st_mode):
+        raise PrivacyError(f"{path} is not a directory; remove it (rm {path}) and try again")
+    if target.st_uid != uid:
+        raise PrivacyError(
+            f"{path} leads to a directory owned by {_user(target.st_uid)}, not by you. {fix}"
+        )
+    if target.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise PrivacyError(
+            f"{path} can be written by other users (mode {stat.S_IMODE(target.st_mode):04o}), "
+            f"who could plant code or data in it; make it yours alone (chmod go-w {path}) "
+            f"or remove it"
+        )
+
+
+def _remedy(path: Path, owner: int) -> str:
+    if str(path).startswith("/var/tmp/") or str(path).startswith("/tmp/"):
+        return (f"Ask {_user(owner)} or an administrator to remove {path}, or set "
+                f"HPCDET_LOCAL_DIR to a directory of yours on local disk.")
+    return f"Remove {path} (or ask {_user(owner)} or an administrator to), then try again."
+
+
+def _user(uid: int) -> str:
+    try:
+        import pwd
+
+        return f"user {pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except KeyError:
+        return f"uid {uid}"
+
+
+def _set_sharing(path: Path, share_with_group: bool | str) -> None:
+    mode = 0o750 if share_with_group else 0o700
+    if isinstance(share_with_group, str):
+        try:
+            gid = grp.getgrnam(share_with_group).gr_gid
+            if os.stat(path).st_gid != gid:
+                os.chown(path, -1, gid)
+        except (KeyError, PermissionError) as e:
+            raise PrivacyError(
+                f"cannot share {path} with group {share_with_group!r} (share_with_group in the "
+                f"cluster config): you must belong to that group ({e})"
+            ) from e
+        mode |= stat.S_ISGID
+    if stat.S_IMODE(os.stat(path).st_mode) != mode:
+        os.chmod(path, mode)
+
+
+def exposure(path: Path, shared: bool | str = False) -> str | None:
+    """Why ``path`` is not private (open to others), or None; with ``shared`` (the cluster
+    config's share_with_group) the group may read it."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    group = stat.S_IWGRP if shared else stat.S_IRWXG
+    who = []
+    if mode & group:
+        who.append("its group")
+    if mode & stat.S_IRWXO:
+        who.append("every user")
+    if not who:
+        return None
+    return f"{path} is open to {' and '.join(who)} (mode {stat.S_IMODE(mode):04o})"
+
+
+# ------------------------------------------------------------------- isolated interpreters
+
+
+@functools.cache
+def _needs_explicit_root(python: str) -> str | None:
+    """hpcdet's install location, when ``python -I`` would not find this very copy on its own
+    (``pip install --user``, a checkout on PYTHONPATH); None when it would."""
+    import hpcdet
+
+    package = Path(hpcdet.__file__).resolve().parent
+    if python != sys.executable:
+        return None  # another interpreter (a site's template, a test): its own hpcdet
+    if str(package.parent) in site.getsitepackages():
+        return None
+    probe = subprocess.run(
+        [python, "-I", "-c", "import hpcdet; print(hpcdet.__file__)"],
+        capture_output=True, text=True, cwd="/", check=False,
+    )
+    found = probe.stdout.strip()
+    if probe.returncode == 0 and Path(found).resolve().parent == package:
+        return None
+    return str(package.parent)
+
+
+_BOOT = (
+    "import runpy,site,sys;r={root!r};site.addsitedir(r);sys.path.remove(r);"
+    "sys.path.insert(0,r);runpy.run_module({module!r},run_name='__main__',alter_sys=True)"
+)
+
+
+def hpcdet_command(module: str, python: str | None = None) -> list[str]:
+    """The argv that runs hpcdet's ``module`` like ``python -m``, isolated (``-I``): the
+    working directory, ``PYTHONPATH`` and ``PYTHON*`` variables play no part, and hpcdet comes
+    from where it is installed, also from a user site-packages ``-I`` would skip."""
+    python = python or sys.executable
+    root = _needs_explicit_root(python)
+    if root is None:
+        return [python, "-I", "-m", module]
+    return [python, "-I", "-c", _BOOT.format(root=root, module=module)]
