@@ -75,7 +75,9 @@ class FakeLocal(CommandRunner):
         super().__init__()
 
     def run(self, cmd: Sequence[str], check: bool = True, stdin: str | None = None) -> Result:
-        verb, args = cmd[3], cmd[5:]
+        # hpcdet_command(...) + [verb, jobs_dir, *args]: the verb follows the module's argv.
+        at = next(i for i, a in enumerate(cmd) if "hpcdet.schedulers.local_exec" in a) + 1
+        verb, args = cmd[at], cmd[at + 2:]
         self.calls[verb] = self.calls.get(verb, 0) + 1
         if verb == "submit":
             script = Path(args[0])

@@ -129,8 +129,9 @@ def _stubs(tmp_path: Path) -> tuple[Path, str]:
     srun = bin_dir / "srun"
     srun.write_text('#!/bin/sh\nwhile [ "${1#--}" != "$1" ]; do shift; done\nexec "$@"\n')
     harness = bin_dir / "python"
-    # Called as: python -m hpcdet.launch.harness RUN_DIR
-    harness.write_text('#!/bin/sh\nprintf %s "${SWEEP-unset}" > "$3/harness-ran"\n')
+    # Called as: python -I -m hpcdet.launch.harness RUN_DIR (the run directory comes last)
+    harness.write_text('#!/bin/sh\nfor last; do :; done\n'
+                       'printf %s "${SWEEP-unset}" > "$last/harness-ran"\n')
     for stub in (srun, harness):
         stub.chmod(0o755)
     return bin_dir, str(harness)
