@@ -134,7 +134,8 @@ def validate_experiment(data: Any, problems: Problems) -> dict[str, Any]:
         data = {}
     data = data or {}
     raw = check_mapping(data, at, TOP_SPECS)
-    if raw["name"] is None:
+    if raw["name"] is None and not problems:
+        # Only a valid config is named: the name hashes the whole document.
         raw["name"] = default_name(data)
     _cross_checks(raw, at)
     return raw

@@ -253,13 +253,16 @@ class StrList(Spec):
 
 
 def check_storable(value: Any, at: At) -> None:
-    """Report every NaN or infinity in a value stored as it is: configs are stored as JSON, which
-    has neither, and trial code would read them back as something else."""
+    """Report every NaN, infinity and integer outside int64 in a value stored as it is: configs
+    are stored as JSON, which has no NaN or infinity, and are read back by programs that take
+    integers as 64-bit (Python cannot even print one of over 4300 digits)."""
     if isinstance(value, float) and not math.isfinite(value):
         at.error(
             f"{value} is not a number a config can hold (it is stored as JSON); use a finite"
             f" number, or quote it ('{value}') for a string"
         )
+    elif is_int(value) and not is_int64(value):
+        at.error(f"is too large: {INT64_HINT}, got {show(value)}; quote it for a string")
     elif isinstance(value, dict):
         for key, item in value.items():
             check_storable(item, at / key)

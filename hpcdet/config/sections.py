@@ -22,6 +22,7 @@ from hpcdet.config.schema import (
     check_mapping,
     did_you_mean,
     is_int,
+    is_int64,
     show,
 )
 
@@ -31,7 +32,7 @@ _MEMORY_SIZE = re.compile(r"^([0-9]*[.])?[0-9]+ ?(([kmgtpKMGTP]([iI]?[bB])?)|[bB
 
 
 def _shm_size(value: Any, at: At) -> Any:
-    if value is None or (is_int(value) and value >= 0):
+    if value is None or (is_int64(value) and value >= 0):
         return value
     if isinstance(value, str) and _MEMORY_SIZE.match(value):
         return value
@@ -239,8 +240,8 @@ def _ports(value: Any, at: At) -> dict[str, int]:
         at.error(f"must be a mapping of names to port numbers, got {show(value)}")
         return {}
     for name, port in value.items():
-        if not is_int(port):
-            (at / name).error(f"must be an integer port number, got {show(port)}")
+        if not (is_int(port) and 1 <= port <= 65535):
+            (at / name).error(f"must be a port number between 1 and 65535, got {show(port)}")
     return dict(value)
 
 

@@ -247,12 +247,18 @@ def _plain_mapping(
     return out
 
 
+def _clip(text: str) -> str:
+    """An override as messages quote it: long values are cut (one may be a whole document)."""
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 def apply_overrides(
     data: dict[str, Any], overrides: Sequence[str], origins: dict[KeyPath, str], problems: Problems
 ) -> None:
     """Set each ``key.sub=value`` (value parsed as YAML) in ``data``, noting where it came from."""
-    for override in overrides:
-        key, sep, text = override.partition("=")
+    for full in overrides:
+        override = _clip(full)
+        key, sep, text = full.partition("=")
         parts = [p.strip() for p in key.split(".")]
         if not sep or not all(parts):
             problems.items.append(
@@ -269,7 +275,7 @@ def apply_overrides(
         except (yaml.YAMLError, ValueError, TypeError, RecursionError):
             problems.items.append(
                 f"{format_path(path)} (--config {override!r}): the value is not valid YAML;"
-                f" if it is a string, quote it: --config '{key}=\"{text}\"'"
+                f" if it is a string, quote it: --config '{_clip(key)}=\"{_clip(text)}\"'"
             )
             continue
         plain_problems: list[str] = []

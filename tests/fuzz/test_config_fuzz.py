@@ -135,15 +135,73 @@ _config = st.fixed_dictionaries({
     "records_per_epoch": _maybe(_edge_ints),
     "scheduling_unit": _maybe(_edge_ints),
 })
+# A hexadecimal literal reads as an integer of ~6000 digits, which Python cannot even print.
+HUGE_HEX = "0x" + "f" * 5000
 _overrides = st.lists(
     st.builds(
         lambda key, value: f"{key}={value}",
         st.sampled_from(["searcher.max_trials", "searcher.divisor", "searcher.max_length",
                          "hyperparameters.x", "resources.slots_per_trial", "data", "a..b", ""]),
-        st.one_of(_text, st.sampled_from(["1e23", ".nan", "[&a [1], *a]", "{", "0"])),
+        st.one_of(_text, st.sampled_from(["1e23", ".nan", "[&a [1], *a]", "{", "0", HUGE_HEX])),
     ),
     max_size=2,
 )
+
+
+# Near-valid configs: every field in or at the edge of its range, so most of them load and the
+# searchers' arithmetic is exercised at the bounds validation lets through.
+_near_hparam = st.one_of(
+    st.builds(lambda lo, span, count: {"type": "int", "minval": lo, "maxval": lo + span,
+                                       "count": count},
+              st.one_of(st.integers(-5, 5), st.sampled_from([-(2**63), 2**63 - 2])),
+              st.integers(1, 2**63), st.integers(1, 100_000)),
+    st.builds(lambda lo, span, count: {"type": "double", "minval": lo, "maxval": lo + span,
+                                       "count": count},
+              st.floats(-1e300, 1e300), st.floats(1e-300, 1e300), st.integers(1, 100_000)),
+    st.builds(lambda base, lo, span, count: {"type": "log", "base": base, "minval": lo,
+                                             "maxval": lo + span, "count": count},
+              st.sampled_from([10, 2, 0.5, 1, 1e-300, 1e300, 1.0000001]),
+              st.floats(-700, 700), st.floats(1e-9, 700), st.integers(1, 100_000)),
+    st.builds(lambda vals: {"type": "categorical", "vals": vals},
+              st.lists(_scalars, min_size=1, max_size=100)),
+    _scalars,
+)
+_near_searcher = st.fixed_dictionaries({
+    "name": st.sampled_from(SEARCHERS),
+    "metric": st.just("loss"),
+    "max_trials": st.one_of(st.integers(1, 40), st.sampled_from([100_000, 99_999])),
+}, optional={
+    "max_concurrent_trials": st.one_of(st.integers(0, 8), st.just(100_000)),
+    "max_length": st.one_of(st.integers(0, 10**6), st.sampled_from([2**63 - 1]),
+                            st.builds(lambda n: {"epochs": n}, st.integers(1, 2**63 - 1))),
+    "time_metric": st.just("batches"),
+    "max_time": st.one_of(st.integers(1, 10**6), st.just(2**63 - 1)),
+    "mode": st.sampled_from(["standard", "aggressive", "conservative"]),
+    "divisor": st.one_of(st.floats(1.0000001, 1e6), st.sampled_from([1.0000001, 2, 1e6])),
+    "max_rungs": st.integers(1, 32),
+    "bracket_rungs": st.lists(st.integers(1, 32), max_size=32),
+    "stop_once": st.booleans(),
+})
+
+
+@st.composite
+def _near_config(draw: st.DrawFn) -> dict[str, Any]:
+    searcher = draw(_near_searcher)
+    if searcher["name"] == "grid":
+        searcher.pop("max_trials")
+    if searcher["name"] == "single":
+        searcher = {"name": "single", "metric": "loss",
+                    **({"max_length": searcher["max_length"]} if "max_length" in searcher else {})}
+    if searcher["name"] == "adaptive_asha" and "max_time" not in searcher:
+        searcher.setdefault("max_length", 1000)
+    if "max_time" in searcher:
+        searcher["time_metric"] = "batches"
+    return {
+        "entrypoint": "python3 train.py",
+        "searcher": searcher,
+        "hyperparameters": draw(st.dictionaries(_text, _near_hparam, max_size=4)),
+        "reproducibility": {"experiment_seed": draw(st.integers(0, 2**63 - 1))},
+    }
 
 
 def first_plan(cfg: ExperimentConfig) -> None:
@@ -174,6 +232,12 @@ def test_any_config_tree_loads_or_fails_with_an_hpcdet_error(
     config: dict[str, Any], overrides: list[str]
 ) -> None:
     check(yaml.safe_dump(config, allow_unicode=True) + "\n", overrides)
+
+
+@FUZZ
+@given(_near_config())
+def test_near_valid_configs_build_their_first_plan(config: dict[str, Any]) -> None:
+    check(yaml.safe_dump(config, allow_unicode=True) + "\n", [])
 
 
 @FUZZ

@@ -117,7 +117,7 @@ ACCEPTED = [
     HP.format("{type: log, minval: -1e300, maxval: 1e300, base: 1}"),
     HP.format("{type: double, minval: -1e300, maxval: 1e300}"),
     HP.format("{type: int, minval: -9223372036854775808, maxval: 9223372036854775807}"),
-    "entrypoint: x\nsearcher: {name: grid, metric: m, max_concurrent_trials: 0}\n"
+    "entrypoint: x\nsearcher: {name: grid, metric: m, max_concurrent_trials: 2}\n"
     "hyperparameters: {a: {type: int, minval: 1, maxval: 100000, count: 100000}}\n",
     "entrypoint: x\nsearcher: {name: grid, metric: m, max_length: 0}\n"
     "hyperparameters: {a: {type: log, minval: -300, maxval: 300, base: 10, count: 3}, b: {}}\n",
