@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pathspec
 
-from hpcdet.errors import ContextError
+from hpcdet.errors import ContextError, disk_full_cause
 from hpcdet.private import copy_file
 
 log = logging.getLogger(__name__)
@@ -194,6 +194,8 @@ def snapshot(root: Path, dest: Path, warn: Warn = _log_warning) -> tuple[int, in
         target.parent.mkdir(parents=True, exist_ok=True)
         try:
             copy_file(root / rel, target)
-        except OSError as e:  # changed or removed since the walk
-            raise _unreadable(root, rel, e) from None
+        except OSError as e:
+            if disk_full_cause(e) is not None:
+                raise  # the snapshot's side is full: the caller says so and cleans up
+            raise _unreadable(root, rel, e) from None  # changed or removed since the walk
     return len(walk.files), walk.total
