@@ -32,7 +32,7 @@ mypy hpcdet cli launchers
 # trials, not on the CPU); then the Slurm tests.
 status=0
 phase "unit and integration tests"
-python -m pytest -q -n 2 --durations=5 tests/unit tests/integration "$@" || status=$?
+python -m pytest -q -n 2 --durations=5 tests/unit tests/fuzz tests/integration "$@" || status=$?
 # Most Slurm tests spend their time waiting for Slurm and share the cluster two at a time;
 # those marked exclusive fill, break or reconfigure it and run alone afterwards.
 phase "Slurm tests, two at a time"

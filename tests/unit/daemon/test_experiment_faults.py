@@ -4,6 +4,7 @@ slowly (or killed) must not lose between its steps."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -191,3 +192,32 @@ def test_journals_with_the_trial_state_in_a_separate_entry_still_apply(tmp_path:
     assert daemon.store.trial(1).state == "ACTIVE"
     journal.record(1, "trial_state", trial_id=1, state="ERROR", restarts=0, reason="exited")
     assert (daemon.store.trial(1).state, daemon.store.trial(1).end_reason) == ("ERROR", "exited")
+
+
+def test_a_stored_config_that_validation_now_refuses_fails_only_its_experiment(
+    tmp_path: Path,
+) -> None:
+    """An experiment journaled by an older hpcdet whose rules were looser (here adaptive ASHA
+    with max_length 0, refused at create since): a restarted daemon ends it in ERROR with
+    the config's own message, and serves the others."""
+    cluster = FakeLocal()
+    daemon = new_daemon(tmp_path, cluster)
+    daemon.reconcile()
+    old = create(daemon, asha_config(max_trials=2))
+    good = create(daemon, asha_config(max_trials=2))
+    journal = daemon.paths.journal(old)
+    lines = journal.read_text().splitlines(keepends=True)
+    entry = json.loads(lines[0])
+    entry["config"]["searcher"]["max_length"] = 0
+    journal.write_text(json.dumps(entry) + "\n" + "".join(lines[1:]))
+    daemon.store.close()
+    daemon.paths.database().unlink()  # the next daemon rebuilds from the run tree
+
+    daemon = new_daemon(tmp_path, cluster)
+    daemon.reconcile()
+    drive(daemon, cluster)
+    assert daemon.store.experiment(good).state == "COMPLETED"
+    failed = daemon.store.experiment(old)
+    assert failed.state == "ERROR"
+    assert "max_length" in failed.error
+    assert not cluster.live()
