@@ -97,21 +97,15 @@ def private_dir(path: Path, share_with_group: bool | str | None = False) -> Path
     Raises:
         PrivacyError: saying which path is wrong and what to do about it.
     """
-    if not path.parent.exists():
-        _make_parents(path.parent)
-    try:
-        os.mkdir(path, 0o700)
-    except FileExistsError:
-        pass
-    except OSError as e:
-        raise PrivacyError(f"cannot create the directory {path}: {e.strerror}") from e
+    _make_missing(path)
     check_owned(path)
     if share_with_group is not None:
         _set_sharing(path, share_with_group)
     return path
 
 
-def _make_parents(path: Path) -> None:
+def _make_missing(path: Path) -> None:
+    """Create ``path`` and its missing parents, each 0700 and checked as ours."""
     missing = []
     while not path.exists() and not path.is_symlink() and path != path.parent:
         missing.append(path)

@@ -622,17 +622,22 @@ def private_tree(roots: list[Path]) -> list[str]:
     return exposed
 
 
-def private_under_umask_022(h: Hpcdet, tmp: Path) -> None:
-    """A real experiment with checkpoints, started from a shell with umask 022: the state
-    directory, the database directory and every file hpcdet or the trial wrote are 0700/0600."""
-    h.extra_env.update(HPCDET_FSTYPE="nfs4", HPCDET_LOCAL_DIR=str(tmp / "local-disk"))
-    ctx = copy_examples(tmp / "ctx")
+def _stage2_under_umask_022(h: Hpcdet, ctx: Path) -> None:
+    """Run the checkpointing stage to completion from a shell with the usual umask 022."""
     before = os.umask(0o022)
     try:
         exp = h.create(ctx / "2_checkpoints.yaml", ctx, "-f")
     finally:
         os.umask(before)
     assert h.describe(exp)["experiment"]["state"] == "COMPLETED"
+
+
+def private_under_umask_022(h: Hpcdet, tmp: Path) -> None:
+    """A real experiment with checkpoints, started from a shell with umask 022: the state
+    directory, the database directory and every file hpcdet or the trial wrote are 0700/0600."""
+    h.extra_env.update(HPCDET_FSTYPE="nfs4", HPCDET_LOCAL_DIR=str(tmp / "local-disk"))
+    ctx = copy_examples(tmp / "ctx")
+    _stage2_under_umask_022(h, ctx)
     assert list((h.state / "checkpoints").iterdir()), "the trial wrote no checkpoint"
     assert list((tmp / "local-disk").rglob("hpcdet.db"))
     exposed = private_tree([h.state, tmp / "local-disk"])
@@ -645,12 +650,7 @@ def shared_with_group(h: Hpcdet, tmp: Path) -> None:
     with open(h.root / "cluster.yaml", "a") as f:
         f.write("share_with_group: true\n")
     ctx = copy_examples(tmp / "ctx")
-    before = os.umask(0o022)
-    try:
-        exp = h.create(ctx / "2_checkpoints.yaml", ctx, "-f")
-    finally:
-        os.umask(before)
-    assert h.describe(exp)["experiment"]["state"] == "COMPLETED"
+    _stage2_under_umask_022(h, ctx)
     modes = {p: p.lstat().st_mode & 0o777 for p in [h.state, *h.state.rglob("*")]}
     wrong = [f"{p} {m:04o}" for p, m in modes.items() if m & 0o027]
     assert wrong == [], "\n".join(wrong)
