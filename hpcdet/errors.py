@@ -7,7 +7,6 @@ and exits 1.
 from __future__ import annotations
 
 import errno
-import sqlite3
 from collections.abc import Sequence
 
 
@@ -86,6 +85,14 @@ def disk_full_reason(error: BaseException) -> str:
     return "no space left on device"
 
 
+def _is_sqlite_disk_full(error: BaseException) -> bool:
+    # Told by name: trial-side code imports this module and stays standard-library only, and
+    # _sqlite3 is an optional extension that a cluster's or an image's Python may lack.
+    kind = type(error)
+    return (kind.__module__ == "sqlite3" and kind.__name__ == "OperationalError"
+            and "disk is full" in str(error))
+
+
 def disk_full_cause(error: BaseException | None) -> BaseException | None:
     """The ENOSPC/EDQUOT error (or SQLite's "disk is full") behind ``error``, if any."""
     seen: set[int] = set()
@@ -93,7 +100,7 @@ def disk_full_cause(error: BaseException | None) -> BaseException | None:
         seen.add(id(error))
         if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
             return error
-        if isinstance(error, sqlite3.OperationalError) and "disk is full" in str(error):
+        if _is_sqlite_disk_full(error):
             return error
         error = error.__cause__ or error.__context__
     return None
