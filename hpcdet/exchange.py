@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from hpcdet.private import current_umask
+
 log = logging.getLogger(__name__)
 
 # Determined encodes non-finite floats as strings; keep that so the values survive JSON.
@@ -64,6 +66,9 @@ def write_atomic(path: Path, obj: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
+        # mkstemp makes 0600 whatever the umask; the umask decides, as for any other file
+        # (0600 by default, 0640 when the cluster config shares with a group).
+        os.fchmod(fd, 0o666 & ~current_umask())
         with os.fdopen(fd, "w") as f:
             f.write(json.dumps(obj, indent=1, default=_json_default))
             f.flush()

@@ -39,7 +39,7 @@ from hpcdet.config.schema import (
     parse_walltime,
     show,
 )
-from hpcdet.config.source import parse_yaml
+from hpcdet.config.source import parse_yaml, read_config_file
 from hpcdet.errors import ConfigError
 
 BACKENDS = ("auto", "slurm", "pbs", "local")
@@ -212,10 +212,10 @@ def _read_layer(
 ) -> tuple[dict[str, Any] | None, list[str]]:
     """The keys the file sets; ``must_exist`` is the hint if a file named explicitly is missing."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_config_file(path)  # bounded: a FIFO or a huge file must not hang the CLI
     except FileNotFoundError:
         return None, [f"<file>: no such file; {must_exist}"] if must_exist else []
-    except (OSError, UnicodeDecodeError) as err:
+    except (OSError, ValueError) as err:
         return None, [f"<file>: cannot be read ({err})"]
     parsed = parse_yaml(text)
     if not parsed.readable:

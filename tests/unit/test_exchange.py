@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 
 import pytest
@@ -120,3 +121,17 @@ def test_an_event_without_seq_or_type_is_skipped(tmp_path: Path) -> None:
     path = tmp_path / "events.jsonl"
     path.write_text('{"type": "a"}\n{"seq": true, "type": "b"}\n{"seq": 3, "type": "c"}\n')
     assert [e.seq for e in read_events(path, 0)] == [3]
+
+
+def test_atomic_writes_follow_the_umask(tmp_path: Path) -> None:
+    """0600 by default, and readable by the group when the cluster config shares with one
+    (the shared umask 027), like every other file hpcdet writes."""
+    before = os.umask(0o027)
+    try:
+        write_atomic(tmp_path / "shared.json", {"a": 1})
+        os.umask(0o077)
+        write_atomic(tmp_path / "private.json", {"a": 1})
+    finally:
+        os.umask(before)
+    assert (tmp_path / "shared.json").stat().st_mode & 0o777 == 0o640
+    assert (tmp_path / "private.json").stat().st_mode & 0o777 == 0o600

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import textwrap
 from pathlib import Path
 
@@ -228,3 +229,17 @@ def test_home_relative_paths(tmp_path: Path) -> None:
     config = load_cluster_config(user_path=user, env={"HOME": "/home/me"})
     assert config.image_dir == "/home/me/images"
     assert config.template_dir == "/abs/t"
+
+
+def test_a_fifo_or_oversized_cluster_file_is_refused_without_reading_it(tmp_path: Path) -> None:
+    """Every CLI call reads the cluster file: a FIFO in its place must not hang it, nor a
+    huge file fill its memory."""
+    fifo = tmp_path / "fifo.yaml"
+    os.mkfifo(fifo)
+    with pytest.raises(ConfigError, match="not a regular file"):
+        load_cluster_config(site_path=tmp_path / "none.yaml", user_path=fifo,
+                            env={"HOME": str(tmp_path)})
+    big = tmp_path / "big.yaml"
+    big.write_text("# padding\n" * 200_000)
+    with pytest.raises(ConfigError, match="more than the 1 MiB"):
+        load_cluster_config(user_path=big, env={"HOME": str(tmp_path)})
