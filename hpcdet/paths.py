@@ -28,7 +28,7 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
-from hpcdet.private import private_dir
+from hpcdet.private import check_holder, private_dir
 
 # Filesystems on which SQLite's locking (and WAL's shared memory) cannot be trusted.
 NETWORK_FSTYPES = frozenset(
@@ -124,17 +124,24 @@ class StatePaths:
         """
         if not is_network_fs(fstype_of(self.root if self.root.exists() else self.root.parent)):
             return self.root
-        base = os.environ.get("HPCDET_LOCAL_DIR") or f"/var/tmp/hpcdet-{os.getuid()}"
+        base = os.environ.get("HPCDET_LOCAL_DIR") or _default_local_base()
         digest = hashlib.sha1(str(self.root).encode()).hexdigest()[:12]
         return Path(base) / digest
 
     def prepare_local(self) -> Path:
-        """The local directory, made private (see ``hpcdet.private.private_dir``): its base in
-        /var/tmp has a name any user can guess and create first, so both are checked."""
+        """The local directory, made private (see ``hpcdet.private.private_dir``).
+
+        The default base in /var/tmp has a name any user can guess and create first, so it is
+        checked too. A base the user chose (``$HPCDET_LOCAL_DIR``: their scratch, or /tmp) is
+        theirs to keep as it is; only hpcdet's directory inside it must be private.
+        """
         local = self.local_dir()
         if local == self.root:
             return private_dir(local, None)  # its mode is prepare's: it may be shared
-        private_dir(local.parent)
+        if str(local.parent) == _default_local_base() or not local.parent.exists():
+            private_dir(local.parent)
+        else:
+            check_holder(local.parent)
         return private_dir(local)
 
     def prepare(self, share_with_group: bool | str = False) -> None:
@@ -150,6 +157,10 @@ class StatePaths:
 
     def lock(self) -> Path:
         return self.local_dir() / "daemon.lock"
+
+
+def _default_local_base() -> str:
+    return f"/var/tmp/hpcdet-{os.getuid()}"
 
 
 def hostname() -> str:

@@ -122,14 +122,39 @@ def _make_missing(path: Path) -> None:
 
 def check_owned(path: Path) -> None:
     """Refuse ``path`` unless it is a directory of ours that nobody else can write."""
-    uid = os.getuid()
+    target = _check_owners(path, (os.getuid(),))
+    if target.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise PrivacyError(
+            f"{path} can be written by other users (mode {stat.S_IMODE(target.st_mode):04o}), "
+            f"who could plant code or data in it; make it yours alone (chmod go-w {path}) "
+            f"or remove it"
+        )
+
+
+def check_holder(path: Path) -> None:
+    """Refuse a directory the user chose to hold hpcdet's own (``$HPCDET_LOCAL_DIR``) unless
+    nobody but the user or root can rename or replace what is in it: it is theirs or root's,
+    and others may write it only with the sticky bit set (as in /tmp). Its mode is left as
+    it is."""
+    target = _check_owners(path, (os.getuid(), 0))
+    if target.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not target.st_mode & stat.S_ISVTX:
+        raise PrivacyError(
+            f"{path} can be written by other users and has no sticky bit (mode "
+            f"{stat.S_IMODE(target.st_mode):04o}): they could replace hpcdet's directory in "
+            f"it. Set HPCDET_LOCAL_DIR to a directory of yours, or make it yours alone "
+            f"(chmod go-w {path})"
+        )
+
+
+def _check_owners(path: Path, owners: tuple[int, ...]) -> os.stat_result:
+    """``path``'s target, refused unless it and any symlink to it belong to ``owners``."""
     try:
         link = os.lstat(path)
         target = os.stat(path)
     except OSError as e:
         raise PrivacyError(f"cannot use {path}: {e.strerror}") from e
-    fix = _remedy(path, link.st_uid if link.st_uid != uid else target.st_uid)
-    if link.st_uid != uid:
+    fix = _remedy(path, target.st_uid if link.st_uid in owners else link.st_uid)
+    if link.st_uid not in owners:
         what = "a symlink" if stat.S_ISLNK(link.st_mode) else "a directory"
         raise PrivacyError(
             f"{path} is {what} owned by {_user(link.st_uid)}, not by you: another user may have "
@@ -137,16 +162,11 @@ def check_owned(path: Path) -> None:
         )
     if not stat.S_ISDIR(target.st_mode):
         raise PrivacyError(f"{path} is not a directory; remove it (rm {path}) and try again")
-    if target.st_uid != uid:
+    if target.st_uid not in owners:
         raise PrivacyError(
             f"{path} leads to a directory owned by {_user(target.st_uid)}, not by you. {fix}"
         )
-    if target.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        raise PrivacyError(
-            f"{path} can be written by other users (mode {stat.S_IMODE(target.st_mode):04o}), "
-            f"who could plant code or data in it; make it yours alone (chmod go-w {path}) "
-            f"or remove it"
-        )
+    return target
 
 
 def _remedy(path: Path, owner: int) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import grp
 import os
 import shutil
+import stat
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -171,3 +172,26 @@ def test_hpcdet_outside_site_packages_is_named_explicitly_and_still_isolated(
                           capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
     assert not marker.exists()
+
+
+def test_a_local_dir_base_the_user_chose_is_used_as_it_is(on_nfs: StatePaths) -> None:
+    """``HPCDET_LOCAL_DIR`` naming the user's scratch (0755) or a sticky shared one like /tmp
+    (1777): hpcdet's directory inside is private, the base keeps its mode."""
+    base = on_nfs.local_dir().parent
+    for mode in (0o755, 0o1777):
+        base.mkdir(exist_ok=True)
+        base.chmod(mode)
+        process.acquire_lock(on_nfs).close()
+        assert stat.S_IMODE(base.stat().st_mode) == mode
+        assert stat.S_IMODE(on_nfs.local_dir().stat().st_mode) == 0o700
+
+
+def test_a_local_dir_base_others_can_write_without_the_sticky_bit_is_refused(
+    on_nfs: StatePaths,
+) -> None:
+    base = on_nfs.local_dir().parent
+    base.mkdir()
+    base.chmod(0o777)
+    with pytest.raises(HpcdetError, match="no sticky bit"):
+        process.acquire_lock(on_nfs)
+    assert not on_nfs.local_dir().exists()
