@@ -13,12 +13,12 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from hpcdet.config.directives import escaped, is_control
 from hpcdet.daemon import process
 from hpcdet.errors import DaemonError
 from hpcdet.paths import StatePaths, state_dir
 from hpcdet.store.ids import id_problem
 from hpcdet.store.repository import Store
+from hpcdet.text import escaped, is_control
 
 
 def visible(value: Any, keep_lines: bool = False) -> str:

@@ -10,8 +10,9 @@ renders). Standard library only; both ``hpcdet.config`` and ``hpcdet.schedulers`
 from __future__ import annotations
 
 import re
-import unicodedata
 from typing import Any
+
+from hpcdet.text import escaped, is_control
 
 _NAME = r"[A-Za-z0-9_.+-]+"
 _NAME_HINT = "letters, digits and _ . + - only, e.g. 'gpu-a100'"
@@ -34,21 +35,8 @@ KINDS: dict[str, tuple[re.Pattern[str], re.Pattern[str] | None, str]] = {
     ),
     "text": (re.compile(r".*", re.DOTALL), None, ""),
 }
-# Characters that reorder or hide text on a terminal without being control characters (Cc).
-_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 _NAMED = {"\n": "a newline", "\r": "a carriage return", "\t": "a tab", "\x1b": "an escape",
           "\x00": "a NUL", "\x07": "a bell"}
-
-
-def is_control(ch: str) -> bool:
-    """Whether ``ch`` can change what a terminal or a script line shows or does."""
-    return unicodedata.category(ch) in ("Cc", "Zl", "Zp") or ch in _BIDI
-
-
-def escaped(ch: str) -> str:
-    """A control character as a visible escape: ``\\n``, ``\\x1b``, ``\\u202e``."""
-    shown = repr(ch)[1:-1]
-    return shown if shown.startswith("\\") else f"\\u{ord(ch):04x}"
 
 
 def _describe(ch: str) -> str:

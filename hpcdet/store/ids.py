@@ -6,9 +6,8 @@ even look up a larger one.
 
 from __future__ import annotations
 
+from hpcdet.config.schema import INT64_MAX as MAX_ID
 from hpcdet.errors import UsageError
-
-MAX_ID = 2**63 - 1
 
 
 def id_problem(value: object) -> str | None:
