@@ -42,6 +42,9 @@ class RunSpec:
     shim_dir: str = ""
     walltime_seconds: int | None = None
     environment: dict[str, str] = field(default_factory=dict)
+    # The umask hpcdet runs with (0o027 when the cluster config shares with a group): the
+    # harness applies it, also under a site's own batch template that sets none.
+    umask: int = 0o077
 
     def save(self, run_dir: Path) -> None:
         write_atomic(run_dir / RUN_SPEC_FILE, asdict(self))

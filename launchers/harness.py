@@ -217,9 +217,10 @@ def _pump(stream: IO[bytes], sinks: list[OutputSink]) -> None:
 
 
 def main(argv: list[str]) -> int:
-    tighten_umask()  # the batch script set it; a site's own template may not
+    tighten_umask()  # until the run spec says which: nothing is written before it is read
     run_dir = Path(argv[0])
     spec = RunSpec.load(run_dir)
+    os.umask(spec.umask)  # the batch script set it; a site's own template may not
     rank = node_rank(os.environ)
 
     def preempt_notice(signum: int, _frame: object) -> None:

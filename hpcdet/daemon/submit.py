@@ -11,6 +11,7 @@ import hpcdet
 from hpcdet.config import ExperimentConfig
 from hpcdet.config.cluster import ClusterConfig
 from hpcdet.paths import StatePaths
+from hpcdet.private import umask_in_force
 from hpcdet.runspec import RunSpec
 from hpcdet.schedulers.base import ArraySpec, JobRequest
 
@@ -57,6 +58,7 @@ def run_spec(
         entrypoint=cfg.entrypoint,
         context_dir=str(paths.context(exp_id)),
         run_dir=str(paths.run(exp_id, trial["id"], run_id)),
+        umask=int(umask_in_force(), 8),
         checkpoint_dir=str(checkpoint_dir(cfg, paths)),
         latest_checkpoint=trial.get("latest_checkpoint"),
         steps_completed=trial.get("steps_completed", 0),
