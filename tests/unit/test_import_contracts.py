@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import subprocess
 import sys
 from pathlib import Path
 
@@ -14,6 +15,23 @@ assert _spec is not None and _spec.loader is not None
 lint = importlib.util.module_from_spec(_spec)
 sys.modules["lint_imports"] = lint
 _spec.loader.exec_module(lint)
+
+
+TRIAL_SIDE = ("hpcdet.core", "hpcdet.launch", "hpcdet.shim")
+# Run in the tree, whose `hpcdet` has cli/ and launchers/ where the installed package has them.
+_IMPORTED_OUTSIDE_HPCDET = """
+import sys, grimp
+graph = grimp.build_graph("hpcdet", include_external_packages=True)
+names = set().union(*(graph.find_upstream_modules(p, as_package=True) for p in sys.argv[1:]))
+print(*sorted(n for n in names if n.split(".")[0] != "hpcdet"))
+"""
+
+
+def imported_outside_hpcdet(tree: Path, *packages: str) -> set[str]:
+    """Every module outside hpcdet that the packages import, directly or not."""
+    result = subprocess.run([sys.executable, "-c", _IMPORTED_OUTSIDE_HPCDET, *packages],
+                            cwd=tree, capture_output=True, text=True, check=True)
+    return set(result.stdout.split())
 
 
 @pytest.fixture
@@ -47,3 +65,13 @@ def test_a_broken_rule_fails(tree: Path, contract: str, module: str, line: str) 
     result = lint.lint_imports(tree, "--contract", contract)
     assert result.returncode == 1, result.stdout + result.stderr
     assert f"{module[:-3].replace('/', '.')} -> " in result.stdout
+
+
+@pytest.mark.skipif(sys.version_info < (3, 10), reason="needs sys.stdlib_module_names")
+def test_trial_side_code_imports_only_the_standard_library(tree: Path) -> None:
+    # The forbidden contract names hpcdet's own dependencies; this catches any other package.
+    imported = imported_outside_hpcdet(tree, *TRIAL_SIDE)
+    assert "json" in imported  # the graph reached the trial side's imports at all
+    # mpi4py is the user's own, imported only when a trial asks for MPI.
+    allowed = sys.stdlib_module_names | {"mpi4py"}
+    assert {name for name in imported if name.split(".")[0] not in allowed} == set()
