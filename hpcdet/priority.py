@@ -13,9 +13,23 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 DEFAULT_PRIORITY = 42
 NICE_PER_STEP = 100  # Slurm nice units per Determined priority step above the default
+
+
+class Queued(Protocol):
+    """An experiment as hpcdet's queue orders it."""
+
+    id: int
+    priority: int | None
+    position: float
+
+
+def queue_key(exp: Queued) -> tuple[int, float, int]:
+    """hpcdet's own order of experiments: priority, then queue position."""
+    return (exp.priority or DEFAULT_PRIORITY, exp.position, exp.id)
 
 
 def validate(priority: int) -> int:

@@ -7,7 +7,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from hpcdet.priority import DEFAULT_PRIORITY
+from hpcdet.priority import DEFAULT_PRIORITY, queue_key
 from hpcdet.schedulers.base import JobState, JobStatus
 from hpcdet.store.models import Experiment, Run, Trial
 
@@ -77,11 +77,6 @@ def queue(
                     default=(0, 0))
         keyed.append(((group, *first, *queue_key(exp)), row))
     return [row for _, row in sorted(keyed, key=lambda kv: kv[0])]
-
-
-def queue_key(exp: Experiment) -> tuple[int, float, int]:
-    """hpcdet's own order of experiments: priority, then queue position."""
-    return (exp.priority or DEFAULT_PRIORITY, exp.position, exp.id)
 
 
 def _number(job_id: str) -> int:

@@ -28,6 +28,7 @@ export PATH="$PWD/.venv/bin:$PATH"
 phase "lint and types"
 ruff check .
 mypy hpcdet cli launchers
+python scripts/lint_imports.py  # the import contracts of pyproject.toml
 # Everything but the Slurm tests on two pytest-xdist workers (most tests wait on sleeping
 # trials, not on the CPU); then the Slurm tests.
 status=0

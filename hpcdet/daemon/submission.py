@@ -22,8 +22,7 @@ from hpcdet.daemon.submit import (
 from hpcdet.errors import SchedulerCommandError
 from hpcdet.exchange import read_json
 from hpcdet.lifecycle import Decision
-from hpcdet.priority import nice_for
-from hpcdet.queue import queue_key
+from hpcdet.priority import nice_for, queue_key
 from hpcdet.runspec import EXIT_FILE
 from hpcdet.schedulers import JobState
 from hpcdet.schedulers.base import ArraySpec
