@@ -36,7 +36,9 @@ def link_installed_layout(dest: Path) -> None:
 
 def lint_imports(tree: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """Runs lint-imports on the tree link_installed_layout made; output captured."""
-    command = shutil.which("lint-imports")
+    # The one installed beside this interpreter first: the venv's, whatever PATH says.
+    beside = Path(sys.executable).parent / "lint-imports"
+    command = str(beside) if beside.exists() else shutil.which("lint-imports")
     if command is None:
         raise SystemExit("lint-imports not found: pip install -e '.[test]'")
     # lint-imports puts its working directory first on sys.path, so `hpcdet` is the tree's.
