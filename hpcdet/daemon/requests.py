@@ -73,6 +73,13 @@ def withdraw(paths: StatePaths, rid: str) -> bool:
     return True
 
 
+def taken(paths: StatePaths, rid: str) -> bool:
+    """Whether the daemon took the request: it carries it out, answered yet or not."""
+    # The taken mark first: the daemon writes the reply before it drops the mark.
+    return (paths.requests / f"{rid}{TAKEN}").exists() or (
+        paths.requests / f"{rid}.reply.json").exists()
+
+
 def serve_pending(paths: StatePaths, handler: Callable[[str, dict[str, Any]], Any]) -> int:
     """Answer every waiting request in arrival order; returns how many.
 
@@ -156,4 +163,4 @@ def _deliver_kept(paths: StatePaths, handler: Callable[[str, dict[str, Any]], An
                 "effect: see `hpcdet experiment list` before trying again")})
 
 
-__all__ = ["serve_pending", "submit", "wait_reply", "withdraw"]
+__all__ = ["serve_pending", "submit", "taken", "wait_reply", "withdraw"]
