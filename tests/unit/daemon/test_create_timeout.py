@@ -90,6 +90,26 @@ def test_a_create_taken_but_answered_after_the_cli_gave_up_keeps_its_context(
     assert "took the request" in err and "creates the experiment" in err, err
 
 
+def test_a_create_taken_by_a_daemon_that_died_is_created_by_the_next_with_its_context(
+    user: Hpcdet,
+) -> None:
+    paths = StatePaths(user.state)
+    cli = _create(user)
+    deadline = time.monotonic() + 30
+    while not (pending := list(paths.requests.glob("*.json"))) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    # As a daemon killed right after it took the request leaves it:
+    pending[0].rename(pending[0].with_suffix(req.TAKEN))
+    _, err = cli.communicate(timeout=30)
+    daemon = _daemon(paths)
+    daemon.tick()
+    assert [e.id for e in daemon.store.experiments()] == [1]
+    assert _files(paths.context(1)) == _files(user.root.parent / "context")
+    assert cli.returncode == 1 and "creates the experiment" in err, err
+    assert [p.name for p in paths.requests.iterdir()] == [
+        pending[0].name.replace(".json", ".reply.json")]
+
+
 def test_a_create_withdrawn_after_the_cli_gave_up_leaves_nothing(user: Hpcdet) -> None:
     paths = StatePaths(user.state)
     cli = _create(user)
