@@ -78,10 +78,10 @@ def _give_up(
     withdrawn = withdraw(p, rid)
     if not withdrawn and taken(p, rid):
         reply = abandon(p, rid)
-        if not isinstance(e, DaemonError):
-            return e
         if reply is not None:
             return reply["result"] if reply["ok"] else HpcdetError(reply["error"])
+        if not isinstance(e, DaemonError):
+            return e
         return DaemonError(
             "the hpcdet daemon took the request but has not answered yet; it keeps the "
             "context and creates the experiment, or logs why not in daemon.log. See "
