@@ -139,3 +139,15 @@ def test_a_create_the_daemon_refuses_removes_the_snapshot_it_was_handed(
                                  "staging": str(staging), "request_id": "one"})
     assert not staging.exists()
     assert list(paths.runs.glob("exp-*")) == []
+
+
+def test_a_create_answered_as_the_cli_gives_up_shows_the_answer(tmp_path: Path) -> None:
+    from hpcdet.cli.experiment import _give_up
+
+    paths = StatePaths(tmp_path / "state")
+    rid = req.submit(paths, "create", {})
+    req.serve_pending(paths, lambda op, args: {"experiment_id": 7})
+    staging = paths.requests / f"{rid}.context"
+    outcome = _give_up(paths, rid, staging, KeyboardInterrupt())
+    assert outcome == {"experiment_id": 7}
+    assert list(paths.requests.iterdir()) == []
