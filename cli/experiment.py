@@ -6,7 +6,7 @@ import json
 import shutil
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 import yaml
@@ -25,8 +25,9 @@ from hpcdet.cli.follow import follow_trial
 from hpcdet.config import load_experiment_config
 from hpcdet.context import snapshot
 from hpcdet.daemon import process
-from hpcdet.daemon.requests import new_request_id, withdraw
-from hpcdet.errors import DaemonError, DiskFullError, disk_full_cause
+from hpcdet.daemon.requests import abandon, new_request_id, taken, withdraw
+from hpcdet.errors import DaemonError, DiskFullError, HpcdetError, disk_full_cause
+from hpcdet.paths import StatePaths
 from hpcdet.store.models import Trial
 
 app = typer.Typer(no_args_is_help=True)
@@ -53,27 +54,47 @@ def create(
         result = process.call(
             p, "create", {"config": cfg.raw, "staging": str(staging), "request_id": rid},
             request_id=rid)
-    except DaemonError as e:
-        if not withdraw(p, rid):
+    except BaseException as e:
+        outcome = _give_up(p, rid, staging, e)
+        if outcome is e:
             raise
-        raise DaemonError("the hpcdet daemon did not take the request in time; it was "
-                          "withdrawn and no experiment was created. See `hpcdet daemon "
-                          "status`.") from e
-    except OSError as e:
-        if disk_full_cause(e) is None:
-            raise
-        raise DiskFullError(f"the request and context snapshot in {p.requests}", e,
-                            "experiment not created: ") from e
-    finally:
-        # A create that failed here must not run later: the snapshot it needs is gone.
-        withdraw(p, rid)
-        shutil.rmtree(staging, ignore_errors=True)
+        if isinstance(outcome, BaseException):
+            raise outcome from e
+        result = outcome  # answered as the CLI gave up
     console.print(f"Created experiment {result['experiment_id']}")
     if result.get("warning"):
         console.print(f"Warning: {result['warning']}")
     if follow:
         code = follow_trial(p, result["trial_ids"][0])
         raise typer.Exit(code)
+
+
+def _give_up(
+    p: StatePaths, rid: str, staging: Path, e: BaseException
+) -> BaseException | dict[str, Any]:
+    """What a create that ended without an answer raises, or the daemon's result when it came
+    meanwhile. The snapshot is removed only when the daemon never acts on the request: once
+    taken, it is the daemon's to move into the experiment or remove."""
+    withdrawn = withdraw(p, rid)
+    if not withdrawn and taken(p, rid):
+        reply = abandon(p, rid)
+        if reply is not None:
+            return reply["result"] if reply["ok"] else HpcdetError(reply["error"])
+        if not isinstance(e, DaemonError):
+            return e
+        return DaemonError(
+            "the hpcdet daemon took the request but has not answered yet; it keeps the "
+            "context and creates the experiment, or logs why not in daemon.log. See "
+            "`hpcdet experiment list` in a while, and `hpcdet daemon status`.")
+    shutil.rmtree(staging, ignore_errors=True)
+    if withdrawn and isinstance(e, DaemonError):
+        return DaemonError("the hpcdet daemon did not take the request in time; it was "
+                           "withdrawn and no experiment was created. See `hpcdet daemon "
+                           "status`.")
+    if isinstance(e, OSError) and disk_full_cause(e) is not None:
+        return DiskFullError(f"the request and context snapshot in {p.requests}", e,
+                             "experiment not created: ")
+    return e
 
 
 def _warn(message: str) -> None:

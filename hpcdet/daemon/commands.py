@@ -55,7 +55,22 @@ class Commands(DaemonBase):
         self, config: dict[str, Any], staging: str, request_id: str = ""
     ) -> dict[str, Any]:
         """``request_id``: the CLI's; the same request carried out again (a daemon that died
-        before its reply was written) answers with the experiment it created."""
+        before its reply was written) answers with the experiment it created.
+
+        Once the request is taken the snapshot in ``staging`` is the daemon's (the CLI may have
+        stopped waiting): it is moved into the experiment, or removed with any other answer.
+        """
+        try:
+            return self._create(config, staging, request_id)
+        finally:
+            self._drop_staging(Path(staging))
+
+    def _drop_staging(self, staging: Path) -> None:
+        # Only the CLI's own snapshots: a request names its path, which could be anything.
+        if staging.parent.resolve() == self.paths.requests.resolve():
+            shutil.rmtree(staging, ignore_errors=True)
+
+    def _create(self, config: dict[str, Any], staging: str, request_id: str) -> dict[str, Any]:
         raw = ExperimentConfig.from_dict(config).to_dict()
         if not raw.get("checkpoint_storage"):
             raw["checkpoint_storage"] = {

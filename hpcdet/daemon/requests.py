@@ -5,7 +5,9 @@ survive a daemon restart: an unanswered request is answered by the next daemon.
 
 ``<id>.json`` (the request) becomes ``<id>.taken`` before the daemon acts on it and goes once
 ``<id>.reply.json`` is written, so a request is carried out once at most, also when its reply
-cannot be written (a full disk) or the daemon dies in between.
+cannot be written (a full disk) or the daemon dies in between. A CLI that stops waiting either
+withdraws the request (removes ``<id>.json``, so it never runs) or, once it is taken, leaves
+``<id>.gone``: its answer then goes to the daemon's log instead of a file nobody reads.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from hpcdet.paths import StatePaths
 log = logging.getLogger(__name__)
 
 TAKEN = ".taken"
+GONE = ".gone"
 # Replies the daemon could not write yet, by request id; each is written as it was made.
 _kept: dict[str, dict[str, Any]] = {}
 
@@ -71,6 +74,28 @@ def withdraw(paths: StatePaths, rid: str) -> bool:
     except FileNotFoundError:
         return False
     return True
+
+
+def taken(paths: StatePaths, rid: str) -> bool:
+    """Whether the daemon took the request: it carries it out, answered yet or not."""
+    # The taken mark first: the daemon writes the reply before it drops the mark.
+    return (paths.requests / f"{rid}{TAKEN}").exists() or (
+        paths.requests / f"{rid}.reply.json").exists()
+
+
+def abandon(paths: StatePaths, rid: str) -> dict[str, Any] | None:
+    """Stop waiting for a request the daemon took; returns its reply when it came meanwhile."""
+    mark = paths.requests / f"{rid}{GONE}"
+    try:
+        mark.touch()
+    except OSError:
+        return None  # a full disk: the reply file stays, as it did before
+    reply_path = paths.requests / f"{rid}.reply.json"
+    reply: dict[str, Any] | None = read_json(reply_path)
+    if reply is not None:
+        reply_path.unlink(missing_ok=True)
+        mark.unlink(missing_ok=True)
+    return reply
 
 
 def serve_pending(paths: StatePaths, handler: Callable[[str, dict[str, Any]], Any]) -> int:
@@ -126,15 +151,34 @@ def _answer(handler: Callable[[str, dict[str, Any]], Any], body: dict[str, Any])
 
 
 def _deliver(paths: StatePaths, rid: str, reply: dict[str, Any]) -> None:
-    try:
-        write_atomic(paths.requests / f"{rid}.reply.json", reply)
-    except OSError as e:
-        if rid not in _kept:
-            log.warning("cannot write the reply to request %s yet (%s); kept until it can", rid, e)
-        _kept[rid] = reply
-        return
+    if not _abandoned(paths, rid, reply):
+        try:
+            write_atomic(paths.requests / f"{rid}.reply.json", reply)
+        except OSError as e:
+            if rid not in _kept:
+                log.warning("cannot write the reply to request %s yet (%s); kept until it can",
+                            rid, e)
+            _kept[rid] = reply
+            return
+        _abandoned(paths, rid, reply)  # the CLI may have given up while it was written
     _kept.pop(rid, None)
     (paths.requests / f"{rid}{TAKEN}").unlink(missing_ok=True)
+
+
+def _abandoned(paths: StatePaths, rid: str, reply: dict[str, Any]) -> bool:
+    """Whether the CLI stopped waiting; the reply is then logged, and its file removed."""
+    mark = paths.requests / f"{rid}{GONE}"
+    if not mark.exists():
+        return False
+    if reply["ok"]:
+        log.info("request %s, which its CLI stopped waiting for, answered: %s",
+                 rid, reply["result"])
+    else:
+        log.warning("request %s, which its CLI stopped waiting for, failed: %s",
+                    rid, reply["error"])
+    (paths.requests / f"{rid}.reply.json").unlink(missing_ok=True)
+    mark.unlink(missing_ok=True)
+    return True
 
 
 def _deliver_kept(paths: StatePaths, handler: Callable[[str, dict[str, Any]], Any]) -> None:
@@ -156,4 +200,4 @@ def _deliver_kept(paths: StatePaths, handler: Callable[[str, dict[str, Any]], An
                 "effect: see `hpcdet experiment list` before trying again")})
 
 
-__all__ = ["serve_pending", "submit", "wait_reply", "withdraw"]
+__all__ = ["abandon", "serve_pending", "submit", "taken", "wait_reply", "withdraw"]

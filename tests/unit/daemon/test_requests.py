@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from hpcdet.daemon import requests as req
 from hpcdet.exchange import read_json
@@ -45,3 +48,27 @@ def test_a_withdrawn_request_is_never_carried_out(tmp_path: Path) -> None:
     req.serve_pending(paths, handler)
     assert handler.calls == []
     assert not req.withdraw(paths, rid)
+
+
+def test_the_answer_to_a_request_given_up_on_while_it_ran_is_logged_not_left(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    paths = StatePaths(tmp_path)
+    rid = req.submit(paths, "create", {})
+
+    def gives_up(op: str, args: dict[str, Any]) -> Any:
+        assert req.abandon(paths, rid) is None  # the CLI stops waiting while it runs
+        return "done late"
+
+    with caplog.at_level(logging.INFO, logger=req.__name__):
+        req.serve_pending(paths, gives_up)
+    assert "done late" in caplog.text
+    assert list(paths.requests.iterdir()) == []
+
+
+def test_a_request_given_up_on_after_its_answer_came_gets_the_answer(tmp_path: Path) -> None:
+    paths = StatePaths(tmp_path)
+    rid = req.submit(paths, "create", {})
+    req.serve_pending(paths, Counting())
+    assert req.abandon(paths, rid) == {"ok": True, "result": "done"}
+    assert list(paths.requests.iterdir()) == []
