@@ -81,6 +81,9 @@ def pause_activate(h: Hpcdet, tmp: Path) -> None:
     (ctx / "slow.yaml").write_text(
         (ctx / "2_checkpoints.yaml").read_text().replace("core-api-stage-2", "pausing")
     )
+    # 25 s of training instead of 10, so that the pause lands mid-run on a loaded machine.
+    script = ctx / "2_checkpoints.py"
+    script.write_text(script.read_text().replace("time.sleep(0.1)", "time.sleep(0.25)"))
     exp = h.create(ctx / "slow.yaml", ctx)
     h.wait_for("a first checkpoint", lambda: _first_checkpoint_seen(h, exp))
     assert "Paused experiment" in h.run("experiment", "pause", str(exp)).stdout

@@ -98,7 +98,7 @@ def test_job_list_and_update_on_the_local_backend(local_hpcdet: Hpcdet, tmp_path
     h = local_hpcdet
     ctx = tmp_path / "ctx"
     ctx.mkdir()
-    (ctx / "s.py").write_text("import time\ntime.sleep(60)\n")
+    (ctx / "s.py").write_text("import time\ntime.sleep(600)\n")  # killed at the end
     cfg = tmp_path / "s.yaml"
     cfg.write_text("name: sleeper\nentrypoint: python3 s.py\n"
                    "searcher: {name: single, metric: x, max_length: 1}\n")
