@@ -7,8 +7,8 @@ import time
 from pathlib import Path
 
 from hpcdet.errors import NotFoundError
-from hpcdet.lifecycle import FINAL_TRIAL_STATES
 from hpcdet.paths import StatePaths
+from hpcdet.states import FINAL_TRIAL_STATES
 from hpcdet.store.repository import Store
 
 

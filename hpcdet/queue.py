@@ -8,7 +8,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from hpcdet.priority import DEFAULT_PRIORITY
-from hpcdet.schedulers.base import JobState, JobStatus
+from hpcdet.schedulers.base import JobStatus
+from hpcdet.states import JobState
 from hpcdet.store.models import Experiment, Run, Trial
 
 _UNFINISHED = ("ACTIVE", "PAUSED", "STOPPING_CANCELED", "STOPPING_ERROR")

@@ -23,12 +23,12 @@ from hpcdet.daemon.journal import Journal
 from hpcdet.daemon.searching import SearchDriver
 from hpcdet.daemon.submit import layout
 from hpcdet.errors import SchedulerCommandError, StoreError, disk_full_cause
-from hpcdet.lifecycle import FINAL_EXPERIMENT_STATES, Decision
 from hpcdet.paths import StatePaths
 from hpcdet.schedulers import JobStatus, Scheduler, make_scheduler
 from hpcdet.schedulers.base import Partition, fit_problem
 from hpcdet.schedulers.runner import CommandRunner
 from hpcdet.schedulers.slurm import parse_config_limits
+from hpcdet.states import FINAL_EXPERIMENT_STATES, Decision
 from hpcdet.store.models import Checkpoint, Experiment, Run
 from hpcdet.store.repository import Store
 

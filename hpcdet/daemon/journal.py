@@ -18,8 +18,8 @@ from typing import Any, Callable
 from sqlmodel import Session, col, select
 
 from hpcdet.exchange import append_line
-from hpcdet.lifecycle import FINAL_TRIAL_STATES, idle_trials_follow
 from hpcdet.paths import StatePaths
+from hpcdet.states import FINAL_TRIAL_STATES, idle_trials_follow
 from hpcdet.store.models import ArrayJob, Checkpoint, Experiment, Run, SearcherEvent, Trial
 from hpcdet.store.repository import Store
 

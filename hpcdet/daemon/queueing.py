@@ -23,7 +23,7 @@ from hpcdet.daemon.base import DaemonBase
 from hpcdet.daemon.journal import apply_queue_update
 from hpcdet.errors import HpcdetError, NotFoundError, SchedulerCommandError, StateError
 from hpcdet.priority import DEFAULT_PRIORITY, PendingJob, plan_nice, position_between, validate
-from hpcdet.schedulers import JobState
+from hpcdet.states import JobState
 from hpcdet.store.models import Experiment
 
 log = logging.getLogger(__name__)

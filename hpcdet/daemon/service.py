@@ -26,16 +26,8 @@ from hpcdet.daemon.submit import checkpoint_dir
 from hpcdet.errors import SchedulerCommandError
 from hpcdet.exchange import Event, read_events, read_json, write_atomic
 from hpcdet.gc import CheckpointRecord, RetentionPolicy, ValidationRecord, checkpoints_to_delete
-from hpcdet.lifecycle import (
-    FINAL_TRIAL_STATES,
-    STOPPING_STATES,
-    RunEnd,
-    decide_run_end,
-    experiment_final_state,
-)
 from hpcdet.paths import hostname
 from hpcdet.runspec import CONTROL_FILE, EVENTS_FILE, EXIT_FILE
-from hpcdet.schedulers import JobState
 from hpcdet.search.base import (
     EXIT_CANCELED,
     EXIT_COMPLETED,
@@ -47,6 +39,14 @@ from hpcdet.search.base import (
     ValidationReported,
 )
 from hpcdet.search.base import Event as SearchEvent
+from hpcdet.states import (
+    FINAL_TRIAL_STATES,
+    STOPPING_STATES,
+    JobState,
+    RunEnd,
+    decide_run_end,
+    experiment_final_state,
+)
 from hpcdet.store.models import Checkpoint, Experiment, Run, Trial
 from hpcdet.store.repository import LIVE_RUN_STATES
 

@@ -21,12 +21,11 @@ from hpcdet.daemon.submit import (
 )
 from hpcdet.errors import SchedulerCommandError
 from hpcdet.exchange import read_json
-from hpcdet.lifecycle import Decision
 from hpcdet.priority import nice_for
 from hpcdet.queue import queue_key
 from hpcdet.runspec import EXIT_FILE
-from hpcdet.schedulers import JobState
 from hpcdet.schedulers.base import ArraySpec
+from hpcdet.states import Decision, JobState, TrialState
 from hpcdet.store.models import Experiment, Run, Trial
 
 log = logging.getLogger(__name__)
@@ -169,8 +168,9 @@ class Submission(DaemonBase):
         except (SchedulerCommandError, ValueError) as e:
             if submitting is not None:
                 reason = f"submission refused: {e}"
-                self._record_run_end(exp.id, submitting, Decision("ERROR", trial.restarts, reason),
-                                     job_state="FAILED", outcome=reason)
+                decision = Decision(TrialState.ERROR, trial.restarts, reason)
+                self._record_run_end(exp.id, submitting, decision, job_state="FAILED",
+                                     outcome=reason)
             return
         self.journal.record(exp.id, "run_submitted", trial_id=trial.id, run_id=run_id,
                             job_id=job_id)
@@ -234,7 +234,7 @@ class Submission(DaemonBase):
             self.journal.record(exp_id, "run_submitted", trial_id=trial.id,
                                 run_id=run.run_id, job_id=job_id)
             return
-        self._record_run_end(exp_id, run, Decision("QUEUED", trial.restarts, ""),
+        self._record_run_end(exp_id, run, Decision(TrialState.QUEUED, trial.restarts, ""),
                              job_state="CANCELED", outcome="never submitted")
 
     def _find_job(self, name: str, workdir: Path) -> str:
