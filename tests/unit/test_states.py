@@ -3,7 +3,9 @@ printed: a state reads, writes and prints exactly as its name."""
 
 from __future__ import annotations
 
+import ast
 import json
+from pathlib import Path
 
 import pytest
 
@@ -39,3 +41,31 @@ def test_stored_strings_are_found_in_the_rule_sets() -> None:
 
 def test_a_run_is_submitting_then_in_its_jobs_state() -> None:
     assert [s.value for s in RunState] == ["SUBMITTING", *(j.value for j in JobState)]
+
+
+
+# Where a state's name may be written as a string: the states module, the store's column
+# defaults, and the batch system the local backend plays (its job records use Slurm's words).
+# A backend's ``_STATE_MAP`` is keyed by its scheduler's words, which it parses into JobState.
+_MAY_SPELL_STATES = {"hpcdet/states.py", "hpcdet/store/models.py",
+                     "hpcdet/schedulers/local_exec.py"}
+_NAMES = {s.value for s in ALL}
+
+
+def _spelled_states(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(), str(path))
+    native: set[int] = set()
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict)
+                and any(isinstance(t, ast.Name) and t.id == "_STATE_MAP" for t in node.targets)):
+            native.update(id(k) for k in node.value.keys)
+    return [f"{path}:{node.lineno}: {node.value!r}" for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and node.value in _NAMES and id(node) not in native]
+
+
+def test_no_state_is_spelled_out_beside_its_type() -> None:
+    root = Path(__file__).resolve().parents[2]
+    found = [hit for d in ("hpcdet", "cli", "launchers") for p in sorted((root / d).rglob("*.py"))
+             if p.relative_to(root).as_posix() not in _MAY_SPELL_STATES
+             for hit in _spelled_states(p)]
+    assert found == []
