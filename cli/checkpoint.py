@@ -16,6 +16,7 @@ from hpcdet.daemon import process
 from hpcdet.daemon.submit import checkpoint_dir
 from hpcdet.errors import NotFoundError, StateError
 from hpcdet.gc import CheckpointRecord, ValidationRecord, best, rank
+from hpcdet.states import CheckpointState
 from hpcdet.store.models import Checkpoint, Experiment
 from hpcdet.store.repository import Store
 
@@ -76,7 +77,7 @@ def download(
     """
     store = read_store(paths())
     ckpt = store.checkpoint(uuid)
-    if ckpt.state != "COMPLETED":
+    if ckpt.state != CheckpointState.COMPLETED:
         raise StateError(
             f"checkpoint {uuid} is {ckpt.state}; only COMPLETED checkpoints can be downloaded"
         )

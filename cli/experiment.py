@@ -28,6 +28,7 @@ from hpcdet.daemon import process
 from hpcdet.daemon.requests import abandon, new_request_id, taken, withdraw
 from hpcdet.errors import DaemonError, DiskFullError, HpcdetError, disk_full_cause
 from hpcdet.paths import StatePaths
+from hpcdet.states import TrialState
 from hpcdet.store.models import Trial
 
 app = typer.Typer(no_args_is_help=True)
@@ -112,7 +113,8 @@ def list_(
     for exp in store.experiments():
         mine = [t for t in trials if t.experiment_id == exp.id]
         progress = exp.progress or sum(
-            1.0 if t.state == "COMPLETED" else t.progress for t in mine) / max(1, len(mine))
+            1.0 if t.state == TrialState.COMPLETED else t.progress for t in mine
+        ) / max(1, len(mine))
         rows.append([exp.id, _owner(), exp.name, "", exp.state, f"{progress:.1%}",
                      when(exp.created), when(exp.ended), exp.resource_pool or "default"])
     cols = ["ID", "Owner", "Name", "Parent ID", "State", "Progress", "Started", "Ended",

@@ -7,8 +7,8 @@ import time
 from pathlib import Path
 
 from hpcdet.errors import NotFoundError
-from hpcdet.lifecycle import FINAL_TRIAL_STATES
 from hpcdet.paths import StatePaths
+from hpcdet.states import FINAL_TRIAL_STATES, ExperimentState, TrialState
 from hpcdet.store.repository import Store
 
 
@@ -53,7 +53,8 @@ def follow_trial(paths: StatePaths, trial_id: int, poll: float = 0.2) -> int:
             exp = store.experiment(trial.experiment_id)
         except NotFoundError:
             return 1
-        if trial.state in FINAL_TRIAL_STATES or exp.state == "PAUSED" and trial.state == "PAUSED":
+        paused = exp.state == ExperimentState.PAUSED and trial.state == TrialState.PAUSED
+        if trial.state in FINAL_TRIAL_STATES or paused:
             time.sleep(poll)
             print_logs(paths, trial.experiment_id, trial_id, offsets)
             break
@@ -61,4 +62,4 @@ def follow_trial(paths: StatePaths, trial_id: int, poll: float = 0.2) -> int:
     reason = f" ({trial.end_reason})" if trial.end_reason else ""
     print(f"Trial {trial_id} ended as {trial.state}{reason}.")
     print(f"Trial log stream ended. To reopen log stream, run: hpcdet trial logs -f {trial_id}")
-    return 0 if trial.state == "COMPLETED" else 1
+    return 0 if trial.state == TrialState.COMPLETED else 1

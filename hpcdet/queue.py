@@ -8,10 +8,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from hpcdet.priority import DEFAULT_PRIORITY, queue_key
-from hpcdet.schedulers.base import JobState, JobStatus
+from hpcdet.schedulers.base import JobStatus
+from hpcdet.states import (
+    LIVE_RUN_STATES,
+    QUEUED_TRIAL_STATES,
+    UNFINISHED_EXPERIMENT_STATES,
+    JobState,
+    QueueState,
+)
 from hpcdet.store.models import Experiment, Run, Trial
-
-_UNFINISHED = ("ACTIVE", "PAUSED", "STOPPING_CANCELED", "STOPPING_ERROR")
 
 
 @dataclass(frozen=True)
@@ -23,7 +28,7 @@ class QueueRow:
     submitted: float
     acquired: int
     needed: int
-    state: str  # QUEUED (waiting) or SCHEDULED (holds resources), as Determined shows them
+    state: QueueState
     reason: str
     expected_start: float | None  # the scheduler's estimate for its first pending job
     resource_pool: str
@@ -47,14 +52,14 @@ def queue(
     by_exp: dict[int, list[Trial]] = {}
     for t in trials:
         by_exp.setdefault(t.experiment_id, []).append(t)
-    live = {r.trial_id: r for r in runs if r.state in ("SUBMITTING", "PENDING", "RUNNING")}
+    live = {r.trial_id: r for r in runs if r.state in LIVE_RUN_STATES}
     keyed = []
     for exp in experiments:
-        if exp.state not in _UNFINISHED:
+        if exp.state not in UNFINISHED_EXPERIMENT_STATES:
             continue
         slots = max(1, int(json.loads(exp.config_json).get("resources", {})
                            .get("slots_per_trial", 1)))
-        mine = [t for t in by_exp.get(exp.id, []) if t.state in ("ACTIVE", "QUEUED")]
+        mine = [t for t in by_exp.get(exp.id, []) if t.state in QUEUED_TRIAL_STATES]
         jobs = [live[t.id] for t in mine if t.id in live]
         found = [statuses[r.job_id] for r in jobs if r.job_id in statuses]
         running = [s for s in found if s.state == JobState.RUNNING]
@@ -64,7 +69,7 @@ def queue(
             job_id=str(exp.id), name=f"{exp.name} ({exp.id})",
             priority=exp.priority or DEFAULT_PRIORITY, weight=exp.weight, submitted=exp.created,
             acquired=slots * len(running), needed=slots * len(mine),
-            state="SCHEDULED" if running else "QUEUED", reason="; ".join(reasons),
+            state=QueueState.SCHEDULED if running else QueueState.QUEUED, reason="; ".join(reasons),
             expected_start=min((s.start for s in pending if s.start), default=None),
             resource_pool=exp.resource_pool or "default",
             partitions=tuple(sorted({s.partition for s in found if s.partition})),

@@ -23,12 +23,12 @@ from hpcdet.daemon.journal import Journal
 from hpcdet.daemon.searching import SearchDriver
 from hpcdet.daemon.submit import layout
 from hpcdet.errors import SchedulerCommandError, StoreError, disk_full_cause
-from hpcdet.lifecycle import FINAL_EXPERIMENT_STATES, Decision
 from hpcdet.paths import StatePaths
 from hpcdet.schedulers import JobStatus, Scheduler, make_scheduler
 from hpcdet.schedulers.base import Partition, fit_problem
 from hpcdet.schedulers.runner import CommandRunner
 from hpcdet.schedulers.slurm import parse_config_limits
+from hpcdet.states import FINAL_EXPERIMENT_STATES, Decision, JobState
 from hpcdet.store.models import Checkpoint, Experiment, Run
 from hpcdet.store.repository import Store
 
@@ -124,7 +124,7 @@ class DaemonBase:
         return self.store.trial(run.trial_id).experiment_id
 
     def _record_run_end(
-        self, exp_id: int, run: Run, decision: Decision, *, job_state: str, outcome: str,
+        self, exp_id: int, run: Run, decision: Decision, *, job_state: JobState, outcome: str,
         exit_code: int | None = None,
     ) -> None:
         """A run's end and what its trial does next: one decision, one journal entry."""

@@ -24,6 +24,7 @@ from hpcdet.errors import (
 )
 from hpcdet.exchange import write_atomic
 from hpcdet.paths import hostname
+from hpcdet.states import FINAL_EXPERIMENT_STATES, CheckpointState, ExperimentState, TrialState
 from hpcdet.store.ids import check_id
 from hpcdet.store.models import Checkpoint, Experiment, SearcherEvent, Trial
 
@@ -114,7 +115,7 @@ class Commands(DaemonBase):
     def _create_reply(self, exp_id: int, cfg: ExperimentConfig, waiting: str) -> dict[str, Any]:
         trials = self.store.trials(exp_id)
         reasons = [self.store.experiment(exp_id).error, waiting]
-        reasons += [t.end_reason for t in trials if t.state == "ERROR"]
+        reasons += [t.end_reason for t in trials if t.state == TrialState.ERROR]
         if cfg.resources.weight != 1:
             reasons.append(f"resources.weight {cfg.resources.weight:g} is stored but not "
                            f"applied: {self.backend} has no per-job fair-share weight")
@@ -151,21 +152,21 @@ class Commands(DaemonBase):
 
     def op_pause(self, exp_id: int) -> str:
         exp = self.store.experiment(exp_id)
-        if exp.state != "ACTIVE":
+        if exp.state != ExperimentState.ACTIVE:
             raise StateError(f"experiment {exp_id} is {exp.state}; only ACTIVE ones can pause")
-        self.journal.record(exp_id, "experiment_state", state="PAUSED", cascade=True)
-        for trial in self.store.trials(exp_id, state="ACTIVE"):
+        self.journal.record(exp_id, "experiment_state", state=ExperimentState.PAUSED, cascade=True)
+        for trial in self.store.trials(exp_id, state=TrialState.ACTIVE):
             self._stop_run(exp_id, trial, graceful=True)
         self._sync_controls()
         return f"Paused experiment {exp_id}"
 
     def op_activate(self, exp_id: int) -> str:
         exp = self.store.experiment(exp_id)
-        if exp.state == "ACTIVE":
+        if exp.state == ExperimentState.ACTIVE:
             return f"Activated experiment {exp_id}"
-        if exp.state != "PAUSED":
+        if exp.state != ExperimentState.PAUSED:
             raise StateError(f"experiment {exp_id} is {exp.state}; only PAUSED ones can activate")
-        self.journal.record(exp_id, "experiment_state", state="ACTIVE", cascade=True)
+        self.journal.record(exp_id, "experiment_state", state=ExperimentState.ACTIVE, cascade=True)
         self._sync_controls()
         self._submit_queued()
         return f"Activated experiment {exp_id}"
@@ -180,11 +181,12 @@ class Commands(DaemonBase):
 
     def _stop_experiment(self, exp_id: int, graceful: bool, verb: str) -> str:
         exp = self.store.experiment(exp_id)
-        if exp.state in ("COMPLETED", "CANCELED", "ERROR"):
+        if exp.state in FINAL_EXPERIMENT_STATES:
             return f"{verb} experiment {exp_id}"
-        self.journal.record(exp_id, "experiment_state", state="STOPPING_CANCELED", cascade=True,
+        self.journal.record(exp_id, "experiment_state", state=ExperimentState.STOPPING_CANCELED,
+                            cascade=True,
                             reason=f"{verb.lower()} by the user")
-        for trial in self.store.trials(exp_id, state="ACTIVE"):
+        for trial in self.store.trials(exp_id, state=TrialState.ACTIVE):
             self._stop_run(exp_id, trial, graceful=graceful)
         self._sync_controls()
         return f"{verb} experiment {exp_id}"
@@ -193,7 +195,7 @@ class Commands(DaemonBase):
         """Determined's `experiment continue`: same experiment and trials, resumed from their
         latest checkpoints with restarts reset."""
         exp = self.store.experiment(exp_id)
-        if exp.state not in ("COMPLETED", "CANCELED", "ERROR"):
+        if exp.state not in FINAL_EXPERIMENT_STATES:
             raise StateError(f"experiment {exp_id} is {exp.state}; only a finished experiment "
                              "can continue (pause/activate resume a running one)")
         name = self._config(exp).searcher.name
@@ -204,7 +206,8 @@ class Commands(DaemonBase):
             raise StateError("config overrides are only allowed when continuing an experiment "
                              "with the single searcher")
         trials = self.store.trials(exp_id)
-        again = trials if name == "single" else [t for t in trials if t.state != "COMPLETED"]
+        again = trials if name == "single" else [
+            t for t in trials if t.state != TrialState.COMPLETED]
         if not again:
             raise StateError("experiment has been completed, cannot continue this experiment")
         if config is not None:
@@ -213,7 +216,7 @@ class Commands(DaemonBase):
             self.configs.pop(exp_id, None)
         for trial in again:
             self.journal.record(exp_id, "trial_continued", trial_id=trial.id)
-        self.journal.record(exp_id, "experiment_state", state="ACTIVE")
+        self.journal.record(exp_id, "experiment_state", state=ExperimentState.ACTIVE)
         self._submit_queued()
         return f"Continued experiment {exp_id}"
 
@@ -241,7 +244,7 @@ class Commands(DaemonBase):
     def op_delete_checkpoint(self, uuid: str) -> str:
         with self.store.session() as s:
             ckpt = s.get(Checkpoint, uuid)
-        if ckpt is None or ckpt.state != "COMPLETED":
+        if ckpt is None or ckpt.state != CheckpointState.COMPLETED:
             raise NotFoundError(f"checkpoint {uuid} not found (or already deleted); see "
                                 "`hpcdet checkpoint list EXPERIMENT_ID`")
         self._delete_checkpoint(ckpt)

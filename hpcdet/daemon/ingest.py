@@ -15,6 +15,7 @@ from sqlmodel import Session, select
 
 from hpcdet.config import SearcherConfig
 from hpcdet.exchange import Event, read_event_batch
+from hpcdet.states import CheckpointState
 from hpcdet.store.models import Checkpoint, Metric, Run, Trial
 from hpcdet.store.repository import Store
 
@@ -120,7 +121,7 @@ def _checkpoint_deleted(
 ) -> None:
     ckpt = s.get(Checkpoint, ev.body["uuid"])
     if ckpt is not None:
-        ckpt.state = "DELETED"
+        ckpt.state = CheckpointState.DELETED
         s.add(ckpt)
     if trial.latest_checkpoint == ev.body["uuid"]:
         trial.latest_checkpoint = None

@@ -18,8 +18,18 @@ from typing import Any, Callable
 from sqlmodel import Session, col, select
 
 from hpcdet.exchange import append_line
-from hpcdet.lifecycle import FINAL_TRIAL_STATES, idle_trials_follow
 from hpcdet.paths import StatePaths
+from hpcdet.states import (
+    FINAL_EXPERIMENT_STATES,
+    FINAL_TRIAL_STATES,
+    IDLE_TRIAL_STATES,
+    LIVE_RUN_STATES,
+    CheckpointState,
+    ExperimentState,
+    RunState,
+    TrialState,
+    idle_trials_follow,
+)
 from hpcdet.store.models import ArrayJob, Checkpoint, Experiment, Run, SearcherEvent, Trial
 from hpcdet.store.repository import Store
 
@@ -41,7 +51,7 @@ def _experiment_state(s: Session, e: dict[str, Any]) -> None:
     exp = s.get(Experiment, e["exp_id"])
     if exp is not None:
         exp.state = e["state"]
-        if e["state"] in ("COMPLETED", "CANCELED", "ERROR"):
+        if e["state"] in FINAL_EXPERIMENT_STATES:
             exp.ended = e["time"]
         s.add(exp)
     follow = idle_trials_follow(e["state"]) if e.get("cascade") else None
@@ -57,15 +67,16 @@ def _experiment_failed(s: Session, e: dict[str, Any]) -> None:
     exp = s.get(Experiment, e["exp_id"])
     if exp is None:
         return
-    exp.state, exp.error, exp.ended = "ERROR", e["message"], e["time"]
+    exp.state, exp.error, exp.ended = ExperimentState.ERROR, e["message"], e["time"]
     s.add(exp)
     for trial in _trials(s, e["exp_id"]):
         for run in s.exec(select(Run).where(Run.trial_id == trial.id)):
-            if run.state in ("SUBMITTING", "PENDING", "RUNNING"):
-                run.state, run.outcome, run.ended = "CANCELED", "the experiment failed", e["time"]
+            if run.state in LIVE_RUN_STATES:
+                run.state, run.outcome, run.ended = (
+                    RunState.CANCELED, "the experiment failed", e["time"])
                 s.add(run)
         if trial.state not in FINAL_TRIAL_STATES:
-            _set_trial_state(s, trial, e, "CANCELED", trial.restarts,
+            _set_trial_state(s, trial, e, TrialState.CANCELED, trial.restarts,
                              f"the experiment failed: {e['message']}")
 
 
@@ -125,7 +136,7 @@ def _experiment_config(s: Session, e: dict[str, Any]) -> None:
 def _trial_continued(s: Session, e: dict[str, Any]) -> None:
     trial = s.get(Trial, e["trial_id"])
     if trial is not None:
-        trial.state, trial.restarts, trial.ended, trial.end_reason = "QUEUED", 0, None, ""
+        trial.state, trial.restarts, trial.ended, trial.end_reason = TrialState.QUEUED, 0, None, ""
         trial.closed = trial.stop_requested = False
         s.add(trial)
 
@@ -134,7 +145,7 @@ def _trial_created(s: Session, e: dict[str, Any]) -> None:
     if s.get(Trial, e["trial_id"]) is None:
         s.add(
             Trial(
-                id=e["trial_id"], experiment_id=e["exp_id"], state="QUEUED",
+                id=e["trial_id"], experiment_id=e["exp_id"], state=TrialState.QUEUED,
                 hparams_json=json.dumps(e["hparams"]), trial_seed=e["trial_seed"],
                 request_id=e.get("request_id", 0),
             )
@@ -154,8 +165,8 @@ def _op_issued(s: Session, e: dict[str, Any]) -> None:
         ops = json.loads(trial.ops_json)
         if len(ops) == e["op_index"]:
             trial.ops_json = json.dumps([*ops, e["length"]])
-        if trial.state == "WAITING":
-            trial.state = "QUEUED"  # promoted: resubmit from its latest checkpoint
+        if trial.state == TrialState.WAITING:
+            trial.state = TrialState.QUEUED  # promoted: resubmit from its latest checkpoint
         s.add(trial)
     _action_done(s, e)
 
@@ -164,8 +175,8 @@ def _trial_closed(s: Session, e: dict[str, Any]) -> None:
     trial = _trial_of_request(s, e["exp_id"], e["request_id"])
     if trial is not None:
         trial.closed = True
-        if trial.state == "WAITING":
-            trial.state, trial.ended = "COMPLETED", e["time"]
+        if trial.state == TrialState.WAITING:
+            trial.state, trial.ended = TrialState.COMPLETED, e["time"]
         s.add(trial)
     _action_done(s, e)
 
@@ -174,8 +185,8 @@ def _trial_stop(s: Session, e: dict[str, Any]) -> None:
     trial = _trial_of_request(s, e["exp_id"], e["request_id"])
     if trial is not None:
         trial.stop_requested = True
-        if trial.state in ("QUEUED", "WAITING", "PAUSED"):
-            trial.state, trial.ended = "COMPLETED", e["time"]
+        if trial.state in IDLE_TRIAL_STATES:
+            trial.state, trial.ended = TrialState.COMPLETED, e["time"]
             trial.end_reason = "stopped by the searcher before it ran"
         s.add(trial)
     _action_done(s, e)
@@ -244,16 +255,16 @@ def _run_submitting(s: Session, e: dict[str, Any]) -> None:
     trial = s.get(Trial, e["trial_id"])
     if trial is not None:
         trial.run_id = e["run_id"]
-        trial.state = "ACTIVE"
+        trial.state = TrialState.ACTIVE
         trial.started = trial.started or e["time"]
         s.add(trial)
 
 
 def _run_submitted(s: Session, e: dict[str, Any]) -> None:
     run = _find_run(s, e["trial_id"], e["run_id"])
-    if run is not None and run.state == "SUBMITTING":
+    if run is not None and run.state == RunState.SUBMITTING:
         run.job_id = e["job_id"]
-        run.state = "PENDING"
+        run.state = RunState.PENDING
         s.add(run)
 
 
@@ -279,7 +290,7 @@ def _checkpoint_deleted(s: Session, e: dict[str, Any]) -> None:
         # tombstone that the later ingest of the checkpoint fills in but keeps deleted.
         ckpt = Checkpoint(uuid=e["uuid"], trial_id=e["trial_id"], experiment_id=e["exp_id"],
                           run_id=0, steps_completed=0, reported=e["time"])
-    ckpt.state = "DELETED"
+    ckpt.state = CheckpointState.DELETED
     s.add(ckpt)
     trial = s.get(Trial, e["trial_id"])
     if trial is not None and trial.latest_checkpoint == e["uuid"]:

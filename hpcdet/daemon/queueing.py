@@ -23,13 +23,12 @@ from hpcdet.daemon.base import DaemonBase
 from hpcdet.daemon.journal import apply_queue_update
 from hpcdet.errors import HpcdetError, NotFoundError, SchedulerCommandError, StateError
 from hpcdet.priority import DEFAULT_PRIORITY, PendingJob, plan_nice, position_between, validate
-from hpcdet.schedulers import JobState
+from hpcdet.states import RUNNING_EXPERIMENT_STATES, JobState
 from hpcdet.store.models import Experiment
 
 log = logging.getLogger(__name__)
 
 FIELDS = ("priority", "weight", "resource_pool", "ahead_of", "behind_of")
-_QUEUED = ("ACTIVE", "PAUSED")
 
 
 @dataclass(frozen=True)
@@ -150,7 +149,7 @@ class Queueing(DaemonBase):
 
     def _queued(self, exps: dict[int, Experiment], exp_id: int) -> Experiment:
         exp = exps.get(exp_id)
-        if exp is None or exp.state not in _QUEUED:
+        if exp is None or exp.state not in RUNNING_EXPERIMENT_STATES:
             state = self.store.experiment(exp_id).state  # raises NotFoundError if none
             raise StateError(f"job {exp_id} is {state}; only ACTIVE or PAUSED experiments are "
                              "in the queue (see `hpcdet job list`)")
@@ -235,7 +234,7 @@ class Queueing(DaemonBase):
                 f"{exp.id} first: `hpcdet job update {exp.id} --resource-pool "
                 f"{anchor.resource_pool or pool}`")
         peers = sorted((e for e in exps.values()
-                        if e.id != exp.id and e.state in _QUEUED
+                        if e.id != exp.id and e.state in RUNNING_EXPERIMENT_STATES
                         and _priority(e) == _priority(anchor)
                         and self._pool_partition(e) == pool),
                        key=lambda e: (e.position, e.id))

@@ -26,16 +26,8 @@ from hpcdet.daemon.submit import checkpoint_dir
 from hpcdet.errors import SchedulerCommandError
 from hpcdet.exchange import Event, read_events, read_json, write_atomic
 from hpcdet.gc import CheckpointRecord, RetentionPolicy, ValidationRecord, checkpoints_to_delete
-from hpcdet.lifecycle import (
-    FINAL_TRIAL_STATES,
-    STOPPING_STATES,
-    RunEnd,
-    decide_run_end,
-    experiment_final_state,
-)
 from hpcdet.paths import hostname
 from hpcdet.runspec import CONTROL_FILE, EVENTS_FILE, EXIT_FILE
-from hpcdet.schedulers import JobState
 from hpcdet.search.base import (
     EXIT_CANCELED,
     EXIT_COMPLETED,
@@ -47,8 +39,21 @@ from hpcdet.search.base import (
     ValidationReported,
 )
 from hpcdet.search.base import Event as SearchEvent
+from hpcdet.states import (
+    FINAL_TRIAL_STATES,
+    LIVE_RUN_STATES,
+    RUNNING_EXPERIMENT_STATES,
+    STOPPING_STATES,
+    SUBMITTED_RUN_STATES,
+    ExperimentState,
+    JobState,
+    RunEnd,
+    RunState,
+    TrialState,
+    decide_run_end,
+    experiment_final_state,
+)
 from hpcdet.store.models import Checkpoint, Experiment, Run, Trial
-from hpcdet.store.repository import LIVE_RUN_STATES
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +102,8 @@ class Daemon(Commands, Submission, Queueing):
         live = self.store.runs(live_only=True)
         self._for_runs("ingest", self._ingest, live)
         # Poll while jobs live, and while a search waits for its next array to be due.
-        busy = live or any(e.state == "ACTIVE" for e in self.store.experiments(unfinished=True))
+        busy = live or any(e.state == ExperimentState.ACTIVE
+                           for e in self.store.experiments(unfinished=True))
         if busy and now - self.last_poll >= self.poll_interval:
             self._poll()
         self._for_runs("ending a run", self._check_end, self.store.runs(live_only=True))
@@ -135,7 +141,7 @@ class Daemon(Commands, Submission, Queueing):
         considered, not what one ingest returned: after a start, events a killed daemon stored
         but never fed are read again from the log.
         """
-        if exp.searcher_done or exp.state not in ("ACTIVE", "PAUSED"):
+        if exp.searcher_done or exp.state not in RUNNING_EXPERIMENT_STATES:
             return
         run = self._run(trial.id, run_id)
         if run is None:
@@ -180,11 +186,11 @@ class Daemon(Commands, Submission, Queueing):
             preempt, reason = True, "stopped early by the searcher"
             if not started and run.job_id:
                 self._cancel([run.job_id])  # it has not started: it need not run at all
-        elif exp.state == "PAUSED" and started:
+        elif exp.state == ExperimentState.PAUSED and started:
             preempt, reason = True, "the experiment was paused"
         elif exp.state in STOPPING_STATES:
             preempt, reason = True, (
-                "the experiment was canceled" if exp.state == "STOPPING_CANCELED"
+                "the experiment was canceled" if exp.state == ExperimentState.STOPPING_CANCELED
                 else f"the experiment failed: {exp.error}")
             if not started and run.job_id:
                 self._cancel([run.job_id])  # again after a restart: the first ask may be lost
@@ -264,7 +270,7 @@ class Daemon(Commands, Submission, Queueing):
             return
         with self.store.session() as s:
             row = s.get(Run, run.id)
-            if row is not None and row.state in ("PENDING", "RUNNING"):
+            if row is not None and row.state in SUBMITTED_RUN_STATES:
                 row.state, row.reason = state, reason
                 s.add(row)
 
@@ -277,7 +283,7 @@ class Daemon(Commands, Submission, Queueing):
         vanished = self.missing.get(run.job_id, 0) >= MISSING_POLLS_BEFORE_VANISHED
         if exit_info is None and not (status and status.state.is_final) and not vanished:
             return
-        if run.state == "SUBMITTING":
+        if run.state == RunState.SUBMITTING:
             return
         self._ingest(run)
         run = self._run(run.trial_id, run.run_id) or run
@@ -292,14 +298,14 @@ class Daemon(Commands, Submission, Queueing):
         trial = self.store.trial(trial.id)
         ops = json.loads(trial.ops_json)
         end = RunEnd(
-            exit_code, job_state, run.preempt_acked, trial.state == "CANCELED",
+            exit_code, job_state, run.preempt_acked, trial.state == TrialState.CANCELED,
             stop_requested=trial.stop_requested, completed_ops=run.ops_decided > 0,
             closed=trial.closed,
             pending_ops=len(ops) > trial.ops_completed,
             reported=any(r.event_seq > 0 for r in self.store.runs([trial.id])),
         )
         decision = decide_run_end(end, exp.state, trial.restarts, self._config(exp).max_restarts)
-        self._record_run_end(exp_id, run, decision, job_state=job_state.value,
+        self._record_run_end(exp_id, run, decision, job_state=job_state,
                              outcome=decision.reason or decision.trial_state, exit_code=exit_code)
         for memo in (self.preempt_asked, self.controls, self.considered):
             memo.pop((trial.id, run.run_id), None)
@@ -317,7 +323,7 @@ class Daemon(Commands, Submission, Queueing):
     def _escalate_preemption(self, trial: Trial, run_id: int, asked: float) -> None:
         timeout = self._config(self.store.experiment(trial.experiment_id)).preemption_timeout
         run = self._run(trial.id, run_id)
-        if run is None or run.state not in ("PENDING", "RUNNING"):
+        if run is None or run.state not in SUBMITTED_RUN_STATES:
             self.preempt_asked.pop((trial.id, run_id), None)
         elif time.time() - asked > timeout and run.job_id:
             log.info("trial %d ignored preemption for %s s; canceling", trial.id, timeout)
@@ -353,7 +359,7 @@ class Daemon(Commands, Submission, Queueing):
     def _report_exits(self) -> None:
         """Tell each search about its trials that became final (once per trial)."""
         for exp in self.store.experiments(unfinished=True):
-            if exp.searcher_done or exp.state not in ("ACTIVE", "PAUSED"):
+            if exp.searcher_done or exp.state not in RUNNING_EXPERIMENT_STATES:
                 continue
             with self._guard(exp.id, "reporting trial exits to the searcher"):
                 self._report_exits_of(exp)
@@ -372,11 +378,11 @@ class Daemon(Commands, Submission, Queueing):
                 self._finish(exp)
 
     def _finish(self, exp: Experiment) -> None:
-        if exp.error and exp.state == "ACTIVE":
+        if exp.error and exp.state == ExperimentState.ACTIVE:
             # The search failed (e.g. a validation without the searcher metric): stop.
-            self.journal.record(exp.id, "experiment_state", state="STOPPING_ERROR",
+            self.journal.record(exp.id, "experiment_state", state=ExperimentState.STOPPING_ERROR,
                                 cascade=True, reason=exp.error)
-            for trial in self.store.trials(exp.id, state="ACTIVE"):
+            for trial in self.store.trials(exp.id, state=TrialState.ACTIVE):
                 self._stop_run(exp.id, trial, graceful=False)
             return
         trials = self.store.trials(exp.id)
@@ -414,9 +420,9 @@ class Daemon(Commands, Submission, Queueing):
 
 
 def _exit_reason(trial: Trial) -> str:
-    if trial.state == "ERROR":
+    if trial.state == TrialState.ERROR:
         return EXIT_ERRORED
-    if trial.state == "CANCELED":
+    if trial.state == TrialState.CANCELED:
         return EXIT_CANCELED
     return {"INVALID_HP": EXIT_INVALID_HP, "USER_REQUESTED_STOP": EXIT_USER_STOP}.get(
         trial.early_exit, EXIT_COMPLETED)

@@ -21,11 +21,10 @@ from hpcdet.daemon.submit import (
 )
 from hpcdet.errors import SchedulerCommandError
 from hpcdet.exchange import read_json
-from hpcdet.lifecycle import Decision
 from hpcdet.priority import nice_for, queue_key
 from hpcdet.runspec import EXIT_FILE
-from hpcdet.schedulers import JobState
 from hpcdet.schedulers.base import ArraySpec
+from hpcdet.states import Decision, ExperimentState, JobState, RunState, TrialState
 from hpcdet.store.models import Experiment, Run, Trial
 
 log = logging.getLogger(__name__)
@@ -37,7 +36,7 @@ class Submission(DaemonBase):
     def _submit_queued(self) -> None:
         # In hpcdet's queue order: it decides who gets the site's submission limits first.
         for exp in sorted(self.store.experiments(unfinished=True), key=queue_key):
-            if exp.state != "ACTIVE":
+            if exp.state != ExperimentState.ACTIVE:
                 continue
             with self._guard(exp.id, "submission"):
                 if not self._submit_experiment(exp):
@@ -46,7 +45,7 @@ class Submission(DaemonBase):
     def _submit_experiment(self, exp: Experiment) -> bool:
         """Submit the experiment's queued trials; False once the submission limit is hit."""
         arrays = self._ensure_arrays(exp)
-        for trial in self.store.trials(exp.id, state="QUEUED"):
+        for trial in self.store.trials(exp.id, state=TrialState.QUEUED):
             if arrays is not None and trial.run_id == 0:
                 found = owner(trial.request_id, arrays)
                 if found is not None:
@@ -133,7 +132,7 @@ class Submission(DaemonBase):
         problem = self._fit_problem(cfg)
         if problem is not None:
             # Slurm would accept some of these and leave them pending forever.
-            self.journal.record(exp.id, "trial_state", trial_id=trial.id, state="ERROR",
+            self.journal.record(exp.id, "trial_state", trial_id=trial.id, state=TrialState.ERROR,
                                 restarts=trial.restarts, reason=problem)
             return
         record = {
@@ -168,8 +167,9 @@ class Submission(DaemonBase):
         except (SchedulerCommandError, ValueError) as e:
             if submitting is not None:
                 reason = f"submission refused: {e}"
-                self._record_run_end(exp.id, submitting, Decision("ERROR", trial.restarts, reason),
-                                     job_state="FAILED", outcome=reason)
+                decision = Decision(TrialState.ERROR, trial.restarts, reason)
+                self._record_run_end(exp.id, submitting, decision, job_state=JobState.FAILED,
+                                     outcome=reason)
             return
         self.journal.record(exp.id, "run_submitted", trial_id=trial.id, run_id=run_id,
                             job_id=job_id)
@@ -196,7 +196,7 @@ class Submission(DaemonBase):
             with self._guard(exp.id, "settling submissions"):
                 self._settle_arrays(exp)
         for run in self.store.runs(live_only=True):
-            if run.state == "SUBMITTING":
+            if run.state == RunState.SUBMITTING:
                 with self._guard(self._exp_id(run), "settling submissions"):
                     self._adopt_or_requeue(run)
 
@@ -233,8 +233,8 @@ class Submission(DaemonBase):
             self.journal.record(exp_id, "run_submitted", trial_id=trial.id,
                                 run_id=run.run_id, job_id=job_id)
             return
-        self._record_run_end(exp_id, run, Decision("QUEUED", trial.restarts, ""),
-                             job_state="CANCELED", outcome="never submitted")
+        self._record_run_end(exp_id, run, Decision(TrialState.QUEUED, trial.restarts, ""),
+                             job_state=JobState.CANCELED, outcome="never submitted")
 
     def _find_job(self, name: str, workdir: Path) -> str:
         """The id of the user's job of that name started in ``workdir``, or "".

@@ -5,9 +5,10 @@ from __future__ import annotations
 import shutil
 from typing import Any
 
-from hpcdet.schedulers.base import JobRequest, JobState, JobStatus, Scheduler
+from hpcdet.schedulers.base import JobRequest, JobStatus, Scheduler
 from hpcdet.schedulers.local import LocalScheduler
 from hpcdet.schedulers.slurm import SlurmScheduler
+from hpcdet.states import JobState
 
 SCHEDULERS: dict[str, type[Scheduler]] = {
     "slurm": SlurmScheduler,

@@ -7,7 +7,6 @@ the daemon decides when to call it.
 from __future__ import annotations
 
 import abc
-import enum
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,24 +14,7 @@ from typing import Any, ClassVar
 
 from hpcdet.config.directives import problem
 from hpcdet.errors import ConfigError
-
-
-class JobState(enum.Enum):
-    """Normalised job states; ``is_final`` ones never change again."""
-
-    PENDING = "PENDING"
-    RUNNING = "RUNNING"
-    COMPLETED = "COMPLETED"  # the batch script ended; exit.json says how the trial did
-    FAILED = "FAILED"
-    CANCELED = "CANCELED"
-    TIMEOUT = "TIMEOUT"
-    PREEMPTED = "PREEMPTED"
-    NODE_FAIL = "NODE_FAIL"
-    UNKNOWN = "UNKNOWN"
-
-    @property
-    def is_final(self) -> bool:
-        return self not in (JobState.PENDING, JobState.RUNNING, JobState.UNKNOWN)
+from hpcdet.states import JobState
 
 
 @dataclass(frozen=True)

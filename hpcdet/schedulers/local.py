@@ -7,8 +7,9 @@ from pathlib import Path
 from typing import ClassVar
 
 from hpcdet.private import hpcdet_command
-from hpcdet.schedulers.base import JobRequest, JobState, JobStatus, Scheduler, check_request
+from hpcdet.schedulers.base import JobRequest, JobStatus, Scheduler, check_request
 from hpcdet.schedulers.templating import render
+from hpcdet.states import JobState
 
 _STATE_MAP = {
     "PENDING": JobState.PENDING,

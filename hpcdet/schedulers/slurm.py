@@ -10,13 +10,13 @@ from typing import ClassVar
 
 from hpcdet.schedulers.base import (
     JobRequest,
-    JobState,
     JobStatus,
     Partition,
     Scheduler,
     check_request,
 )
 from hpcdet.schedulers.templating import render, shq
+from hpcdet.states import JobState
 
 log = logging.getLogger(__name__)
 

@@ -22,6 +22,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session, SQLModel, col, create_engine, func, select
 
 from hpcdet.errors import NotFoundError, StoreError
+from hpcdet.states import FINAL_EXPERIMENT_STATES, LIVE_RUN_STATES, CheckpointState, TrialState
 from hpcdet.store.models import ArrayJob, Checkpoint, Experiment, Metric, Run, Trial
 
 # Raised whenever a table changes. The database is an index of the run tree: one of another
@@ -29,9 +30,6 @@ from hpcdet.store.models import ArrayJob, Checkpoint, Experiment, Metric, Run, T
 SCHEMA_VERSION = 3
 
 log = logging.getLogger(__name__)
-
-LIVE_RUN_STATES = ("SUBMITTING", "PENDING", "RUNNING")
-FINAL_STATES = ("COMPLETED", "CANCELED", "ERROR")
 
 
 def _make_engine(path: Path, readonly: bool) -> Engine:
@@ -132,7 +130,7 @@ class Store:
         with self.session() as s:
             q = select(Experiment).order_by(col(Experiment.id))
             if unfinished:
-                q = q.where(col(Experiment.state).not_in(FINAL_STATES))
+                q = q.where(col(Experiment.state).not_in(sorted(FINAL_EXPERIMENT_STATES)))
             return list(s.exec(q))
 
     def experiment(self, exp_id: int) -> Experiment:
@@ -142,7 +140,7 @@ class Store:
                 raise NotFoundError(f"experiment {exp_id} not found; `hpcdet experiment list`")
             return exp
 
-    def trials(self, exp_id: int | None = None, state: str | None = None) -> list[Trial]:
+    def trials(self, exp_id: int | None = None, state: TrialState | None = None) -> list[Trial]:
         with self.session() as s:
             q = select(Trial).order_by(col(Trial.id))
             if exp_id is not None:
@@ -171,7 +169,7 @@ class Store:
             if trial_ids is not None:
                 q = q.where(col(Run.trial_id).in_(list(trial_ids)))
             if live_only:
-                q = q.where(col(Run.state).in_(LIVE_RUN_STATES))
+                q = q.where(col(Run.state).in_(sorted(LIVE_RUN_STATES)))
             return list(s.exec(q))
 
     def metrics(self, trial_id: int, group: str | None = None) -> list[Metric]:
@@ -207,7 +205,7 @@ class Store:
         self, exp_id: int | None = None, trial_id: int | None = None
     ) -> list[Checkpoint]:
         with self.session() as s:
-            q = select(Checkpoint).where(Checkpoint.state == "COMPLETED")
+            q = select(Checkpoint).where(Checkpoint.state == CheckpointState.COMPLETED)
             if exp_id is not None:
                 q = q.where(Checkpoint.experiment_id == exp_id)
             if trial_id is not None:

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
-from hpcdet.lifecycle import SILENT_EXIT, RunEnd, decide_run_end, experiment_end_state
-from hpcdet.schedulers.base import JobState
+from hpcdet.states import SILENT_EXIT, JobState, RunEnd, decide_run_end, experiment_end_state
 
 OK = JobState.COMPLETED
 

@@ -9,7 +9,8 @@ from hpcdet.cli.common import when
 from hpcdet.cli.job import _status
 from hpcdet.priority import PendingJob, nice_for, plan_nice, position_between, validate
 from hpcdet.queue import queue
-from hpcdet.schedulers.base import JobState, JobStatus
+from hpcdet.schedulers.base import JobStatus
+from hpcdet.states import JobState
 from hpcdet.store.models import Experiment, Run, Trial
 
 

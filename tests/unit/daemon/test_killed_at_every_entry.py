@@ -17,8 +17,7 @@ from typing import Any
 
 import pytest
 
-from hpcdet.lifecycle import FINAL_TRIAL_STATES
-from hpcdet.store.repository import LIVE_RUN_STATES
+from hpcdet.states import FINAL_TRIAL_STATES, LIVE_RUN_STATES
 from tests.unit.daemon.fake_local import (
     FakeLocal,
     Killed,

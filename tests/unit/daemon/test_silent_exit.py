@@ -9,11 +9,11 @@ from pathlib import Path
 from hpcdet.config.cluster import ClusterConfig
 from hpcdet.daemon.service import Daemon
 from hpcdet.exchange import write_atomic
-from hpcdet.lifecycle import SILENT_EXIT
 from hpcdet.paths import StatePaths
 from hpcdet.runspec import EVENTS_FILE, EXIT_FILE
 from hpcdet.schedulers.runner import CommandRunner, Result
 from hpcdet.search.base import Initialize
+from hpcdet.states import SILENT_EXIT
 
 
 class FinishedSlurm(CommandRunner):
