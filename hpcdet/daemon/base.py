@@ -106,15 +106,31 @@ class DaemonBase:
             self._fail(exp_id, f"{step} failed: {e.__class__.__name__}: {e}")
 
     def _fail(self, exp_id: int, message: str) -> None:
+        """End the experiment in ERROR: one decision, STOPPING_ERROR with the reason, and the
+        usual stopping from there (its runs canceled or preempted every round, again after a
+        restart, until they have ended; ``_finish`` then makes it ERROR).
+
+        If stopping fails too (a stored config that no longer loads, say), it ends at once:
+        its live runs are marked canceled and their jobs asked to cancel one last time.
+        """
         try:
+            self.journal.replay(exp_id)  # it may be what failed, before its experiment's row
             exp = self.store.experiment(exp_id)
             if exp.state in FINAL_EXPERIMENT_STATES:
                 return
             trial_ids = [t.id for t in self.store.trials(exp_id)]
             jobs = [r.job_id for r in self.store.runs(trial_ids, live_only=True) if r.job_id]
-            self.journal.record(exp_id, "experiment_failed", message=message)
+            if exp.state == "STOPPING_ERROR":
+                self.journal.record(exp_id, "experiment_failed",
+                                    message=f"{exp.error}; stopping it failed too: {message}")
+            else:
+                self.journal.record(exp_id, "experiment_state", state="STOPPING_ERROR",
+                                    cascade=True, reason=message, error=message)
             self.search.forget(exp_id)
             self._cancel(jobs + [a.job_id for a in self.store.arrays(exp_id)])
+            exp = self.store.experiment(exp_id)
+            if exp.state not in FINAL_EXPERIMENT_STATES:
+                self._finish(exp)  # ends it at once if nothing runs
         except StoreError:
             raise
         except Exception:
@@ -148,6 +164,7 @@ class DaemonBase:
         try:
             self.runner.run(self.scheduler.cancel_command(job_ids))
         except SchedulerCommandError as e:
+            self.canceled.difference_update(job_ids)  # asked again by whoever still wants it
             log.warning("cancel of %s failed: %s", job_ids, e)
 
     def _read_site(self) -> None:
@@ -210,4 +227,7 @@ class DaemonBase:
         raise NotImplementedError
 
     def _delete_checkpoint(self, ckpt: Checkpoint) -> None:
+        raise NotImplementedError
+
+    def _finish(self, exp: Experiment) -> None:
         raise NotImplementedError

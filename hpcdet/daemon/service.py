@@ -81,11 +81,15 @@ class Daemon(Commands, Submission, Queueing):
     def reconcile(self) -> None:
         """Catch up with the run tree and the scheduler after a start or a crash."""
         self._read_site()
-        applied = self.journal.replay_all()
+        applied = 0
+        for exp_id in self.journal.experiment_ids():
+            with self._guard(exp_id, "replaying its journal"):
+                applied += self.journal.replay(exp_id)
         log.info("journal replay applied %d entries", applied)
         for exp in self.store.experiments(unfinished=True):
-            with self._guard(exp.id, "restarting the search"):
-                self.search.start(exp, self._config(exp))
+            if exp.state in ("ACTIVE", "PAUSED"):  # a stopping one's search has ended
+                with self._guard(exp.id, "restarting the search"):
+                    self.search.start(exp, self._config(exp))
         # A rebuilt database has every event log still to read.
         self._for_runs("ingest", self._ingest, self.store.runs())
         self._report_exits()

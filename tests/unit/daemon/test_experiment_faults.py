@@ -5,6 +5,8 @@ slowly (or killed) must not lose between its steps."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +14,8 @@ import pytest
 
 from hpcdet.daemon.ingest import Ingestor
 from hpcdet.daemon.searching import SearchDriver
+from hpcdet.errors import SchedulerCommandError
+from hpcdet.schedulers.runner import Result
 from hpcdet.search import Initialize, OpCompleted, Searcher
 from hpcdet.search.base import Action, Event
 from tests.unit.daemon.fake_local import (
@@ -220,4 +224,39 @@ def test_a_stored_config_that_validation_now_refuses_fails_only_its_experiment(
     failed = daemon.store.experiment(old)
     assert failed.state == "ERROR"
     assert "max_length" in failed.error
+    assert not cluster.live()
+
+
+@dataclass
+class CancelFailsOnce(FakeLocal):
+    """The first cancel command fails (scancel timing out against a busy controller)."""
+
+    cancel_failed: bool = False
+
+    def run(self, cmd: Sequence[str], check: bool = True, stdin: str | None = None) -> Result:
+        if "cancel" in cmd and not self.cancel_failed:
+            self.cancel_failed = True
+            raise SchedulerCommandError(cmd, 1, "", "Socket timed out on send/recv operation")
+        return super().run(cmd, check, stdin)
+
+
+def test_a_failed_experiment_whose_cancel_fails_still_has_its_jobs_canceled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its runs stay live until the scheduler has ended them: the cancel is asked again on the
+    next tick (the runs used to be marked canceled at once, and the jobs ran to walltime)."""
+    cluster = CancelFailsOnce()
+    daemon = _bad_and_good(tmp_path, cluster)  # jobs submitted, not started
+    daemon.store.close()
+    _searcher_fails_on(monkeypatch, Initialize)
+    daemon = new_daemon(tmp_path, cluster)
+    daemon.reconcile()
+    assert cluster.cancel_failed
+    drive(daemon, cluster)
+    bad, good = daemon.store.experiments()
+    assert (bad.state, good.state) == ("ERROR", "COMPLETED")
+    assert "division by zero" in bad.error
+    bad_jobs = [j for j in cluster.jobs.values() if f"exp-{bad.id}" in j.run_dir.parts]
+    assert bad_jobs
+    assert {j.state for j in bad_jobs} == {"CANCELLED"}
     assert not cluster.live()

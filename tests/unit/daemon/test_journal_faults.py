@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from hpcdet.daemon import journal as journal_module
+from hpcdet.daemon.journal import Journal
 from hpcdet.exchange import read_lines
 from tests.unit.daemon.fake_local import FakeLocal, asha_config, create, drive, new_daemon
 
@@ -53,6 +54,36 @@ def test_a_restart_skips_and_reports_damaged_journal_lines(
     assert daemon.store.experiment(exp_id).state == "COMPLETED"
 
 
+def test_a_journal_that_fails_to_replay_at_start_fails_only_its_experiment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cluster = FakeLocal()
+    daemon = new_daemon(tmp_path, cluster)
+    bad = create(daemon, asha_config(max_trials=2))
+    good = create(daemon, asha_config(max_trials=2))
+    daemon.store.close()
+    daemon.paths.database().unlink()
+
+    replay = Journal.replay
+    failed: list[int] = []
+
+    def replay_failing_once(self: Journal, exp_id: int, written_at: int = -1) -> int:
+        if exp_id == bad and not failed:
+            failed.append(exp_id)
+            raise RuntimeError("unreadable")
+        return replay(self, exp_id, written_at)
+
+    monkeypatch.setattr(Journal, "replay", replay_failing_once)
+    daemon = new_daemon(tmp_path, cluster)
+    daemon.reconcile()  # the daemon starts
+    drive(daemon, cluster)
+    assert daemon.store.experiment(good).state == "COMPLETED"
+    exp = daemon.store.experiment(bad)
+    assert (exp.state, exp.error) == (
+        "ERROR", "replaying its journal failed: RuntimeError: unreadable")
+    assert not cluster.live()
+
+
 def test_a_decision_that_fails_to_apply_leaves_no_line_after_a_torn_tail(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -73,3 +104,20 @@ def test_a_decision_that_fails_to_apply_leaves_no_line_after_a_torn_tail(
         daemon.journal.record(exp_id, "experiment_error", message="m")
     assert list(read_lines(path)) == before
     assert path.read_bytes().endswith(b"\n")
+
+
+def test_journals_with_an_experiment_failed_entry_still_apply(tmp_path: Path) -> None:
+    """Written by hpcdet before a failure went through STOPPING_ERROR (and now when stopping a
+    failed experiment fails too): the experiment ends at once, its runs marked canceled."""
+    daemon = new_daemon(tmp_path, FakeLocal())
+    journal = daemon.journal
+    journal.record(1, "experiment_created", name="e", config=asha_config(), backend="local",
+                   searcher="adaptive_asha")
+    journal.record(1, "trial_created", trial_id=1, hparams={}, trial_seed=0)
+    journal.record(1, "run_submitting", trial_id=1, run_id=1)
+    journal.record(1, "run_submitted", trial_id=1, run_id=1, job_id="7")
+    journal.record(1, "experiment_failed", message="search failed")
+    exp = daemon.store.experiment(1)
+    assert (exp.state, exp.error) == ("ERROR", "search failed")
+    assert daemon.store.trial(1).state == "CANCELED"
+    assert [r.state for r in daemon.store.runs([1])] == ["CANCELED"]
