@@ -35,6 +35,10 @@ from hpcdet.store.repository import Store
 log = logging.getLogger(__name__)
 
 LOCAL_POLL_SECONDS = 1.0
+# An experiment whose steps keep failing with an I/O error ends in ERROR once the errors have
+# gone on for this many rounds in a row and this long; shorter trouble is retried.
+IO_RETRY_ROUNDS = 5
+IO_RETRY_SECONDS = 120.0
 
 
 class DaemonBase:
@@ -63,6 +67,11 @@ class DaemonBase:
         self.limits: dict[str, int] = {}
         self.partitions: dict[str, Partition] = {}
         self.canceled: set[str] = set()  # asked once; scancel is not repeated every tick
+        self.rounds = 0  # reconciles and ticks begun
+        # experiment -> (last round, rounds in a row, since when) its steps failed with OSError
+        self.io_failures: dict[int, tuple[int, int, float]] = {}
+        self.io_retry_rounds = IO_RETRY_ROUNDS
+        self.io_retry_seconds = IO_RETRY_SECONDS
         self.nice_refused: set[tuple[str, int]] = set()  # (job, nice) the scheduler refused
         self.statuses: dict[str, JobStatus] = {}
         self.missing: dict[str, int] = {}
@@ -93,7 +102,10 @@ class DaemonBase:
         the reason, and the step goes on for the others.
 
         A database error or a full disk is the daemon's, not the experiment's: it propagates
-        to the loop's back-off, and the step is tried again once the cause is gone.
+        to the loop's back-off, and the step is tried again once the cause is gone. So does
+        any other I/O error (an NFS server that stalls or restarts) until it has lasted
+        ``io_retry_rounds`` rounds and ``io_retry_seconds``: then it is the experiment's, which
+        must not hold up the others for ever.
         """
         try:
             yield
@@ -102,8 +114,21 @@ class DaemonBase:
         except Exception as e:
             if disk_full_cause(e) is not None:
                 raise
+            if isinstance(e, OSError) and self._retry_io(exp_id):
+                log.warning("experiment %d: %s failed; retried next round: %s", exp_id, step, e)
+                raise
             log.exception("experiment %d: %s failed", exp_id, step)
             self._fail(exp_id, f"{step} failed: {e.__class__.__name__}: {e}")
+
+    def _retry_io(self, exp_id: int) -> bool:
+        """Whether an I/O error of this experiment's, in this round, is still retried."""
+        last, count, since = self.io_failures.get(exp_id, (-1, 0, time.time()))
+        if last < self.rounds - 1:  # the last trouble passed: this is a new one
+            count, since = 0, time.time()
+        if last != self.rounds:
+            count += 1
+        self.io_failures[exp_id] = (self.rounds, count, since)
+        return count < self.io_retry_rounds or time.time() - since < self.io_retry_seconds
 
     def _fail(self, exp_id: int, message: str) -> None:
         """End the experiment in ERROR: one decision, STOPPING_ERROR with the reason, and the
