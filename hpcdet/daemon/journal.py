@@ -392,6 +392,8 @@ class Journal:
             except _Unappliable as e:  # the session rolled back its partial changes
                 if e.start == written_at:
                     raise e.error from None
+                report_skipped(self.paths.journal(exp_id), e.start,
+                               f"an entry that cannot be applied ({e.error!r})")
                 skip.add(e.start)
 
     def _apply_new(self, exp_id: int, skip: set[int]) -> int:
@@ -413,7 +415,6 @@ class Journal:
                 try:
                     apply(s, entry)
                 except (KeyError, TypeError, ValueError, AttributeError) as e:
-                    report_skipped(path, start, f"an entry that cannot be applied ({e!r})")
                     raise _Unappliable(start, e) from e
                 applied += 1
                 s.flush()
