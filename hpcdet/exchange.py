@@ -86,13 +86,14 @@ def read_json(path: Path, default: Any = None) -> Any:
         return default
 
 
-def append_line(path: Path, obj: Any) -> None:
-    """Append one JSON line durably (journals written by the daemon)."""
-    append_whole_lines(path, [dumps(obj)])
+def append_line(path: Path, obj: Any) -> int:
+    """Append one JSON line durably (journals written by the daemon); returns where it starts."""
+    return append_whole_lines(path, [dumps(obj)])
 
 
-def append_whole_lines(path: Path, lines: list[str]) -> None:
-    """Append ``lines`` durably, each ending in a newline; all or none of them stay.
+def append_whole_lines(path: Path, lines: list[str]) -> int:
+    """Append ``lines`` durably, each ending in a newline; all or none of them stay. Returns
+    the byte offset where the first of them starts: cutting the file there undoes the append.
 
     A writer killed mid-line leaves a torn tail that readers skip; it is cut off first, since
     the next line would otherwise be glued to it into one unreadable line. A write that fails
@@ -109,6 +110,7 @@ def append_whole_lines(path: Path, lines: list[str]) -> None:
         except BaseException:
             _truncate(path, start)
             raise
+    return start
 
 
 _TAIL_CHUNK = 64 * 1024
@@ -131,8 +133,8 @@ def _cut_torn_tail(f: BinaryIO) -> int:
     return pos
 
 
-def _whole_lines(
-    path: Path, offset: int
+def whole_lines(
+    path: Path, offset: int = 0
 ) -> Iterator[tuple[int, int, dict[str, Any] | None]]:
     """(start, end, parsed object or None when corrupt) of each whole line after ``offset``.
 
@@ -141,24 +143,32 @@ def _whole_lines(
     on past it instead of failing on it for ever.
     """
     try:
-        with open(path, "rb") as f:
-            f.seek(offset)
-            data = f.read()
+        f = open(path, "rb")
     except FileNotFoundError:
         return
-    pos = offset
-    for raw in data.split(b"\n")[:-1]:
-        start, pos = pos, pos + len(raw) + 1
-        if not raw.strip():
-            continue
-        try:
-            obj = json.loads(raw)
-        except ValueError:  # also undecodable bytes
-            obj = None
-        if not isinstance(obj, dict):
-            _report_once(f"skipped a corrupt line in {path} at byte offset {start}")
-            obj = None
-        yield start, pos, obj
+    with f:
+        f.seek(offset)
+        pos, rest = offset, b""
+        while chunk := f.read(_READ_CHUNK):  # in chunks: a reader may stop at the first line
+            *lines, rest = (rest + chunk).split(b"\n")
+            for raw in lines:
+                start, pos = pos, pos + len(raw) + 1
+                if raw.strip():
+                    yield start, pos, _parse(path, start, raw)
+
+
+_READ_CHUNK = 1 << 20
+
+
+def _parse(path: Path, start: int, raw: bytes) -> dict[str, Any] | None:
+    try:
+        obj = json.loads(raw)
+    except ValueError:  # also undecodable bytes
+        obj = None
+    if not isinstance(obj, dict):
+        report_skipped(path, start, "a corrupt line")
+        return None
+    return obj
 
 
 # What this process has reported: a daemon re-reads whole logs at start (rebuild, refeed),
@@ -166,7 +176,9 @@ def _whole_lines(
 _reported: set[str] = set()
 
 
-def _report_once(message: str) -> None:
+def report_skipped(path: Path, offset: int, what: str) -> None:
+    """Warn once per process that ``what`` (a line) at ``offset`` in ``path`` was skipped."""
+    message = f"skipped {what} in {path} at byte offset {offset}"
     if message not in _reported:
         _reported.add(message)
         log.warning("%s", message)
@@ -174,7 +186,7 @@ def _report_once(message: str) -> None:
 
 def read_lines(path: Path) -> Iterator[dict[str, Any]]:
     """Every whole JSON line of a journal; a torn last line and corrupt lines are skipped."""
-    for _, _, obj in _whole_lines(path, 0):
+    for _, _, obj in whole_lines(path):
         if obj is not None:
             yield obj
 
@@ -201,12 +213,12 @@ def read_event_batch(path: Path, offset: int) -> EventBatch:
     """
     events: list[Event] = []
     end = offset
-    for start, end, body in _whole_lines(path, offset):
+    for start, end, body in whole_lines(path, offset):
         if body is None:
             continue
         seq, type_ = body.pop("seq", None), body.pop("type", None)
         if not isinstance(seq, int) or isinstance(seq, bool) or not isinstance(type_, str):
-            _report_once(f"skipped an event without seq or type in {path} at byte offset {start}")
+            report_skipped(path, start, "an event without seq or type")
             continue
         events.append(Event(seq=seq, type=type_, body=body, end_offset=end))
     return EventBatch(events, end)

@@ -35,6 +35,10 @@ from hpcdet.store.repository import Store
 log = logging.getLogger(__name__)
 
 LOCAL_POLL_SECONDS = 1.0
+# An experiment whose steps keep failing with an I/O error ends in ERROR once the errors have
+# gone on for this many rounds in a row and this long; shorter trouble is retried.
+IO_RETRY_ROUNDS = 5
+IO_RETRY_SECONDS = 120.0
 
 
 class DaemonBase:
@@ -63,6 +67,11 @@ class DaemonBase:
         self.limits: dict[str, int] = {}
         self.partitions: dict[str, Partition] = {}
         self.canceled: set[str] = set()  # asked once; scancel is not repeated every tick
+        self.rounds = 0  # reconciles and ticks begun
+        # experiment -> (last round, rounds in a row, since when) its steps failed with OSError
+        self.io_failures: dict[int, tuple[int, int, float]] = {}
+        self.io_retry_rounds = IO_RETRY_ROUNDS
+        self.io_retry_seconds = IO_RETRY_SECONDS
         self.nice_refused: set[tuple[str, int]] = set()  # (job, nice) the scheduler refused
         self.statuses: dict[str, JobStatus] = {}
         self.missing: dict[str, int] = {}
@@ -93,7 +102,10 @@ class DaemonBase:
         the reason, and the step goes on for the others.
 
         A database error or a full disk is the daemon's, not the experiment's: it propagates
-        to the loop's back-off, and the step is tried again once the cause is gone.
+        to the loop's back-off, and the step is tried again once the cause is gone. So does
+        any other I/O error (an NFS server that stalls or restarts) until it has lasted
+        ``io_retry_rounds`` rounds and ``io_retry_seconds``: then it is the experiment's, which
+        must not hold up the others for ever.
         """
         try:
             yield
@@ -102,19 +114,48 @@ class DaemonBase:
         except Exception as e:
             if disk_full_cause(e) is not None:
                 raise
+            if isinstance(e, OSError) and self._retry_io(exp_id):
+                log.warning("experiment %d: %s failed; retried next round: %s", exp_id, step, e)
+                raise
             log.exception("experiment %d: %s failed", exp_id, step)
             self._fail(exp_id, f"{step} failed: {e.__class__.__name__}: {e}")
 
+    def _retry_io(self, exp_id: int) -> bool:
+        """Whether an I/O error of this experiment's, in this round, is still retried."""
+        last, count, since = self.io_failures.get(exp_id, (-1, 0, time.time()))
+        if last < self.rounds - 1:  # the last trouble passed: this is a new one
+            count, since = 0, time.time()
+        if last != self.rounds:
+            count += 1
+        self.io_failures[exp_id] = (self.rounds, count, since)
+        return count < self.io_retry_rounds or time.time() - since < self.io_retry_seconds
+
     def _fail(self, exp_id: int, message: str) -> None:
+        """End the experiment in ERROR: one decision, STOPPING_ERROR with the reason, and the
+        usual stopping from there (its runs canceled or preempted every round, again after a
+        restart, until they have ended; ``_finish`` then makes it ERROR).
+
+        If stopping fails too (a stored config that no longer loads, say), it ends at once:
+        its live runs are marked canceled and their jobs asked to cancel one last time.
+        """
         try:
+            self.journal.replay(exp_id)  # it may be what failed, before its experiment's row
             exp = self.store.experiment(exp_id)
             if exp.state in FINAL_EXPERIMENT_STATES:
                 return
             trial_ids = [t.id for t in self.store.trials(exp_id)]
             jobs = [r.job_id for r in self.store.runs(trial_ids, live_only=True) if r.job_id]
-            self.journal.record(exp_id, "experiment_failed", message=message)
+            if exp.state == "STOPPING_ERROR":
+                self.journal.record(exp_id, "experiment_failed",
+                                    message=f"{exp.error}; stopping it failed too: {message}")
+            else:
+                self.journal.record(exp_id, "experiment_state", state="STOPPING_ERROR",
+                                    cascade=True, reason=message, error=message)
             self.search.forget(exp_id)
             self._cancel(jobs + [a.job_id for a in self.store.arrays(exp_id)])
+            exp = self.store.experiment(exp_id)
+            if exp.state not in FINAL_EXPERIMENT_STATES:
+                self._finish(exp)  # ends it at once if nothing runs
         except StoreError:
             raise
         except Exception:
@@ -148,6 +189,7 @@ class DaemonBase:
         try:
             self.runner.run(self.scheduler.cancel_command(job_ids))
         except SchedulerCommandError as e:
+            self.canceled.difference_update(job_ids)  # asked again by whoever still wants it
             log.warning("cancel of %s failed: %s", job_ids, e)
 
     def _read_site(self) -> None:
@@ -210,4 +252,7 @@ class DaemonBase:
         raise NotImplementedError
 
     def _delete_checkpoint(self, ckpt: Checkpoint) -> None:
+        raise NotImplementedError
+
+    def _finish(self, exp: Experiment) -> None:
         raise NotImplementedError

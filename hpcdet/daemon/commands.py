@@ -22,7 +22,7 @@ from hpcdet.errors import (
     disk_full_cause,
     disk_full_reason,
 )
-from hpcdet.exchange import write_atomic
+from hpcdet.exchange import whole_lines, write_atomic
 from hpcdet.paths import hostname
 from hpcdet.states import FINAL_EXPERIMENT_STATES, CheckpointState, ExperimentState, TrialState
 from hpcdet.store.ids import check_id
@@ -262,10 +262,7 @@ class Commands(DaemonBase):
 
 
 def _first_entry(journal: Path) -> dict[str, Any]:
-    try:
-        with open(journal, "rb") as f:
-            line = f.readline()
-    except FileNotFoundError:
-        return {}
-    entry: dict[str, Any] = json.loads(line) if line.endswith(b"\n") else {}
-    return entry
+    """The journal's first entry; {} if it has none or the first line is damaged."""
+    for _, _, entry in whole_lines(journal):
+        return entry or {}
+    return {}

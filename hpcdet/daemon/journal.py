@@ -12,12 +12,11 @@ import contextlib
 import json
 import os
 import time
-from pathlib import Path
 from typing import Any, Callable
 
 from sqlmodel import Session, col, select
 
-from hpcdet.exchange import append_line
+from hpcdet.exchange import append_line, report_skipped, whole_lines
 from hpcdet.paths import StatePaths
 from hpcdet.states import (
     FINAL_EXPERIMENT_STATES,
@@ -51,6 +50,8 @@ def _experiment_state(s: Session, e: dict[str, Any]) -> None:
     exp = s.get(Experiment, e["exp_id"])
     if exp is not None:
         exp.state = e["state"]
+        if "error" in e:
+            exp.error = e["error"]
         if e["state"] in FINAL_EXPERIMENT_STATES:
             exp.ended = e["time"]
         s.add(exp)
@@ -63,7 +64,8 @@ def _experiment_state(s: Session, e: dict[str, Any]) -> None:
 
 
 def _experiment_failed(s: Session, e: dict[str, Any]) -> None:
-    """A step of the daemon failed for this experiment: it ends now, with the reason."""
+    """The experiment ends now, with the reason: stopping a failed experiment failed too (and,
+    in journals written before failures went through STOPPING_ERROR, any failure)."""
     exp = s.get(Experiment, e["exp_id"])
     if exp is None:
         return
@@ -355,6 +357,14 @@ APPLY: dict[str, Callable[[Session, dict[str, Any]], None]] = {
 }
 
 
+class _Unappliable(Exception):
+    """A journal entry whose fields its kind's applier cannot use (a damaged line)."""
+
+    def __init__(self, start: int, error: Exception) -> None:
+        super().__init__(start, error)
+        self.start, self.error = start, error
+
+
 class Journal:
     """Appends decisions and applies them exactly once."""
 
@@ -363,12 +373,13 @@ class Journal:
         self.store = store
 
     def record(self, exp_id: int, kind: str, **body: Any) -> None:
+        if kind not in APPLY:
+            raise ValueError(f"no journal entry of kind {kind!r}")
         entry = {"kind": kind, "exp_id": exp_id, "time": time.time(), **body}
         path = self.paths.journal(exp_id)
-        start = path.stat().st_size if path.exists() else 0
+        start = append_line(path, entry)
         try:
-            append_line(path, entry)
-            self.replay(exp_id)
+            self.replay(exp_id, written_at=start)
         except Exception:
             # Not applied (a full disk, say): not decided either, or a later replay would
             # apply what the caller was told failed.
@@ -376,21 +387,46 @@ class Journal:
                 os.truncate(path, start)
             raise
 
-    def replay(self, exp_id: int) -> int:
-        """Apply what the database has not seen of one experiment's journal; returns entries."""
+    def replay(self, exp_id: int, written_at: int = -1) -> int:
+        """Apply what the database has not seen of one experiment's journal; returns entries.
+
+        A damaged entry (not JSON, an unknown kind, fields its kind cannot use) is skipped and
+        reported with its offset, and the rest applied: the line stays in the journal, and the
+        experiment keeps everything else it recorded (putting it in ERROR instead would stop
+        its trials and its search for one unreadable line). The entry at ``written_at``, just
+        written by this daemon, is applied or its error raised.
+        """
+        skip: set[int] = set()
+        while True:
+            try:
+                return self._apply_new(exp_id, skip)
+            except _Unappliable as e:  # the session rolled back its partial changes
+                if e.start == written_at:
+                    raise e.error from None
+                report_skipped(self.paths.journal(exp_id), e.start,
+                               f"an entry that cannot be applied ({e.error!r})")
+                skip.add(e.start)
+
+    def _apply_new(self, exp_id: int, skip: set[int]) -> int:
         path = self.paths.journal(exp_id)
         with self.store.session() as s:
             exp = s.get(Experiment, exp_id)
             offset = exp.journal_offset if exp is not None else 0
-            data = _read_from(path, offset)
             applied = 0
             pos = offset
-            for raw in data.split(b"\n")[:-1]:
-                pos += len(raw) + 1
-                if not raw.strip():
+            for start, end, entry in whole_lines(path, offset):
+                pos = end  # past skipped lines too: each is reported once
+                if entry is None or start in skip:
                     continue
-                entry = json.loads(raw)
-                APPLY[entry["kind"]](s, entry)
+                kind = entry.get("kind")
+                apply = APPLY.get(kind) if isinstance(kind, str) else None
+                if apply is None:
+                    report_skipped(path, start, f"an entry of unknown kind {entry.get('kind')!r}")
+                    continue
+                try:
+                    apply(s, entry)
+                except (KeyError, TypeError, ValueError, AttributeError) as e:
+                    raise _Unappliable(start, e) from e
                 applied += 1
                 s.flush()
             exp = s.get(Experiment, exp_id)
@@ -418,11 +454,3 @@ class Journal:
         max_exp = max([0, *exp_ids[:1], *self.experiment_ids()])
         return max_exp, (trial_ids[0] if trial_ids else 0)
 
-
-def _read_from(path: Path, offset: int) -> bytes:
-    try:
-        with open(path, "rb") as f:
-            f.seek(offset)
-            return f.read()
-    except FileNotFoundError:
-        return b""

@@ -68,35 +68,47 @@ class Daemon(Commands, Submission, Queueing):
     # ---------------------------------------------------------------- lifecycle of the loop
 
     def serve(self) -> None:
-        self.reconcile()
+        started = False
         failures = 0
         while not self.stopping:
             try:
-                self.tick()
+                if not started:
+                    self.reconcile()
+                    started = True
+                else:
+                    self.tick()
                 failures = 0
-            except Exception:
+            except Exception as e:
+                if not started and not isinstance(e, OSError):
+                    raise  # a daemon that cannot start says so; a passing I/O error is retried
                 # Keep serving: the state is in the run tree and the database; a bug in one
                 # tick must not orphan running jobs. Back off while it repeats.
                 failures += 1
-                log.exception("tick failed (%d in a row)", failures)
+                log.exception("%s failed (%d in a row)", "tick" if started else "start", failures)
                 time.sleep(min(30.0, LOOP_SECONDS * 2**failures))
             time.sleep(LOOP_SECONDS)
         self.write_status()
 
     def reconcile(self) -> None:
         """Catch up with the run tree and the scheduler after a start or a crash."""
+        self.rounds += 1
         self._read_site()
-        applied = self.journal.replay_all()
+        applied = 0
+        for exp_id in self.journal.experiment_ids():
+            with self._guard(exp_id, "replaying its journal"):
+                applied += self.journal.replay(exp_id)
         log.info("journal replay applied %d entries", applied)
         for exp in self.store.experiments(unfinished=True):
-            with self._guard(exp.id, "restarting the search"):
-                self.search.start(exp, self._config(exp))
+            if exp.state in ("ACTIVE", "PAUSED"):  # a stopping one's search has ended
+                with self._guard(exp.id, "restarting the search"):
+                    self.search.start(exp, self._config(exp))
         # A rebuilt database has every event log still to read.
         self._for_runs("ingest", self._ingest, self.store.runs())
         self._report_exits()
         self._poll()
 
     def tick(self) -> None:
+        self.rounds += 1
         now = time.time()
         req.serve_pending(self.paths, self.handle)
         live = self.store.runs(live_only=True)

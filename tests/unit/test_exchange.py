@@ -14,6 +14,7 @@ from hpcdet.exchange import (
     read_event_batch,
     read_events,
     read_lines,
+    whole_lines,
     write_atomic,
 )
 
@@ -45,6 +46,27 @@ def test_a_journal_line_torn_by_a_kill_is_cut_off_before_the_next(tmp_path: Path
     assert [e["kind"] for e in read_lines(path)] == ["a"]
     append_line(path, {"kind": "c"})
     assert [e["kind"] for e in read_lines(path)] == ["a", "c"]
+
+
+def test_an_append_says_where_its_line_starts_after_the_torn_tail_was_cut(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "journal.jsonl"
+    assert append_line(path, {"kind": "a"}) == 0
+    size = path.stat().st_size
+    with open(path, "a") as f:
+        f.write('{"kind": "b", "bo')
+    assert append_line(path, {"kind": "c"}) == size
+
+
+def test_whole_lines_read_in_chunks_give_each_line_with_its_offsets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("hpcdet.exchange._READ_CHUNK", 5)
+    path = tmp_path / "journal.jsonl"
+    path.write_bytes(b'{"kind": "a"}\n\n{"kind": "bb"}\n{"kind": "c')
+    assert list(whole_lines(path)) == [(0, 14, {"kind": "a"}), (15, 30, {"kind": "bb"})]
+    assert list(whole_lines(path, 15)) == [(15, 30, {"kind": "bb"})]
 
 
 def test_a_new_writer_continues_the_sequence(tmp_path: Path) -> None:

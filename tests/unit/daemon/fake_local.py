@@ -38,11 +38,12 @@ def kill_after(
     written: list[str] = []
     append = journal.append_line
 
-    def append_then_maybe_die(path: Path, entry: dict[str, Any]) -> None:
-        append(path, entry)
+    def append_then_maybe_die(path: Path, entry: dict[str, Any]) -> int:
+        start = append(path, entry)
         written.append(entry["kind"])
         if entries(written):
             raise Killed
+        return start
 
     monkeypatch.setattr(journal, "append_line", append_then_maybe_die)
     return written

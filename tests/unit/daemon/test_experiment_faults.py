@@ -4,14 +4,21 @@ slowly (or killed) must not lose between its steps."""
 
 from __future__ import annotations
 
+import errno
 import json
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from hpcdet.daemon import service
 from hpcdet.daemon.ingest import Ingestor
 from hpcdet.daemon.searching import SearchDriver
+from hpcdet.errors import SchedulerCommandError
+from hpcdet.runspec import EXIT_FILE
+from hpcdet.schedulers.runner import Result
 from hpcdet.search import Initialize, OpCompleted, Searcher
 from hpcdet.search.base import Action, Event
 from tests.unit.daemon.fake_local import (
@@ -221,3 +228,114 @@ def test_a_stored_config_that_validation_now_refuses_fails_only_its_experiment(
     assert failed.state == "ERROR"
     assert "max_length" in failed.error
     assert not cluster.live()
+
+
+@dataclass
+class CancelFailsOnce(FakeLocal):
+    """The first cancel command fails (scancel timing out against a busy controller)."""
+
+    cancel_failed: bool = False
+
+    def run(self, cmd: Sequence[str], check: bool = True, stdin: str | None = None) -> Result:
+        if "cancel" in cmd and not self.cancel_failed:
+            self.cancel_failed = True
+            raise SchedulerCommandError(cmd, 1, "", "Socket timed out on send/recv operation")
+        return super().run(cmd, check, stdin)
+
+
+def test_a_failed_experiment_whose_cancel_fails_still_has_its_jobs_canceled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its runs stay live until the scheduler has ended them: the cancel is asked again on the
+    next tick (the runs used to be marked canceled at once, and the jobs ran to walltime)."""
+    cluster = CancelFailsOnce()
+    daemon = _bad_and_good(tmp_path, cluster)  # jobs submitted, not started
+    daemon.store.close()
+    _searcher_fails_on(monkeypatch, Initialize)
+    daemon = new_daemon(tmp_path, cluster)
+    daemon.reconcile()
+    assert cluster.cancel_failed
+    drive(daemon, cluster)
+    bad, good = daemon.store.experiments()
+    assert (bad.state, good.state) == ("ERROR", "COMPLETED")
+    assert "division by zero" in bad.error
+    bad_jobs = [j for j in cluster.jobs.values() if f"exp-{bad.id}" in j.run_dir.parts]
+    assert bad_jobs
+    assert {j.state for j in bad_jobs} == {"CANCELLED"}
+    assert not cluster.live()
+
+
+def _exit_reads_fail(monkeypatch: pytest.MonkeyPatch, exp_id: int, times: int) -> None:
+    """Reading whether a run of experiment ``exp_id`` has exited fails with EIO (an NFS
+    glitch): the first ``times`` times."""
+    read_json = service.read_json
+    failures: list[Path] = []
+
+    def failing_read(path: Path, default: Any = None) -> Any:
+        if path.name == EXIT_FILE and f"exp-{exp_id}" in path.parts and len(failures) < times:
+            failures.append(path)
+            raise OSError(errno.EIO, "Input/output error", str(path))
+        return read_json(path, default)
+
+    monkeypatch.setattr(service, "read_json", failing_read)
+
+
+def test_a_passing_io_error_is_retried_and_the_experiment_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cluster = FakeLocal()
+    daemon = new_daemon(tmp_path, cluster)
+    exp_id = create(daemon, asha_config(max_trials=2))
+    _exit_reads_fail(monkeypatch, exp_id, times=1)
+    with pytest.raises(OSError):
+        daemon.tick()  # to the loop's back-off
+    drive(daemon, cluster)
+    exp = daemon.store.experiment(exp_id)
+    assert (exp.state, exp.error) == ("COMPLETED", "")
+
+
+def test_an_io_error_that_lasts_fails_its_experiment_and_the_others_go_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cluster = FakeLocal()
+    daemon = new_daemon(tmp_path, cluster)
+    daemon.io_retry_seconds = 0.0
+    bad = create(daemon, asha_config(max_trials=2))
+    good = create(daemon, asha_config(max_trials=2))
+    _exit_reads_fail(monkeypatch, bad, times=10**6)
+    retried = 0
+    for _ in range(60):
+        try:
+            daemon.tick()
+        except OSError:
+            retried += 1
+        if not daemon.store.experiments(unfinished=True):
+            break
+        cluster.step()
+    assert retried > 0  # the experiment's I/O errors were retried before it failed
+    assert retried == daemon.io_retry_rounds - 1
+    assert daemon.store.experiment(good).state == "COMPLETED"
+    failed = daemon.store.experiment(bad)
+    assert failed.state == "ERROR"
+    assert "ending a run failed: OSError: [Errno 5] Input/output error" in failed.error
+    assert not cluster.live()
+
+
+def test_a_passing_io_error_while_the_daemon_starts_is_retried(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    daemon = new_daemon(tmp_path, FakeLocal())
+    starts: list[int] = []
+
+    def reconcile() -> None:
+        starts.append(1)
+        if len(starts) == 1:
+            raise OSError(errno.ESTALE, "Stale file handle")
+
+    def tick() -> None:
+        daemon.stopping = True
+
+    monkeypatch.setattr(daemon, "reconcile", reconcile)
+    monkeypatch.setattr(daemon, "tick", tick)
+    daemon.serve()
+    assert len(starts) == 2

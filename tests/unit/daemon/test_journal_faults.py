@@ -1,0 +1,123 @@
+"""A damaged journal is one experiment's trouble: its bad lines are skipped and reported, the
+rest of it applies, and neither a restart nor the next decision fails on it."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hpcdet.daemon import journal as journal_module
+from hpcdet.daemon.journal import Journal
+from hpcdet.exchange import read_lines
+from tests.unit.daemon.fake_local import FakeLocal, asha_config, create, drive, new_daemon
+
+
+def _damage(path: Path, *lines: str) -> None:
+    """Insert ``lines`` after the journal's first entry (the experiment's creation)."""
+    first, *rest = path.read_text().splitlines(keepends=True)
+    path.write_text(first + "".join(line + "\n" for line in lines) + "".join(rest))
+
+
+def test_a_restart_skips_and_reports_damaged_journal_lines(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Not JSON, an unknown kind, a known kind without its fields: each is skipped with its
+    offset, reported once, and the experiment (rebuilt from its journal) carries on."""
+    cluster = FakeLocal()
+    daemon = new_daemon(tmp_path, cluster)
+    exp_id = create(daemon, asha_config(max_trials=2))
+    daemon.tick()
+    cluster.step()
+    daemon.tick()
+    path = daemon.paths.journal(exp_id)
+    offset = len(path.read_text().splitlines(keepends=True)[0])
+    _damage(path, '{"kind": "trial_state", "trial', '{"kind": "from_a_newer_hpcdet"}',
+            json.dumps({"kind": "run_submitted", "exp_id": exp_id}))
+    daemon.store.close()
+    daemon.paths.database().unlink()  # rebuilt from the run tree, damaged journal included
+
+    with caplog.at_level(logging.WARNING):
+        daemon = new_daemon(tmp_path, cluster)
+        daemon.reconcile()
+        daemon.reconcile()  # a second reading reports nothing new
+    skipped = [r.getMessage() for r in caplog.records if "skipped" in r.getMessage()]
+    assert len(skipped) == 3
+    assert f"a corrupt line in {path} at byte offset {offset}" in skipped[0]
+    assert "unknown kind 'from_a_newer_hpcdet'" in skipped[1]
+    assert "cannot be applied" in skipped[2]
+    assert [t.state for t in daemon.store.trials(exp_id)] == ["ACTIVE", "ACTIVE"]
+    drive(daemon, cluster)
+    assert daemon.store.experiment(exp_id).state == "COMPLETED"
+
+
+def test_a_journal_that_fails_to_replay_at_start_fails_only_its_experiment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cluster = FakeLocal()
+    daemon = new_daemon(tmp_path, cluster)
+    bad = create(daemon, asha_config(max_trials=2))
+    good = create(daemon, asha_config(max_trials=2))
+    daemon.store.close()
+    daemon.paths.database().unlink()
+
+    replay = Journal.replay
+    failed: list[int] = []
+
+    def replay_failing_once(self: Journal, exp_id: int, written_at: int = -1) -> int:
+        if exp_id == bad and not failed:
+            failed.append(exp_id)
+            raise RuntimeError("unreadable")
+        return replay(self, exp_id, written_at)
+
+    monkeypatch.setattr(Journal, "replay", replay_failing_once)
+    daemon = new_daemon(tmp_path, cluster)
+    daemon.reconcile()  # the daemon starts
+    drive(daemon, cluster)
+    assert daemon.store.experiment(good).state == "COMPLETED"
+    exp = daemon.store.experiment(bad)
+    assert (exp.state, exp.error) == (
+        "ERROR", "replaying its journal failed: RuntimeError: unreadable")
+    assert not cluster.live()
+
+
+def test_a_decision_that_fails_to_apply_leaves_no_line_after_a_torn_tail(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The failed entry is cut where it starts, after the torn tail was cut: cutting at the
+    size taken before left the entry whole when the tail was longer than it."""
+    daemon = new_daemon(tmp_path, FakeLocal())
+    exp_id = create(daemon, asha_config())
+    path = daemon.paths.journal(exp_id)
+    before = list(read_lines(path))
+    with open(path, "a") as f:
+        f.write('{"kind": "trial_state", "note": "' + "x" * 500)  # a daemon killed mid-write
+
+    def failing(s: Any, e: dict[str, Any]) -> None:
+        raise RuntimeError("cannot apply")
+
+    monkeypatch.setitem(journal_module.APPLY, "experiment_error", failing)
+    with pytest.raises(RuntimeError):
+        daemon.journal.record(exp_id, "experiment_error", message="m")
+    assert list(read_lines(path)) == before
+    assert path.read_bytes().endswith(b"\n")
+
+
+def test_journals_with_an_experiment_failed_entry_still_apply(tmp_path: Path) -> None:
+    """Written by hpcdet before a failure went through STOPPING_ERROR (and now when stopping a
+    failed experiment fails too): the experiment ends at once, its runs marked canceled."""
+    daemon = new_daemon(tmp_path, FakeLocal())
+    journal = daemon.journal
+    journal.record(1, "experiment_created", name="e", config=asha_config(), backend="local",
+                   searcher="adaptive_asha")
+    journal.record(1, "trial_created", trial_id=1, hparams={}, trial_seed=0)
+    journal.record(1, "run_submitting", trial_id=1, run_id=1)
+    journal.record(1, "run_submitted", trial_id=1, run_id=1, job_id="7")
+    journal.record(1, "experiment_failed", message="search failed")
+    exp = daemon.store.experiment(1)
+    assert (exp.state, exp.error) == ("ERROR", "search failed")
+    assert daemon.store.trial(1).state == "CANCELED"
+    assert [r.state for r in daemon.store.runs([1])] == ["CANCELED"]
