@@ -28,7 +28,7 @@ from hpcdet.schedulers import JobStatus, Scheduler, make_scheduler
 from hpcdet.schedulers.base import Partition, fit_problem
 from hpcdet.schedulers.runner import CommandRunner
 from hpcdet.schedulers.slurm import parse_config_limits
-from hpcdet.states import FINAL_EXPERIMENT_STATES, Decision, JobState
+from hpcdet.states import FINAL_EXPERIMENT_STATES, Decision, ExperimentState, JobState
 from hpcdet.store.models import Checkpoint, Experiment, Run
 from hpcdet.store.repository import Store
 
@@ -145,12 +145,13 @@ class DaemonBase:
                 return
             trial_ids = [t.id for t in self.store.trials(exp_id)]
             jobs = [r.job_id for r in self.store.runs(trial_ids, live_only=True) if r.job_id]
-            if exp.state == "STOPPING_ERROR":
+            if exp.state == ExperimentState.STOPPING_ERROR:
                 self.journal.record(exp_id, "experiment_failed",
                                     message=f"{exp.error}; stopping it failed too: {message}")
             else:
-                self.journal.record(exp_id, "experiment_state", state="STOPPING_ERROR",
-                                    cascade=True, reason=message, error=message)
+                self.journal.record(exp_id, "experiment_state",
+                                    state=ExperimentState.STOPPING_ERROR, cascade=True,
+                                    reason=message, error=message)
             self.search.forget(exp_id)
             self._cancel(jobs + [a.job_id for a in self.store.arrays(exp_id)])
             exp = self.store.experiment(exp_id)

@@ -99,7 +99,7 @@ class Daemon(Commands, Submission, Queueing):
                 applied += self.journal.replay(exp_id)
         log.info("journal replay applied %d entries", applied)
         for exp in self.store.experiments(unfinished=True):
-            if exp.state in ("ACTIVE", "PAUSED"):  # a stopping one's search has ended
+            if exp.state in RUNNING_EXPERIMENT_STATES:  # a stopping one's search has ended
                 with self._guard(exp.id, "restarting the search"):
                     self.search.start(exp, self._config(exp))
         # A rebuilt database has every event log still to read.
