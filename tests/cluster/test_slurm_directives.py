@@ -25,7 +25,8 @@ def test_hostile_but_allowed_values_keep_every_directive(
     run_dir = tmp_path / f"it's a #dir; $(touch {marker})"
     run_dir.mkdir(parents=True)
     harness = tmp_path / "harness"  # stands in for python -m hpcdet.launch.harness RUN_DIR
-    harness.write_text('#!/bin/sh\ntouch "$3/harness-ran"\n')
+    # Called as: python -I -m hpcdet.launch.harness RUN_DIR (the run directory comes last)
+    harness.write_text('#!/bin/sh\nfor last; do :; done\ntouch "$last/harness-ran"\n')
     harness.chmod(0o755)
     comment = f"a'b\"c;$(touch {marker})#d `touch {marker}`"
     script = tmp_path / "job.sh"
