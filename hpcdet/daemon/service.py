@@ -272,7 +272,9 @@ class Daemon(Commands, Submission, Queueing):
             self.missing[job_id] = 0 if job_id in self.statuses else self.missing.get(job_id, 0) + 1
         for run in self.store.runs(live_only=True):
             status = self.statuses.get(run.job_id)
-            if status is not None and not status.state.is_final:
+            # A state the backend cannot name says nothing: the run keeps its last one and
+            # stays live (stored as UNKNOWN, it would drop out of the live runs for good).
+            if status is not None and status.state in (JobState.PENDING, JobState.RUNNING):
                 self._set_run_state(run, status.state.value, status.reason)
         self._order_queue()
         return True
