@@ -196,3 +196,13 @@ def drive(daemon: Daemon, cluster: FakeLocal, ticks: int = 40) -> None:
 def stored_metrics(daemon: Daemon) -> dict[tuple[int, str, int], dict[str, Any]]:
     return {(m.trial_id, m.group, m.steps_completed): json.loads(m.metrics_json)
             for t in daemon.store.trials() for m in daemon.store.metrics(t.id)}
+
+
+def journal_one_submitted_run(journal: Any) -> None:
+    """Experiment 1 with trial 1 and its run 1 submitted as job 7, journaled by hand (for tests
+    of how older or damaged journals replay)."""
+    journal.record(1, "experiment_created", name="e", config=asha_config(), backend="local",
+                   searcher="adaptive_asha")
+    journal.record(1, "trial_created", trial_id=1, hparams={}, trial_seed=0)
+    journal.record(1, "run_submitting", trial_id=1, run_id=1)
+    journal.record(1, "run_submitted", trial_id=1, run_id=1, job_id="7")

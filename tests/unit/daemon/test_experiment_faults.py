@@ -27,6 +27,7 @@ from tests.unit.daemon.fake_local import (
     asha_config,
     create,
     drive,
+    journal_one_submitted_run,
     kill_after,
     new_daemon,
     stored_metrics,
@@ -189,11 +190,7 @@ def test_events_that_arrive_while_the_daemon_starts_reach_the_searcher(
 def test_journals_with_the_trial_state_in_a_separate_entry_still_apply(tmp_path: Path) -> None:
     daemon = new_daemon(tmp_path, FakeLocal())
     journal = daemon.journal
-    journal.record(1, "experiment_created", name="e", config=asha_config(), backend="local",
-                   searcher="adaptive_asha")
-    journal.record(1, "trial_created", trial_id=1, hparams={}, trial_seed=0)
-    journal.record(1, "run_submitting", trial_id=1, run_id=1)
-    journal.record(1, "run_submitted", trial_id=1, run_id=1, job_id="7")
+    journal_one_submitted_run(journal)
     journal.record(1, "run_ended", trial_id=1, run_id=1, exit_code=1, job_state="FAILED",
                    outcome="exited with code 1")
     assert daemon.store.trial(1).state == "ACTIVE"

@@ -13,7 +13,14 @@ import pytest
 from hpcdet.daemon import journal as journal_module
 from hpcdet.daemon.journal import Journal
 from hpcdet.exchange import read_lines
-from tests.unit.daemon.fake_local import FakeLocal, asha_config, create, drive, new_daemon
+from tests.unit.daemon.fake_local import (
+    FakeLocal,
+    asha_config,
+    create,
+    drive,
+    journal_one_submitted_run,
+    new_daemon,
+)
 
 
 def _damage(path: Path, *lines: str) -> None:
@@ -111,11 +118,7 @@ def test_journals_with_an_experiment_failed_entry_still_apply(tmp_path: Path) ->
     failed experiment fails too): the experiment ends at once, its runs marked canceled."""
     daemon = new_daemon(tmp_path, FakeLocal())
     journal = daemon.journal
-    journal.record(1, "experiment_created", name="e", config=asha_config(), backend="local",
-                   searcher="adaptive_asha")
-    journal.record(1, "trial_created", trial_id=1, hparams={}, trial_seed=0)
-    journal.record(1, "run_submitting", trial_id=1, run_id=1)
-    journal.record(1, "run_submitted", trial_id=1, run_id=1, job_id="7")
+    journal_one_submitted_run(journal)
     journal.record(1, "experiment_failed", message="search failed")
     exp = daemon.store.experiment(1)
     assert (exp.state, exp.error) == ("ERROR", "search failed")
