@@ -13,7 +13,7 @@ import typer
 from hpcdet.cli.common import ExperimentId, paths, print_json, read_store, table, when
 from hpcdet.config import ExperimentConfig
 from hpcdet.daemon import process
-from hpcdet.daemon.submit import checkpoint_dir
+from hpcdet.daemon.jobspec import checkpoint_dir
 from hpcdet.errors import NotFoundError, StateError
 from hpcdet.gc import CheckpointRecord, ValidationRecord, best, rank
 from hpcdet.states import CheckpointState

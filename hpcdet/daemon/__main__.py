@@ -7,8 +7,8 @@ import signal
 import sys
 
 from hpcdet.config.cluster import load_cluster_config
+from hpcdet.daemon.loop import Daemon
 from hpcdet.daemon.process import acquire_lock
-from hpcdet.daemon.service import Daemon
 from hpcdet.errors import HpcdetError
 from hpcdet.paths import StatePaths, state_dir
 from hpcdet.private import apply_umask

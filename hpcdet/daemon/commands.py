@@ -7,13 +7,19 @@ import logging
 import os
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sqlmodel import select
-
 from hpcdet.config import ExperimentConfig
-from hpcdet.daemon.base import DaemonBase
+from hpcdet.daemon.configs import Configs
+from hpcdet.daemon.controls import Controls
+from hpcdet.daemon.guard import Guard
+from hpcdet.daemon.journal import Journal
+from hpcdet.daemon.queueing import Queue
+from hpcdet.daemon.retention import Retention
+from hpcdet.daemon.searching import SearchDriver
+from hpcdet.daemon.submission import Submission
 from hpcdet.errors import (
     DiskFullError,
     HpcdetError,
@@ -23,10 +29,10 @@ from hpcdet.errors import (
     disk_full_reason,
 )
 from hpcdet.exchange import whole_lines, write_atomic
-from hpcdet.paths import hostname
+from hpcdet.paths import StatePaths, hostname
 from hpcdet.states import FINAL_EXPERIMENT_STATES, CheckpointState, ExperimentState, TrialState
 from hpcdet.store.ids import check_id
-from hpcdet.store.models import Checkpoint, Experiment, SearcherEvent, Trial
+from hpcdet.store.repository import Store
 
 log = logging.getLogger(__name__)
 
@@ -34,25 +40,50 @@ log = logging.getLogger(__name__)
 _ID_ARGS = frozenset({"exp_id", "trial_id"})
 
 
-class Commands(DaemonBase):
-    """`handle(op, args)` dispatches a request to `op_<op>`; each returns what the CLI prints."""
+class Commands:
+    """The operations users ask for; ``handle(op, args)`` carries out one request and returns
+    what the CLI prints."""
+
+    def __init__(
+        self, store: Store, journal: Journal, paths: StatePaths, configs: Configs,
+        search: SearchDriver, guard: Guard, controls: Controls, submission: Submission,
+        retention: Retention, queue: Queue, shutdown: Callable[[], None],
+    ) -> None:
+        self.store = store
+        self.journal = journal
+        self.paths = paths
+        self.configs = configs
+        self.search = search
+        self.guard = guard
+        self.controls = controls
+        self.submission = submission
+        self.retention = retention
+        self.queue = queue
+        self.backend = submission.backend
+        self._shutdown = shutdown
+        self.operations: dict[str, Callable[..., Any]] = {
+            "ping": self.ping, "shutdown": self.shutdown, "create": self.create,
+            "pause": self.pause, "activate": self.activate, "cancel": self.cancel,
+            "kill": self.kill, "continue": self.continue_, "continue_trial": self.continue_trial,
+            "delete_checkpoint": self.delete_checkpoint, "update_jobs": queue.update_jobs,
+        }
 
     def handle(self, op: str, args: dict[str, Any]) -> Any:
-        handler = getattr(self, f"op_{op}", None)
-        if handler is None:
+        operation = self.operations.get(op)
+        if operation is None:
             raise HpcdetError(f"unknown request {op!r}")
         for key in _ID_ARGS.intersection(args):  # SQLite cannot even look up other ids
             check_id(key, args[key])
-        return handler(**args)
+        return operation(**args)
 
-    def op_ping(self) -> dict[str, Any]:
+    def ping(self) -> dict[str, Any]:
         return {"pid": os.getpid(), "host": hostname()}
 
-    def op_shutdown(self) -> str:
-        self.stopping = True
+    def shutdown(self) -> str:
+        self._shutdown()
         return "stopping"
 
-    def op_create(
+    def create(
         self, config: dict[str, Any], staging: str, request_id: str = ""
     ) -> dict[str, Any]:
         """``request_id``: the CLI's; the same request carried out again (a daemon that died
@@ -94,7 +125,7 @@ class Commands(DaemonBase):
                 weight=cfg.resources.weight, searcher=cfg.searcher.name,
                 **({"request_id": request_id} if request_id else {}),
             )
-            with self._guard(exp_id, "starting the search"):
+            with self.guard(exp_id, "starting the search"):
                 self.search.start(self.store.experiment(exp_id), cfg)
         except Exception as e:
             self._discard_experiment(exp_id)
@@ -104,7 +135,7 @@ class Commands(DaemonBase):
                                 "experiment not created: ") from e
         waiting = ""
         try:
-            self._submit_queued()
+            self.submission.submit_queued()
         except Exception as e:  # the experiment exists: saying the create failed would be wrong
             if disk_full_cause(e) is None:
                 raise
@@ -128,54 +159,48 @@ class Commands(DaemonBase):
             if request_id and _first_entry(self.paths.journal(exp_id)).get(
                     "request_id") == request_id:
                 return self._create_reply(
-                    exp_id, self._config(self.store.experiment(exp_id)), "")
+                    exp_id, self.configs.get(self.store.experiment(exp_id)), "")
         raise StateError(f"the context snapshot {staging} is gone: the CLI gave up on this "
                          "request before the daemon took it. Create the experiment again.")
 
     def _discard_experiment(self, exp_id: int) -> None:
         """Undo a create that failed midway: no rows, no directory, its id free again."""
         self.search.forget(exp_id)
-        self.configs.pop(exp_id, None)
+        self.configs.forget(exp_id)
         # The directory first: that frees the space the database needs to forget the rows.
         shutil.rmtree(self.paths.experiment(exp_id), ignore_errors=True)
         try:
-            with self.store.session() as s:
-                for model in (SearcherEvent, Trial):
-                    for row in s.exec(select(model).where(model.experiment_id == exp_id)):
-                        s.delete(row)
-                exp = s.get(Experiment, exp_id)
-                if exp is not None:
-                    s.delete(exp)
+            self.store.discard_experiment(exp_id)
         except HpcdetError:
             log.exception("cannot remove the rows of experiment %d, which failed to create",
                           exp_id)
 
-    def op_pause(self, exp_id: int) -> str:
+    def pause(self, exp_id: int) -> str:
         exp = self.store.experiment(exp_id)
         if exp.state != ExperimentState.ACTIVE:
             raise StateError(f"experiment {exp_id} is {exp.state}; only ACTIVE ones can pause")
         self.journal.record(exp_id, "experiment_state", state=ExperimentState.PAUSED, cascade=True)
         for trial in self.store.trials(exp_id, state=TrialState.ACTIVE):
-            self._stop_run(exp_id, trial, graceful=True)
-        self._sync_controls()
+            self.controls.stop(exp_id, trial, graceful=True)
+        self.controls.sync_all()
         return f"Paused experiment {exp_id}"
 
-    def op_activate(self, exp_id: int) -> str:
+    def activate(self, exp_id: int) -> str:
         exp = self.store.experiment(exp_id)
         if exp.state == ExperimentState.ACTIVE:
             return f"Activated experiment {exp_id}"
         if exp.state != ExperimentState.PAUSED:
             raise StateError(f"experiment {exp_id} is {exp.state}; only PAUSED ones can activate")
         self.journal.record(exp_id, "experiment_state", state=ExperimentState.ACTIVE, cascade=True)
-        self._sync_controls()
-        self._submit_queued()
+        self.controls.sync_all()
+        self.submission.submit_queued()
         return f"Activated experiment {exp_id}"
 
-    def op_cancel(self, exp_id: int) -> str:
+    def cancel(self, exp_id: int) -> str:
         """Graceful stop: running trials checkpoint and exit; nothing new starts."""
         return self._stop_experiment(exp_id, graceful=True, verb="Canceled")
 
-    def op_kill(self, exp_id: int) -> str:
+    def kill(self, exp_id: int) -> str:
         """Immediate stop: running trials' jobs are canceled."""
         return self._stop_experiment(exp_id, graceful=False, verb="Killed")
 
@@ -187,18 +212,18 @@ class Commands(DaemonBase):
                             cascade=True,
                             reason=f"{verb.lower()} by the user")
         for trial in self.store.trials(exp_id, state=TrialState.ACTIVE):
-            self._stop_run(exp_id, trial, graceful=graceful)
-        self._sync_controls()
+            self.controls.stop(exp_id, trial, graceful=graceful)
+        self.controls.sync_all()
         return f"{verb} experiment {exp_id}"
 
-    def op_continue(self, exp_id: int, config: dict[str, Any] | None = None) -> str:
+    def continue_(self, exp_id: int, config: dict[str, Any] | None = None) -> str:
         """Determined's `experiment continue`: same experiment and trials, resumed from their
         latest checkpoints with restarts reset."""
         exp = self.store.experiment(exp_id)
         if exp.state not in FINAL_EXPERIMENT_STATES:
             raise StateError(f"experiment {exp_id} is {exp.state}; only a finished experiment "
                              "can continue (pause/activate resume a running one)")
-        name = self._config(exp).searcher.name
+        name = self.configs.get(exp).searcher.name
         if name not in ("single", "random", "grid"):
             raise StateError(f"Unsupported searcher type provided: '{name}'; only single, "
                              "random and grid experiments can continue")
@@ -213,19 +238,19 @@ class Commands(DaemonBase):
         if config is not None:
             cfg = ExperimentConfig.from_dict(config)
             self.journal.record(exp_id, "experiment_config", config=cfg.to_dict())
-            self.configs.pop(exp_id, None)
+            self.configs.forget(exp_id)
         for trial in again:
             self.journal.record(exp_id, "trial_continued", trial_id=trial.id)
         self.journal.record(exp_id, "experiment_state", state=ExperimentState.ACTIVE)
-        self._submit_queued()
+        self.submission.submit_queued()
         return f"Continued experiment {exp_id}"
 
-    def op_continue_trial(self, trial_id: int) -> dict[str, Any]:
+    def continue_trial(self, trial_id: int) -> dict[str, Any]:
         """The WebUI's Continue Trial: a new single-trial experiment warm-started from the
         trial's latest checkpoint, with its hyperparameters fixed."""
         trial = self.store.trial(trial_id)
         exp = self.store.experiment(trial.experiment_id)
-        raw = self._config(exp).to_dict()
+        raw = self.configs.get(exp).to_dict()
         searcher = raw["searcher"]
         raw["searcher"] = {
             "name": "single", "metric": searcher["metric"],
@@ -237,28 +262,20 @@ class Commands(DaemonBase):
         staging = self.paths.requests / f"continue-{trial_id}-{time.time():.0f}.context"
         try:
             shutil.copytree(self.paths.context(exp.id), staging)
-            return self.op_create(raw, str(staging))
+            return self.create(raw, str(staging))
         finally:
             shutil.rmtree(staging, ignore_errors=True)
 
-    def op_delete_checkpoint(self, uuid: str) -> str:
-        with self.store.session() as s:
-            ckpt = s.get(Checkpoint, uuid)
+    def delete_checkpoint(self, uuid: str) -> str:
+        try:
+            ckpt = self.store.checkpoint(uuid)
+        except NotFoundError:
+            ckpt = None
         if ckpt is None or ckpt.state != CheckpointState.COMPLETED:
             raise NotFoundError(f"checkpoint {uuid} not found (or already deleted); see "
                                 "`hpcdet checkpoint list EXPERIMENT_ID`")
-        self._delete_checkpoint(ckpt)
+        self.retention.delete(ckpt)
         return f"Deleted checkpoint {uuid}"
-
-    def _stop_run(self, exp_id: int, trial: Trial, graceful: bool) -> None:
-        run = self._run(trial.id, trial.run_id)
-        if run is None:
-            return
-        started = (self.paths.run(exp_id, trial.id, run.run_id) / "nodes").exists()
-        # A job that has not started cannot checkpoint: cancel it. One that has gets a
-        # preemption request through its control file (_sync_controls).
-        if not (graceful and started) and run.job_id:
-            self._cancel([run.job_id])
 
 
 def _first_entry(journal: Path) -> dict[str, Any]:

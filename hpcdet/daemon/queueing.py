@@ -19,12 +19,18 @@ from pathlib import Path
 from typing import Any
 
 from hpcdet.config import ExperimentConfig
-from hpcdet.daemon.base import DaemonBase
-from hpcdet.daemon.journal import apply_queue_update
+from hpcdet.daemon.configs import Configs
+from hpcdet.daemon.controls import Controls
+from hpcdet.daemon.jobs import Jobs
+from hpcdet.daemon.journal import Journal
+from hpcdet.daemon.site import Site
 from hpcdet.errors import HpcdetError, NotFoundError, SchedulerCommandError, StateError
+from hpcdet.paths import StatePaths
 from hpcdet.priority import DEFAULT_PRIORITY, PendingJob, plan_nice, position_between, validate
 from hpcdet.states import RUNNING_EXPERIMENT_STATES, JobState
+from hpcdet.store.journal_apply import apply_queue_update
 from hpcdet.store.models import Experiment
+from hpcdet.store.repository import Store
 
 log = logging.getLogger(__name__)
 
@@ -37,13 +43,26 @@ class _Moved:
     old: str
 
 
-class Queueing(DaemonBase):
+class Queue:
     """Queue order on the scheduler and the `update_jobs` request."""
+
+    def __init__(self, store: Store, journal: Journal, paths: StatePaths, configs: Configs,
+                 jobs: Jobs, site: Site, controls: Controls) -> None:
+        self.store = store
+        self.journal = journal
+        self.paths = paths
+        self.configs = configs
+        self.jobs = jobs
+        self.scheduler = jobs.scheduler
+        self.runner = jobs.runner
+        self.site = site
+        self.controls = controls
+        self.nice_refused: set[tuple[str, int]] = set()  # (job, nice) the scheduler refused
 
     # ------------------------------------------------------------------ the order, every poll
 
-    def _order_queue(self, experiments: dict[int, Experiment] | None = None,
-                     strict: bool = False) -> None:
+    def order(self, experiments: dict[int, Experiment] | None = None,
+              strict: bool = False) -> None:
         """Give the user's pending jobs the nice values of hpcdet's order.
 
         ``strict``: a refused change undoes the others and raises; otherwise it is logged and
@@ -75,16 +94,16 @@ class Queueing(DaemonBase):
 
     def _nice(self, job_ids: list[str], nice: int) -> list[str]:
         cmd = self.scheduler.nice_command(job_ids, nice)
-        assert cmd is not None, "checked by _order_queue"
+        assert cmd is not None, "checked by order"
         return cmd
 
     def _pending_jobs(self, exps: dict[int, Experiment]) -> Iterable[PendingJob]:
         """Pending scheduler jobs of the unfinished experiments, one per job (arrays: one)."""
-        if not any(s.state == JobState.PENDING for s in self.statuses.values()):
+        if not any(s.state == JobState.PENDING for s in self.jobs.statuses.values()):
             return
         owner = {job_id: exp for exp in exps.values() for job_id in self._job_ids(exp)}
         seen: set[str] = set()
-        for job_id, status in self.statuses.items():
+        for job_id, status in self.jobs.statuses.items():
             base = job_id.split("_")[0]
             exp = owner.get(base)
             if (status.state != JobState.PENDING or exp is None or base in seen
@@ -96,7 +115,7 @@ class Queueing(DaemonBase):
 
     # ------------------------------------------------------------------ `hpcdet job update`
 
-    def op_update_jobs(self, updates: list[dict[str, Any]]) -> str:
+    def update_jobs(self, updates: list[dict[str, Any]]) -> str:
         """Updates as {"job": experiment id, "field": one of FIELDS, "value": ...}, in order."""
         exps = {e.id: e for e in self.store.experiments(unfinished=True)}
         changed: dict[int, dict[str, Any]] = {}
@@ -114,7 +133,7 @@ class Queueing(DaemonBase):
                     raise StateError(f"job {exp_id}: weight must be 0 or more, not {value}")
                 record = {"weight": float(value)}
                 notes.append(f"job {exp_id}: weight {float(value):g} is stored but not "
-                             f"applied: {self.backend} has no per-job fair-share weight")
+                             f"applied: {self.scheduler.name} has no per-job fair-share weight")
             elif field == "resource_pool":
                 record = {"resource_pool": self._check_pool(exp, str(value))}
             elif field in ("ahead_of", "behind_of"):
@@ -126,14 +145,14 @@ class Queueing(DaemonBase):
             exps[exp_id] = _updated(exp, record)
             changed.setdefault(exp_id, {}).update(record)
         moved: list[_Moved] = []
-        self.poll_scheduler()
+        self.jobs.poll()
         try:
             for exp_id, record in changed.items():
                 if "resource_pool" in record:
                     moved += self._move_pending(exps[exp_id])
             if moved:
-                self.poll_scheduler()  # the order is per partition
-            self._order_queue(exps, strict=True)
+                self.jobs.poll()  # the order is per partition
+            self.order(exps, strict=True)
         except SchedulerCommandError as e:
             for m in moved:
                 cmd = self.scheduler.move_command(m.job_ids, m.old)
@@ -143,8 +162,8 @@ class Queueing(DaemonBase):
                               "Nothing was changed.") from None
         for exp_id, record in changed.items():
             self.journal.record(exp_id, "experiment_queue", **record)
-            self.configs.pop(exp_id, None)
-        self._sync_controls()  # running trials of a moved experiment checkpoint and move
+            self.configs.forget(exp_id)
+        self.controls.sync_all()  # running trials of a moved experiment checkpoint and move
         return "\n".join(notes)
 
     def _queued(self, exps: dict[int, Experiment], exp_id: int) -> Experiment:
@@ -157,16 +176,16 @@ class Queueing(DaemonBase):
 
     def _pool_partition(self, exp: Experiment) -> str:
         """The partition an experiment's jobs go to ('' when the scheduler has none)."""
-        return self._partition_name(ExperimentConfig.from_dict(json.loads(exp.config_json)))
+        return self.site.partition_name(ExperimentConfig.from_dict(json.loads(exp.config_json)))
 
     def _check_pool(self, exp: Experiment, pool: str) -> str:
         if self.scheduler.move_command([], pool) is None:
-            raise StateError(f"the {self.backend} backend has one resource pool; "
+            raise StateError(f"the {self.scheduler.name} backend has one resource pool; "
                              "--resource-pool needs a cluster scheduler")
         moved = _updated(exp, {"resource_pool": pool})
         partition = self._pool_partition(moved)
-        known = ", ".join(sorted(self.partitions))
-        problem = self._fit_problem(ExperimentConfig.from_dict(json.loads(moved.config_json)))
+        known = ", ".join(sorted(self.site.partitions))
+        problem = self.site.fit_problem(ExperimentConfig.from_dict(json.loads(moved.config_json)))
         if problem is not None:
             raise StateError(f"job {exp.id} cannot move to resource pool {pool!r}: {problem}")
         script = self._job_script(exp)
@@ -180,7 +199,7 @@ class Queueing(DaemonBase):
                 raise HpcdetError(f"the scheduler refused job {exp.id} in resource pool "
                                   f"{pool!r} (`{' '.join(probe[:2])}`): {_said(e)}{pools}. "
                                   "Nothing was changed.") from None
-        elif self.partitions and partition not in self.partitions:
+        elif self.site.partitions and partition not in self.site.partitions:
             raise NotFoundError(f"no resource pool {pool!r} on this cluster; pools (partitions):"
                                 f" {known} (see `hpcdet cluster show`)")
         return pool
@@ -199,7 +218,7 @@ class Queueing(DaemonBase):
         partition = self._pool_partition(exp)
         mine = self._job_ids(exp)
         by_old: dict[str, set[str]] = {}
-        for job_id, status in self.statuses.items():
+        for job_id, status in self.jobs.statuses.items():
             base = job_id.split("_")[0]
             if status.state == JobState.PENDING and base in mine and status.partition != partition:
                 by_old.setdefault(status.partition, set()).add(base)

@@ -13,8 +13,6 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlmodel import col, select
-
 from hpcdet.config import ExperimentConfig
 from hpcdet.daemon.journal import Journal
 from hpcdet.search import Searcher
@@ -30,7 +28,7 @@ from hpcdet.search.base import (
     event_from_dict,
     event_to_dict,
 )
-from hpcdet.store.models import Experiment, SearcherEvent, Trial
+from hpcdet.store.models import Experiment, Trial
 from hpcdet.store.repository import Store
 
 log = logging.getLogger(__name__)
@@ -53,13 +51,7 @@ class SearchDriver:
         found = self._searches.get(exp.id)
         if found is None:
             found = _Search(Searcher(cfg.searcher, cfg.hyperparameters, cfg.experiment_seed))
-            with self.store.session() as s:
-                rows = s.exec(
-                    select(SearcherEvent)
-                    .where(SearcherEvent.experiment_id == exp.id)
-                    .order_by(col(SearcherEvent.id))
-                )
-                events = [event_from_dict(json.loads(r.event_json)) for r in rows]
+            events = [event_from_dict(e) for e in self.store.searcher_events(exp.id)]
             for event in events:
                 found.actions.extend(found.searcher.feed(event))
             found.inputs = len(events)

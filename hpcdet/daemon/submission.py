@@ -1,4 +1,6 @@
-"""Submitting trials: single jobs for runs, and the job arrays of searches."""
+"""Submitting trials: single jobs for runs, and the job arrays of searches, in hpcdet's queue
+order and within the site's limits; and, after a start, settling what a killed daemon left
+half-submitted."""
 
 from __future__ import annotations
 
@@ -7,11 +9,16 @@ import logging
 import os
 import shutil
 import time
+from collections import deque
 from pathlib import Path
 
+from hpcdet.config.cluster import ClusterConfig
 from hpcdet.daemon.arrays import next_chunk, owner
-from hpcdet.daemon.base import DaemonBase
-from hpcdet.daemon.submit import (
+from hpcdet.daemon.configs import Configs
+from hpcdet.daemon.controls import Controls
+from hpcdet.daemon.guard import Guard
+from hpcdet.daemon.jobs import Jobs
+from hpcdet.daemon.jobspec import (
     array_job_name,
     array_request,
     checkpoint_dir,
@@ -19,26 +26,50 @@ from hpcdet.daemon.submit import (
     run_job_name,
     run_spec,
 )
+from hpcdet.daemon.journal import Journal
+from hpcdet.daemon.searching import SearchDriver
+from hpcdet.daemon.site import Site
 from hpcdet.errors import SchedulerCommandError
 from hpcdet.exchange import read_json
+from hpcdet.paths import StatePaths
 from hpcdet.priority import nice_for, queue_key
 from hpcdet.runspec import EXIT_FILE
 from hpcdet.schedulers.base import ArraySpec
 from hpcdet.states import Decision, ExperimentState, JobState, RunState, TrialState
 from hpcdet.store.models import Experiment, Run, Trial
+from hpcdet.store.repository import Store
 
 log = logging.getLogger(__name__)
 
 
-class Submission(DaemonBase):
+class Submission:
     """Queued trials become jobs or array tasks, within the site's limits."""
 
-    def _submit_queued(self) -> None:
+    def __init__(
+        self, store: Store, journal: Journal, paths: StatePaths, cluster: ClusterConfig,
+        configs: Configs, jobs: Jobs, site: Site, search: SearchDriver, controls: Controls,
+        guard: Guard,
+    ) -> None:
+        self.store = store
+        self.journal = journal
+        self.paths = paths
+        self.cluster = cluster
+        self.configs = configs
+        self.jobs = jobs
+        self.scheduler = jobs.scheduler
+        self.backend = jobs.scheduler.name
+        self.site = site
+        self.search = search
+        self.controls = controls
+        self.guard = guard
+        self.submissions: deque[float] = deque()  # when, within the last minute
+
+    def submit_queued(self) -> None:
         # In hpcdet's queue order: it decides who gets the site's submission limits first.
         for exp in sorted(self.store.experiments(unfinished=True), key=queue_key):
             if exp.state != ExperimentState.ACTIVE:
                 continue
-            with self._guard(exp.id, "submission"):
+            with self.guard(exp.id, "submission"):
                 if not self._submit_experiment(exp):
                     return
 
@@ -61,7 +92,7 @@ class Submission(DaemonBase):
 
         Submits the next array when the search needs one and the site's limits allow it.
         """
-        cfg = self._config(exp)
+        cfg = self.configs.get(exp)
         bound, concurrency = self.search.bound(exp, cfg)
         if not self.scheduler.supports_arrays or bound <= 1:
             return None
@@ -69,7 +100,7 @@ class Submission(DaemonBase):
         # so its request may lie past every array planned so far.
         bound = max(bound, self.store.requests_created(exp.id))
         rows = self.store.arrays(exp.id, submitted=False)
-        problem = None if rows else self._fit_problem(cfg)
+        problem = None if rows else self.site.fit_problem(cfg)
         if problem is not None:
             self._refuse(exp, problem)
             return []
@@ -79,14 +110,14 @@ class Submission(DaemonBase):
         covered = sum(a.count for a in rows)
         pending = bool(rows) and any(
             st.state == JobState.PENDING and job_id.startswith(f"{rows[-1].job_id}_")
-            for job_id, st in self.statuses.items()
+            for job_id, st in self.jobs.statuses.items()
         )
-        if rows and rows[-1].submitted > self.last_poll:
+        if rows and rows[-1].submitted > self.jobs.last_poll:
             pending = True  # not yet seen by a status query
         headroom = None
         if self.cluster.max_jobs:
             headroom = self.cluster.max_jobs - len(self.store.runs(live_only=True))
-        chunk = next_chunk(bound, covered, pending, self.limits.get("MaxArraySize"), headroom)
+        chunk = next_chunk(bound, covered, pending, self.site.limits.get("MaxArraySize"), headroom)
         if chunk is None or not self._may_submit():
             return chunks
         array_dir = self.paths.experiment(exp.id) / "array"
@@ -97,14 +128,13 @@ class Submission(DaemonBase):
         script = array_dir / f"array{index}.sh"
         script.write_text(self.scheduler.render_script(
             array_request(exp.id, index, array_dir, spec, cfg, self.cluster, self.backend,
-                          self._gpus(cfg), nice_for(exp.priority))))
+                          self.site.gpus(cfg), nice_for(exp.priority))))
         entry = {"index": index, "offset": chunk.offset, "count": chunk.count,
                  "throttle": spec.throttle}
         self.journal.record(exp.id, "array_submitting", **entry)
         self.submissions.append(time.time())
         try:
-            job_id = self.scheduler.parse_job_id(
-                self.runner.run(self.scheduler.submit_command(script)).stdout)
+            job_id = self.jobs.submit(script)
         except (SchedulerCommandError, ValueError) as e:
             self.journal.record(exp.id, "array_abandoned", index=index)
             self._refuse(exp, f"the scheduler refused the job array: {e}")
@@ -127,9 +157,9 @@ class Submission(DaemonBase):
         self, exp: Experiment, trial: Trial, array_task: tuple[str, int] | None = None
     ) -> None:
         """Submit the trial's next run: as a job, or into its array task's slot."""
-        cfg = self._config(exp)
+        cfg = self.configs.get(exp)
         run_id = trial.run_id + 1
-        problem = self._fit_problem(cfg)
+        problem = self.site.fit_problem(cfg)
         if problem is not None:
             # Slurm would accept some of these and leave them pending forever.
             self.journal.record(exp.id, "trial_state", trial_id=trial.id, state=TrialState.ERROR,
@@ -150,26 +180,25 @@ class Submission(DaemonBase):
         spec.save(run_dir)
         script = run_dir / "job.sh"
         script.write_text(self.scheduler.render_script(
-            job_request(spec, cfg, self.cluster, self.backend, self._gpus(cfg),
+            job_request(spec, cfg, self.cluster, self.backend, self.site.gpus(cfg),
                         nice_for(exp.priority))))
         self.journal.record(exp.id, "run_submitting", trial_id=trial.id, run_id=run_id,
                             first_op=trial.ops_completed)
-        submitting = self._run(trial.id, run_id)
+        submitting = self.store.run(trial.id, run_id)
         if submitting is not None:
-            self._sync_control(submitting)  # the trial reads it at start
+            self.controls.sync(submitting)  # the trial reads it at start
         if array_task is not None:
             self._fill_slot(trial, run_id, run_dir, array_task)
             return
         self.submissions.append(time.time())
         try:
-            out = self.runner.run(self.scheduler.submit_command(script))
-            job_id = self.scheduler.parse_job_id(out.stdout)
+            job_id = self.jobs.submit(script)
         except (SchedulerCommandError, ValueError) as e:
             if submitting is not None:
                 reason = f"submission refused: {e}"
                 decision = Decision(TrialState.ERROR, trial.restarts, reason)
-                self._record_run_end(exp.id, submitting, decision, job_state=JobState.FAILED,
-                                     outcome=reason)
+                self.journal.run_ended(exp.id, submitting, decision, job_state=JobState.FAILED,
+                                       outcome=reason)
             return
         self.journal.record(exp.id, "run_submitted", trial_id=trial.id, run_id=run_id,
                             job_id=job_id)
@@ -186,25 +215,26 @@ class Submission(DaemonBase):
         self.journal.record(trial.experiment_id, "run_submitted", trial_id=trial.id,
                             run_id=run_id, job_id=self.scheduler.array_task_id(array_id, index))
 
-    def _settle_submissions(self) -> None:
+    def settle(self) -> None:
         """Arrays and runs journaled as submitting with no job id: the daemon died around sbatch.
 
         Call only with statuses fresh from a successful query: a job that is not among them
         was never submitted. Each is adopted if the scheduler has it, else submitted again.
         """
         for exp in self.store.experiments(unfinished=True):
-            with self._guard(exp.id, "settling submissions"):
+            with self.guard(exp.id, "settling submissions"):
                 self._settle_arrays(exp)
         for run in self.store.runs(live_only=True):
             if run.state == RunState.SUBMITTING:
-                with self._guard(self._exp_id(run), "settling submissions"):
+                with self.guard(self.store.trial(run.trial_id).experiment_id,
+                                "settling submissions"):
                     self._adopt_or_requeue(run)
 
     def _settle_arrays(self, exp: Experiment) -> None:
         for array in self.store.arrays(exp.id, submitted=False):
             if array.job_id:
                 continue
-            job_id = self._find_job(array_job_name(exp.id, array.index),
+            job_id = self.jobs.find(array_job_name(exp.id, array.index),
                                     self.paths.experiment(exp.id) / "array")
             if job_id:
                 log.info("experiment %d: adopted job array %s", exp.id, job_id)
@@ -228,20 +258,10 @@ class Submission(DaemonBase):
         if exit_info and exit_info.get("job_id"):
             job_id = str(exit_info["job_id"])
         else:
-            job_id = self._find_job(run_job_name(exp_id, trial.id, run.run_id), run_dir)
+            job_id = self.jobs.find(run_job_name(exp_id, trial.id, run.run_id), run_dir)
         if job_id:
             self.journal.record(exp_id, "run_submitted", trial_id=trial.id,
                                 run_id=run.run_id, job_id=job_id)
             return
-        self._record_run_end(exp_id, run, Decision(TrialState.QUEUED, trial.restarts, ""),
-                             job_state=JobState.CANCELED, outcome="never submitted")
-
-    def _find_job(self, name: str, workdir: Path) -> str:
-        """The id of the user's job of that name started in ``workdir``, or "".
-
-        The directory tells apart jobs of the same name from other hpcdet state directories.
-        """
-        for job_id, status in self.statuses.items():
-            if status.name == name and (not status.workdir or status.workdir == str(workdir)):
-                return job_id
-        return ""
+        self.journal.run_ended(exp_id, run, Decision(TrialState.QUEUED, trial.restarts, ""),
+                               job_state=JobState.CANCELED, outcome="never submitted")

@@ -8,10 +8,11 @@ must be on local disk (see ``hpcdet.paths.StatePaths.local_dir``).
 
 from __future__ import annotations
 
+import json
 import logging
 import sqlite3
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -22,8 +23,30 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session, SQLModel, col, create_engine, func, select
 
 from hpcdet.errors import NotFoundError, StoreError
-from hpcdet.states import FINAL_EXPERIMENT_STATES, LIVE_RUN_STATES, CheckpointState, TrialState
-from hpcdet.store.models import ArrayJob, Checkpoint, Experiment, Metric, Run, Trial
+from hpcdet.exchange import Event, read_event_batch
+from hpcdet.states import (
+    FINAL_EXPERIMENT_STATES,
+    LIVE_RUN_STATES,
+    SUBMITTED_RUN_STATES,
+    CheckpointState,
+    RunState,
+    TrialState,
+)
+from hpcdet.store import ingest, journal_apply
+from hpcdet.store.ingest import BestOf
+from hpcdet.store.journal_apply import UnappliableEntry
+from hpcdet.store.models import (
+    ArrayJob,
+    Checkpoint,
+    Experiment,
+    Metric,
+    Run,
+    SearcherEvent,
+    Trial,
+)
+
+# One line of a journal: (its start offset, the offset past it, its entry or None if damaged).
+JournalLine = tuple[int, int, "dict[str, Any] | None"]
 
 # Raised whenever a table changes. The database is an index of the run tree: one of another
 # version is set aside and the daemon rebuilds it from the journals and event logs.
@@ -221,3 +244,110 @@ class Store:
             if submitted:
                 q = q.where(ArrayJob.job_id != "")
             return list(s.exec(q.order_by(col(ArrayJob.experiment_id), col(ArrayJob.index))))
+
+    def run(self, trial_id: int, run_id: int) -> Run | None:
+        with self.session() as s:
+            q = select(Run).where(Run.trial_id == trial_id, Run.run_id == run_id)
+            run: Run | None = s.exec(q).first()
+            return run
+
+    def searcher_events(self, exp_id: int) -> list[dict[str, Any]]:
+        """The inputs fed to the experiment's searcher, in the order they were fed."""
+        with self.session() as s:
+            q = (select(SearcherEvent).where(SearcherEvent.experiment_id == exp_id)
+                 .order_by(col(SearcherEvent.id)))
+            return [json.loads(r.event_json) for r in s.exec(q)]
+
+    def max_ids(self) -> tuple[int, int]:
+        """The largest experiment and trial ids in the database (0 when none)."""
+        with self.session() as s:
+            exp_id = s.exec(select(func.max(Experiment.id))).one()
+            trial_id = s.exec(select(func.max(Trial.id))).one()
+        return int(exp_id or 0), int(trial_id or 0)
+
+    # Writes, by the daemon only.
+
+    def apply_journal(
+        self, exp_id: int, read: Callable[[int], Iterable[JournalLine]], skip: set[int],
+        report: Callable[[int, str], None],
+    ) -> int:
+        """Apply the entries of an experiment's journal the database has not seen; returns how
+        many. ``read(offset)`` yields the journal's lines from ``offset``; lines starting at an
+        offset in ``skip`` and damaged ones are passed over (``report`` hears of an entry of
+        unknown kind). The entries and the offset past them commit together.
+
+        Raises ``UnappliableEntry`` for an entry whose fields its kind cannot use; nothing of
+        this call is then applied.
+        """
+        with self.session() as s:
+            exp = s.get(Experiment, exp_id)
+            offset = exp.journal_offset if exp is not None else 0
+            applied = 0
+            pos = offset
+            for start, end, entry in read(offset):
+                pos = end  # past skipped lines too: each is reported once
+                if entry is None or start in skip:
+                    continue
+                kind = entry.get("kind")
+                apply = journal_apply.APPLIERS.get(kind) if isinstance(kind, str) else None
+                if apply is None:
+                    report(start, f"an entry of unknown kind {kind!r}")
+                    continue
+                try:
+                    apply(s, entry)
+                except (KeyError, TypeError, ValueError, AttributeError) as e:
+                    raise UnappliableEntry(start, e) from e
+                applied += 1
+                s.flush()
+            exp = s.get(Experiment, exp_id)
+            if exp is not None and pos != offset:
+                exp.journal_offset = pos
+                s.add(exp)
+        return applied
+
+    def ingest_events(self, trial_id: int, run_id: int, events_path: Path, best: BestOf
+                      ) -> list[Event]:
+        """Store the run's events past what was stored before, exactly once; returns them."""
+        with self.session() as s:
+            q = select(Run).where(Run.trial_id == trial_id, Run.run_id == run_id)
+            run = s.exec(q).one()
+            try:
+                if events_path.stat().st_size <= run.event_offset:
+                    return []
+            except FileNotFoundError:
+                return []
+            batch = read_event_batch(events_path, run.event_offset)
+            # Past corrupt lines too (read_event_batch logged them), so each is reported once.
+            run.event_offset = batch.end_offset
+            s.add(run)
+            if not batch.events:
+                return []
+            trial = s.get(Trial, trial_id)
+            assert trial is not None
+            for ev in batch.events:
+                apply = ingest.APPLIERS.get(ev.type)
+                if apply is not None:
+                    apply(s, trial, run, ev, best)
+            run.event_seq = batch.events[-1].seq
+            s.add(trial)
+        return batch.events
+
+    def set_run_state(self, run: Run, state: RunState, reason: str) -> None:
+        """What the scheduler says of a submitted run (pending, running, and why)."""
+        if (run.state, run.reason) == (state, reason):
+            return
+        with self.session() as s:
+            row = s.get(Run, run.id)
+            if row is not None and row.state in SUBMITTED_RUN_STATES:
+                row.state, row.reason = state, reason
+                s.add(row)
+
+    def discard_experiment(self, exp_id: int) -> None:
+        """Forget an experiment whose creation failed midway: its rows go."""
+        with self.session() as s:
+            for model in (SearcherEvent, Trial):
+                for row in s.exec(select(model).where(model.experiment_id == exp_id)):
+                    s.delete(row)
+            exp = s.get(Experiment, exp_id)
+            if exp is not None:
+                s.delete(exp)

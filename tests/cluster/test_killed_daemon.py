@@ -19,7 +19,7 @@ import pytest
 
 from hpcdet.config.cluster import ClusterConfig
 from hpcdet.daemon.journal import Journal
-from hpcdet.daemon.service import Daemon
+from hpcdet.daemon.loop import Daemon
 from hpcdet.paths import StatePaths
 from hpcdet.schedulers import JobState
 from hpcdet.schedulers.runner import CommandRunner, Result
@@ -64,7 +64,7 @@ def _create_search(h: Hpcdet, runner: KillingRunner, max_trials: int = 4) -> Dae
         "searcher": {"name": "random", "metric": "loss", "max_trials": max_trials,
                      "max_concurrent_trials": 2, "max_length": 1},
     }
-    daemon.op_create(config, str(staging))
+    daemon.commands.create(config, str(staging))
     return daemon
 
 
@@ -172,13 +172,13 @@ def test_a_replacement_for_invalid_hyperparameters_gets_an_array_task(
     [first] = runner.submitted
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:  # the next array waits until no task of this one does
-        daemon.poll_scheduler()
-        tasks = [s for j, s in daemon.statuses.items() if j.startswith(f"{first}_")]
+        daemon.jobs.poll()
+        tasks = [s for j, s in daemon.jobs.statuses.items() if j.startswith(f"{first}_")]
         if len(tasks) == 2 and all(s.state is JobState.RUNNING for s in tasks):
             break
         time.sleep(1)
     exp = daemon.store.experiment(1)
-    daemon.search.feed(exp, daemon._config(exp), TrialExited(0, EXIT_INVALID_HP), None)
+    daemon.search.feed(exp, daemon.configs.get(exp), TrialExited(0, EXIT_INVALID_HP), None)
     daemon.tick()
     [_, second] = runner.submitted
     assert [(a.job_id, a.offset, a.count) for a in daemon.store.arrays(1)] == [

@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 from hpcdet.cli.main import app
 from hpcdet.config.cluster import ClusterConfig
 from hpcdet.daemon import process
-from hpcdet.daemon.service import Daemon
+from hpcdet.daemon.loop import Daemon
 from hpcdet.errors import HpcdetError
 from hpcdet.paths import StatePaths
 from hpcdet.runspec import EVENTS_FILE
@@ -64,7 +64,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         daemon.journal.record(1, "experiment_created", name="x", config=config,
                               backend="slurm", searcher="single")
         exp = daemon.store.experiment(1)
-        daemon.search.feed(exp, daemon._config(exp), Initialize(), None)
+        daemon.search.feed(exp, daemon.configs.get(exp), Initialize(), None)
         daemon.journal.record(1, "run_submitting", trial_id=1, run_id=1)
         daemon.journal.record(1, "run_submitted", trial_id=1, run_id=1, job_id="101")
         paths.run(1, 1, 1).mkdir(parents=True)

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from hpcdet.cli.main import app
 from hpcdet.config.cluster import ClusterConfig
-from hpcdet.daemon.service import Daemon
+from hpcdet.daemon.loop import Daemon
 from hpcdet.errors import NotFoundError, UsageError
 from hpcdet.paths import StatePaths
 from hpcdet.schedulers.runner import CommandRunner, Result

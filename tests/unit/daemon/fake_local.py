@@ -18,7 +18,7 @@ import pytest
 
 from hpcdet.config.cluster import ClusterConfig
 from hpcdet.daemon import journal
-from hpcdet.daemon.service import Daemon
+from hpcdet.daemon.loop import Daemon
 from hpcdet.exchange import dumps, read_json, write_atomic
 from hpcdet.paths import StatePaths
 from hpcdet.runspec import CONTROL_FILE, EVENTS_FILE, EXIT_FILE, RunSpec
@@ -174,14 +174,15 @@ def asha_config(**searcher: Any) -> dict[str, Any]:
 def new_daemon(root: Path, cluster: FakeLocal, submissions_per_minute: int = 10**6) -> Daemon:
     daemon = Daemon(StatePaths(root), ClusterConfig(
         backend="local", submissions_per_minute=submissions_per_minute), cluster)
-    daemon.poll_interval = 0.0  # every tick asks the fake scheduler: no waiting on the clock
+    daemon.jobs.poll_interval = 0.0  # every tick asks the fake scheduler: no waiting on the clock
     return daemon
 
 
 def create(daemon: Daemon, config: dict[str, Any]) -> int:
     staging = daemon.paths.root / f"staging-{len(list(daemon.paths.root.glob('staging-*')))}"
     staging.mkdir(parents=True)
-    return int(daemon.op_create(json.loads(json.dumps(config)), str(staging))["experiment_id"])
+    reply = daemon.commands.create(json.loads(json.dumps(config)), str(staging))
+    return int(reply["experiment_id"])
 
 
 def drive(daemon: Daemon, cluster: FakeLocal, ticks: int = 40) -> None:

@@ -17,7 +17,7 @@ import pytest
 from hpcdet.config.cluster import ClusterConfig
 from hpcdet.context import snapshot
 from hpcdet.daemon import requests as req
-from hpcdet.daemon.service import Daemon
+from hpcdet.daemon.loop import Daemon
 from hpcdet.errors import HpcdetError
 from hpcdet.paths import StatePaths
 from hpcdet.schedulers.runner import CommandRunner, Result

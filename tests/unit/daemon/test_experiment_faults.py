@@ -13,14 +13,14 @@ from typing import Any
 
 import pytest
 
-from hpcdet.daemon import service
-from hpcdet.daemon.ingest import Ingestor
+from hpcdet.daemon import run_ends
 from hpcdet.daemon.searching import SearchDriver
 from hpcdet.errors import SchedulerCommandError
 from hpcdet.runspec import EXIT_FILE
 from hpcdet.schedulers.runner import Result
 from hpcdet.search import Initialize, OpCompleted, Searcher
 from hpcdet.search.base import Action, Event
+from hpcdet.store.repository import Store
 from tests.unit.daemon.fake_local import (
     FakeLocal,
     Killed,
@@ -110,7 +110,7 @@ def test_a_search_that_fails_to_start_leaves_an_errored_experiment(
     bad["searcher"]["metric"] = BAD
     staging = tmp_path / "staging"
     staging.mkdir()
-    reply = daemon.op_create(bad, str(staging))
+    reply = daemon.commands.create(bad, str(staging))
     assert "division by zero" in reply["warning"]
     assert daemon.store.experiment(reply["experiment_id"]).state == "ERROR"
 
@@ -122,7 +122,7 @@ def test_an_experiment_killed_before_its_search_created_a_trial_ends(
     daemon = new_daemon(tmp_path, FakeLocal())
     exp_id = create(daemon, asha_config())
     monkeypatch.undo()
-    daemon.op_kill(exp_id)
+    daemon.commands.kill(exp_id)
     daemon.tick()
     assert daemon.store.experiment(exp_id).state == "CANCELED"
 
@@ -168,17 +168,17 @@ def test_events_that_arrive_while_the_daemon_starts_reach_the_searcher(
     ])
     daemon.store.close()  # the daemon is stopped, and started again
 
-    ingest = Ingestor.ingest
+    ingest = Store.ingest_events
     arrived = []
 
-    def ingest_while_the_trial_reports(self: Ingestor, *args: Any) -> Any:
+    def ingest_while_the_trial_reports(self: Store, *args: Any) -> Any:
         events = ingest(self, *args)
         if not arrived:
             arrived.append(True)
             cluster.report(job, [("searcher_completed", {"length": 2, "metric": 1.0})])
         return events
 
-    monkeypatch.setattr(Ingestor, "ingest", ingest_while_the_trial_reports)
+    monkeypatch.setattr(Store, "ingest_events", ingest_while_the_trial_reports)
     daemon = new_daemon(tmp_path, cluster)
     daemon.reconcile()
     daemon.tick()
@@ -265,7 +265,7 @@ def test_a_failed_experiment_whose_cancel_fails_still_has_its_jobs_canceled(
 def _exit_reads_fail(monkeypatch: pytest.MonkeyPatch, exp_id: int, times: int) -> None:
     """Reading whether a run of experiment ``exp_id`` has exited fails with EIO (an NFS
     glitch): the first ``times`` times."""
-    read_json = service.read_json
+    read_json = run_ends.read_json
     failures: list[Path] = []
 
     def failing_read(path: Path, default: Any = None) -> Any:
@@ -274,7 +274,7 @@ def _exit_reads_fail(monkeypatch: pytest.MonkeyPatch, exp_id: int, times: int) -
             raise OSError(errno.EIO, "Input/output error", str(path))
         return read_json(path, default)
 
-    monkeypatch.setattr(service, "read_json", failing_read)
+    monkeypatch.setattr(run_ends, "read_json", failing_read)
 
 
 def test_a_passing_io_error_is_retried_and_the_experiment_goes_on(
@@ -296,7 +296,7 @@ def test_an_io_error_that_lasts_fails_its_experiment_and_the_others_go_on(
 ) -> None:
     cluster = FakeLocal()
     daemon = new_daemon(tmp_path, cluster)
-    daemon.io_retry_seconds = 0.0
+    daemon.guard.io_retry_seconds = 0.0
     bad = create(daemon, asha_config(max_trials=2))
     good = create(daemon, asha_config(max_trials=2))
     _exit_reads_fail(monkeypatch, bad, times=10**6)
@@ -310,7 +310,7 @@ def test_an_io_error_that_lasts_fails_its_experiment_and_the_others_go_on(
             break
         cluster.step()
     assert retried > 0  # the experiment's I/O errors were retried before it failed
-    assert retried == daemon.io_retry_rounds - 1
+    assert retried == daemon.guard.io_retry_rounds - 1
     assert daemon.store.experiment(good).state == "COMPLETED"
     failed = daemon.store.experiment(bad)
     assert failed.state == "ERROR"

@@ -14,7 +14,7 @@ import pytest
 from hpcdet.config.cluster import ClusterConfig
 from hpcdet.context import snapshot
 from hpcdet.daemon import requests as req
-from hpcdet.daemon.service import Daemon
+from hpcdet.daemon.loop import Daemon
 from hpcdet.errors import DiskFullError
 from hpcdet.exchange import read_json
 from hpcdet.paths import StatePaths

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from hpcdet.config.cluster import ClusterConfig
-from hpcdet.daemon.service import Daemon
+from hpcdet.daemon.loop import Daemon
 from hpcdet.paths import StatePaths
 from hpcdet.runspec import EVENTS_FILE
 from hpcdet.schedulers.runner import CommandRunner, Result

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from hpcdet.daemon import journal as journal_module
 from hpcdet.daemon.journal import Journal
 from hpcdet.exchange import read_lines
+from hpcdet.store import journal_apply
 from tests.unit.daemon.fake_local import (
     FakeLocal,
     asha_config,
@@ -106,7 +106,7 @@ def test_a_decision_that_fails_to_apply_leaves_no_line_after_a_torn_tail(
     def failing(s: Any, e: dict[str, Any]) -> None:
         raise RuntimeError("cannot apply")
 
-    monkeypatch.setitem(journal_module.APPLY, "experiment_error", failing)
+    monkeypatch.setitem(journal_apply.APPLIERS, "experiment_error", failing)
     with pytest.raises(RuntimeError):
         daemon.journal.record(exp_id, "experiment_error", message="m")
     assert list(read_lines(path)) == before

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from hpcdet.config.cluster import ClusterConfig
-from hpcdet.daemon.service import Daemon
+from hpcdet.daemon.loop import Daemon
 from hpcdet.errors import HpcdetError, SchedulerCommandError
 from hpcdet.paths import StatePaths
 from hpcdet.schedulers.runner import CommandRunner, Result
@@ -58,7 +58,7 @@ def _pending(*jobs: tuple[str, int, int]) -> str:
 def test_ahead_of_sets_nice_on_the_jobs_passed(tmp_path: Path) -> None:
     runner = ScriptedSlurm(_pending(("101", 1000, 0), ("102", 1000, 0), ("103", 1000, 0)))
     daemon = _daemon(tmp_path, runner)
-    daemon.op_update_jobs([{"job": 3, "field": "ahead_of", "value": 1}])
+    daemon.queue.update_jobs([{"job": 3, "field": "ahead_of", "value": 1}])
     # 3 first, then 1 and 2 just behind it (one nice step; 2 after 1 by job id).
     assert runner.commands == ["scontrol update jobid=101,102 nice=1"]
     exps = {e.id: e for e in daemon.store.experiments()}
@@ -71,7 +71,7 @@ def test_a_refused_nice_undoes_the_others_and_records_nothing(tmp_path: Path) ->
                            refuse="nice=300")
     daemon = _daemon(tmp_path, runner)
     with pytest.raises(HpcdetError, match="Access/permission denied.*Nothing was changed"):
-        daemon.op_update_jobs([{"job": 3, "field": "priority", "value": 10},
+        daemon.queue.update_jobs([{"job": 3, "field": "priority", "value": 10},
                                {"job": 2, "field": "priority", "value": 45}])
     # 3 first (nice 0); 1 behind it (nice 1) was set, 2 (nice 300) refused: 1 is set back.
     assert runner.commands == ["scontrol update jobid=101 nice=1",
@@ -84,7 +84,7 @@ def test_a_refused_move_is_moved_back(tmp_path: Path) -> None:
     runner = ScriptedSlurm(_pending(("101", 1000, 0), ("102", 1000, 0)), refuse="nice=")
     daemon = _daemon(tmp_path, runner)
     with pytest.raises(HpcdetError, match="Nothing was changed"):
-        daemon.op_update_jobs([{"job": 1, "field": "resource_pool", "value": "batch"},
+        daemon.queue.update_jobs([{"job": 1, "field": "resource_pool", "value": "batch"},
                                {"job": 2, "field": "priority", "value": 50}])
     assert runner.commands == ["scontrol update jobid=101 partition=batch",
                                "scontrol update jobid=102 nice=800",
@@ -96,6 +96,7 @@ def test_a_nice_refused_in_the_background_is_not_asked_again(tmp_path: Path) -> 
     runner = ScriptedSlurm(_pending(("101", 1000, 0), ("102", 1000, 0)), refuse="nice=1")
     daemon = _daemon(tmp_path, runner)
     daemon.journal.record(2, "experiment_queue", position=0.5)  # 2 ahead of 1
-    for _ in range(3):
-        daemon.poll_scheduler()
+    for _ in range(3):  # the loop's polls: each is followed by putting the queue in order
+        daemon.jobs.poll()
+        daemon.queue.order()
     assert runner.commands == ["scontrol update jobid=101 nice=1"]

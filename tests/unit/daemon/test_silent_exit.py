@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from hpcdet.config.cluster import ClusterConfig
-from hpcdet.daemon.service import Daemon
+from hpcdet.daemon.loop import Daemon
 from hpcdet.exchange import write_atomic
 from hpcdet.paths import StatePaths
 from hpcdet.runspec import EVENTS_FILE, EXIT_FILE
@@ -30,7 +30,7 @@ def test_a_silent_exit_zero_completes_with_a_reason(tmp_path: Path) -> None:
         daemon.journal.record(e, "experiment_created", name=f"e{e}", config=config,
                               backend="slurm", searcher="single")
         exp = daemon.store.experiment(e)
-        daemon.search.feed(exp, daemon._config(exp), Initialize(), None)  # creates trial e
+        daemon.search.feed(exp, daemon.configs.get(exp), Initialize(), None)  # creates trial e
         daemon.journal.record(e, "run_submitting", trial_id=e, run_id=1)
         daemon.journal.record(e, "run_submitted", trial_id=e, run_id=1, job_id=f"10{e}")
         write_atomic(paths.run(e, e, 1) / EXIT_FILE, {"exit_code": 0})

@@ -35,7 +35,7 @@ def test_states_are_stored_and_journaled_as_their_names_and_survive_a_rebuild(
                                       mode="aggressive"))
     killed = create(daemon, asha_config(max_trials=2))
     daemon.tick()
-    daemon.op_kill(killed)
+    daemon.commands.kill(killed)
     drive(daemon, cluster)
     db = daemon.paths.database()
     daemon.store.close()

@@ -24,7 +24,7 @@ import yaml
 from hpcdet.config import ClusterConfig, load_cluster_config, load_experiment_config
 from hpcdet.config import cluster as cluster_module
 from hpcdet.config.experiment import ExperimentConfig
-from hpcdet.daemon.submit import array_request, job_request, run_spec
+from hpcdet.daemon.jobspec import array_request, job_request, run_spec
 from hpcdet.errors import ConfigError
 from hpcdet.paths import StatePaths
 from hpcdet.schedulers.base import ArraySpec, JobRequest, Scheduler

@@ -1,23 +1,32 @@
-"""Exactly-once ingest of trial event logs into the database.
+"""Trial events applied to the database: metrics, checkpoints, progress, acknowledgements.
 
-The rows produced by a batch of events and the byte offset just past that batch are committed
-in one transaction, so a daemon killed at any instant neither loses nor doubles a row.
+``Store.ingest_events`` commits the rows of a batch of events together with the byte offset
+just past it, so a daemon killed at any instant neither loses nor doubles a row.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Callable
 
 from sqlmodel import Session, select
 
-from hpcdet.config import SearcherConfig
-from hpcdet.exchange import Event, read_event_batch
+from hpcdet.exchange import Event
 from hpcdet.states import CheckpointState
 from hpcdet.store.models import Checkpoint, Metric, Run, Trial
-from hpcdet.store.repository import Store
+
+
+@dataclass(frozen=True)
+class BestOf:
+    """Which validation metric makes a trial's best, and which way."""
+
+    metric: str
+    smaller_is_better: bool = True
+
+    def better(self, value: float, best: float | None) -> bool:
+        return best is None or (value < best if self.smaller_is_better else value > best)
 
 
 def _as_float(value: Any) -> float | None:
@@ -26,43 +35,14 @@ def _as_float(value: Any) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
-class Ingestor:
-    def __init__(self, store: Store) -> None:
-        self.store = store
-
-    def ingest(
-        self, run_key: tuple[int, int], events_path: Path, searcher: SearcherConfig
-    ) -> list[Event]:
-        """Ingest the new events of one run; returns them."""
-        trial_id, run_id = run_key
-        with self.store.session() as s:
-            run = s.exec(select(Run).where(Run.trial_id == trial_id, Run.run_id == run_id)).one()
-            try:
-                if events_path.stat().st_size <= run.event_offset:
-                    return []
-            except FileNotFoundError:
-                return []
-            batch = read_event_batch(events_path, run.event_offset)
-            # Past corrupt lines too (read_event_batch logged them), so each is reported once.
-            run.event_offset = batch.end_offset
-            s.add(run)
-            events = batch.events
-            if not events:
-                return []
-            trial = s.get(Trial, trial_id)
-            assert trial is not None
-            for ev in events:
-                _APPLY.get(ev.type, _ignore)(s, trial, run, ev, searcher)
-            run.event_seq = events[-1].seq
-            s.add(trial)
-        return events
+Applier = Callable[[Session, Trial, Run, Event, "BestOf"], None]
 
 
-def _ignore(s: Session, trial: Trial, run: Run, ev: Event, searcher: SearcherConfig) -> None:
+def _ignore(s: Session, trial: Trial, run: Run, ev: Event, best: BestOf) -> None:
     pass
 
 
-def _metrics(s: Session, trial: Trial, run: Run, ev: Event, searcher: SearcherConfig) -> None:
+def _metrics(s: Session, trial: Trial, run: Run, ev: Event, best: BestOf) -> None:
     body = ev.body
     group, steps = body["group"], int(body["steps_completed"])
     existing = s.exec(
@@ -89,15 +69,12 @@ def _metrics(s: Session, trial: Trial, run: Run, ev: Event, searcher: SearcherCo
             )
         )
     if group == "validation":
-        value = _as_float(body["metrics"].get(searcher.metric))
-        if value is not None:
-            best = trial.best_validation
-            smaller = searcher.smaller_is_better
-            if best is None or (value < best if smaller else value > best):
-                trial.best_validation = value
+        value = _as_float(body["metrics"].get(best.metric))
+        if value is not None and best.better(value, trial.best_validation):
+            trial.best_validation = value
 
 
-def _checkpoint(s: Session, trial: Trial, run: Run, ev: Event, searcher: SearcherConfig) -> None:
+def _checkpoint(s: Session, trial: Trial, run: Run, ev: Event, best: BestOf) -> None:
     body = ev.body
     ckpt = s.get(Checkpoint, body["uuid"])
     # A checkpoint already known is a tombstone the journal left on a rebuild: it was
@@ -117,7 +94,7 @@ def _checkpoint(s: Session, trial: Trial, run: Run, ev: Event, searcher: Searche
 
 
 def _checkpoint_deleted(
-    s: Session, trial: Trial, run: Run, ev: Event, searcher: SearcherConfig
+    s: Session, trial: Trial, run: Run, ev: Event, best: BestOf
 ) -> None:
     ckpt = s.get(Checkpoint, ev.body["uuid"])
     if ckpt is not None:
@@ -127,19 +104,19 @@ def _checkpoint_deleted(
         trial.latest_checkpoint = None
 
 
-def _progress(s: Session, trial: Trial, run: Run, ev: Event, searcher: SearcherConfig) -> None:
+def _progress(s: Session, trial: Trial, run: Run, ev: Event, best: BestOf) -> None:
     trial.progress = float(ev.body["progress"])
 
 
-def _early_exit(s: Session, trial: Trial, run: Run, ev: Event, searcher: SearcherConfig) -> None:
+def _early_exit(s: Session, trial: Trial, run: Run, ev: Event, best: BestOf) -> None:
     trial.early_exit = str(ev.body.get("reason", ""))
 
 
-def _preempt_ack(s: Session, trial: Trial, run: Run, ev: Event, searcher: SearcherConfig) -> None:
+def _preempt_ack(s: Session, trial: Trial, run: Run, ev: Event, best: BestOf) -> None:
     run.preempt_acked = True
 
 
-_APPLY = {
+APPLIERS: dict[str, Applier] = {
     "metrics": _metrics,
     "checkpoint": _checkpoint,
     "checkpoint_deleted": _checkpoint_deleted,

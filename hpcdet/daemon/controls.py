@@ -1,0 +1,131 @@
+"""What each live run should do now, said through its control file: carry on, or checkpoint
+and exit (the searcher stopped it, the experiment paused or stopped, it runs outside its
+resource pool); and the escalation when a run ignores that for ``preemption_timeout``."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any
+
+from hpcdet.daemon.configs import Configs
+from hpcdet.daemon.guard import Guard
+from hpcdet.daemon.jobs import Jobs
+from hpcdet.daemon.site import Site
+from hpcdet.exchange import write_atomic
+from hpcdet.paths import StatePaths
+from hpcdet.runspec import CONTROL_FILE
+from hpcdet.states import STOPPING_STATES, SUBMITTED_RUN_STATES, ExperimentState, JobState
+from hpcdet.store.models import Experiment, Run, Trial
+from hpcdet.store.repository import Store
+
+log = logging.getLogger(__name__)
+
+
+class Controls:
+    def __init__(self, store: Store, paths: StatePaths, configs: Configs, jobs: Jobs,
+                 site: Site, guard: Guard) -> None:
+        self.store = store
+        self.paths = paths
+        self.configs = configs
+        self.jobs = jobs
+        self.site = site
+        self.guard = guard
+        self.written: dict[tuple[int, int], dict[str, Any]] = {}  # (trial, run) -> control
+        self.preempt_asked: dict[tuple[int, int], float] = {}
+
+    def sync_all(self) -> None:
+        """Make every live run's control file say what the run should do now."""
+        best: dict[int, float | None] = {}
+        self.guard.each_run("writing a control file", lambda run: self.sync(run, best),
+                            self.store.runs(live_only=True))
+
+    def sync(self, run: Run, best: dict[int, float | None] | None = None) -> None:
+        """``best``: the experiments' best validations so far, filled in as needed."""
+        best = {} if best is None else best
+        trial = self.store.trial(run.trial_id)
+        exp = self.store.experiment(trial.experiment_id)
+        started = self._started(exp.id, run)
+        preempt, reason = False, ""
+        if trial.stop_requested:
+            preempt, reason = True, "stopped early by the searcher"
+            if not started and run.job_id:
+                self.jobs.cancel([run.job_id])  # it has not started: it need not run at all
+        elif exp.state == ExperimentState.PAUSED and started:
+            preempt, reason = True, "the experiment was paused"
+        elif exp.state in STOPPING_STATES:
+            preempt, reason = True, (
+                "the experiment was canceled" if exp.state == ExperimentState.STOPPING_CANCELED
+                else f"the experiment failed: {exp.error}")
+            if not started and run.job_id:
+                self.jobs.cancel([run.job_id])  # again after a restart: the first ask may be lost
+        elif started and self._outside_pool(run, exp):
+            preempt, reason = True, f"moving to resource pool {exp.resource_pool!r}"
+        if exp.id not in best:
+            best[exp.id] = self._best(exp)
+        control: dict[str, Any] = {
+            "preempt": preempt, "reason": reason, "best_validation": best[exp.id],
+        }
+        ops = json.loads(trial.ops_json)
+        if ops:
+            control.update(ops=ops[run.first_op:], decided=run.ops_decided)
+        key = (trial.id, run.run_id)
+        if self.written.get(key) != control:
+            write_atomic(self.paths.run(exp.id, trial.id, run.run_id) / CONTROL_FILE, control)
+            self.written[key] = control
+        if preempt:
+            self.preempt_asked.setdefault(key, time.time())
+        else:
+            self.preempt_asked.pop(key, None)
+
+    def stop(self, exp_id: int, trial: Trial, graceful: bool) -> None:
+        """Stop the trial's run: a job that has not started cannot checkpoint, so it is
+        canceled; one that has is asked through its control file (``sync``) unless the stop
+        is not graceful."""
+        run = self.store.run(trial.id, trial.run_id)
+        if run is None:
+            return
+        if not (graceful and self._started(exp_id, run)) and run.job_id:
+            self.jobs.cancel([run.job_id])
+
+    def escalate(self) -> None:
+        """A trial that ignores a preemption for preemption_timeout seconds is canceled."""
+        for (trial_id, run_id), asked in list(self.preempt_asked.items()):
+            trial = self.store.trial(trial_id)
+            with self.guard(trial.experiment_id, "escalating a preemption"):
+                self._escalate(trial, run_id, asked)
+
+    def forget(self, key: tuple[int, int]) -> None:
+        """The run (trial, run) has ended."""
+        self.preempt_asked.pop(key, None)
+        self.written.pop(key, None)
+
+    def _escalate(self, trial: Trial, run_id: int, asked: float) -> None:
+        timeout = self.configs.get(self.store.experiment(trial.experiment_id)).preemption_timeout
+        run = self.store.run(trial.id, run_id)
+        if run is None or run.state not in SUBMITTED_RUN_STATES:
+            self.preempt_asked.pop((trial.id, run_id), None)
+        elif time.time() - asked > timeout and run.job_id:
+            log.info("trial %d ignored preemption for %s s; canceling", trial.id, timeout)
+            self.jobs.cancel([run.job_id])
+            self.preempt_asked.pop((trial.id, run_id), None)
+
+    def _started(self, exp_id: int, run: Run) -> bool:
+        return (self.paths.run(exp_id, run.trial_id, run.run_id) / "nodes").exists()
+
+    def _outside_pool(self, run: Run, exp: Experiment) -> bool:
+        """Runs on a partition other than the experiment's, after `job update --resource-pool`."""
+        status = self.jobs.statuses.get(run.job_id)
+        if status is None or not status.partition or status.state != JobState.RUNNING:
+            return False
+        partition = self.site.partition_name(self.configs.get(exp))
+        # A job may name several partitions ("a,b"); it runs in one of them.
+        return bool(partition) and status.partition not in partition.split(",")
+
+    def _best(self, exp: Experiment) -> float | None:
+        values = [t.best_validation for t in self.store.trials(exp.id)
+                  if t.best_validation is not None]
+        if not values:
+            return None
+        return min(values) if self.configs.get(exp).searcher.smaller_is_better else max(values)

@@ -1,0 +1,96 @@
+"""The daemon's word with the scheduler about jobs: one status query for all of them, what
+became of runs the scheduler no longer lists, submission and cancellation."""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+from hpcdet.errors import SchedulerCommandError
+from hpcdet.schedulers import JobStatus, Scheduler
+from hpcdet.schedulers.runner import CommandRunner
+from hpcdet.states import JobState, RunState
+from hpcdet.store.repository import Store
+
+log = logging.getLogger(__name__)
+
+# Polls in a row a job may be missing from the scheduler's answer before its run counts as gone.
+MISSING_POLLS_BEFORE_VANISHED = 2
+
+
+class Jobs:
+    def __init__(self, scheduler: Scheduler, runner: CommandRunner, store: Store,
+                 poll_interval: float) -> None:
+        self.scheduler = scheduler
+        self.runner = runner
+        self.store = store
+        self.poll_interval = poll_interval
+        self.statuses: dict[str, JobStatus] = {}
+        self.missing: dict[str, int] = {}  # job -> polls in a row it was not listed
+        self.canceled: set[str] = set()  # asked once; a cancel is not repeated every tick
+        self.last_poll = 0.0
+        self.polls = 0
+
+    def poll(self) -> bool:
+        """One status query for all of the user's live jobs, and what it says stored in their
+        runs; False if the scheduler did not answer."""
+        self.last_poll = time.time()
+        live = [r.job_id for r in self.store.runs(live_only=True) if r.job_id]
+        try:
+            result = self.runner.run(self.scheduler.status_command(live))
+        except SchedulerCommandError as e:
+            # Back off: the next poll waits twice as long, up to five minutes.
+            self.last_poll += min(300.0, self.poll_interval)
+            log.warning("scheduler status query failed: %s", e)
+            return False
+        self.polls += 1
+        self.statuses = self.scheduler.parse_status(result.stdout)
+        gone = [j for j in live if j not in self.statuses]
+        final_cmd = self.scheduler.final_status_command(gone)
+        if final_cmd is not None:
+            try:
+                out = self.runner.run(final_cmd).stdout
+                self.statuses.update(self.scheduler.parse_final_status(out))
+            except SchedulerCommandError as e:
+                log.warning("accounting query failed: %s", e)
+        for job_id in live:
+            self.missing[job_id] = 0 if job_id in self.statuses else self.missing.get(job_id, 0) + 1
+        for run in self.store.runs(live_only=True):
+            status = self.statuses.get(run.job_id)
+            # A state the backend cannot name says nothing: the run keeps its last one and
+            # stays live (stored as UNKNOWN, it would drop out of the live runs for good).
+            if status is not None and status.state in (JobState.PENDING, JobState.RUNNING):
+                self.store.set_run_state(run, RunState(status.state.value), status.reason)
+        return True
+
+    def vanished(self, job_id: str) -> bool:
+        """Whether the scheduler has stopped listing the job for good."""
+        return self.missing.get(job_id, 0) >= MISSING_POLLS_BEFORE_VANISHED
+
+    def submit(self, script: Path) -> str:
+        """Submit a batch script; its job id. Raises SchedulerCommandError or ValueError."""
+        return self.scheduler.parse_job_id(
+            self.runner.run(self.scheduler.submit_command(script)).stdout)
+
+    def cancel(self, job_ids: list[str]) -> None:
+        job_ids = [j for j in job_ids if j not in self.canceled]
+        if not job_ids:
+            return
+        self.canceled.update(job_ids)
+        try:
+            self.runner.run(self.scheduler.cancel_command(job_ids))
+        except SchedulerCommandError as e:
+            self.canceled.difference_update(job_ids)  # asked again by whoever still wants it
+            log.warning("cancel of %s failed: %s", job_ids, e)
+
+    def find(self, name: str, workdir: Path) -> str:
+        """The id of the user's job of that name started in ``workdir``, or "", from the last
+        status query.
+
+        The directory tells apart jobs of the same name from other hpcdet state directories.
+        """
+        for job_id, status in self.statuses.items():
+            if status.name == name and (not status.workdir or status.workdir == str(workdir)):
+                return job_id
+        return ""

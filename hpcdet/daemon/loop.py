@@ -1,0 +1,190 @@
+"""The per-user daemon: the only writer of the database and the only caller of the scheduler.
+
+One loop, every ``LOOP_SECONDS``: answer requests, ingest trial events, notice ended runs,
+submit queued trials (rate-limited), and every poll interval ask the scheduler once about all
+of the user's jobs. The loop owns the services that do each of these; each is built here with
+what it needs, and none calls into another except through what it was given.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import Any
+
+from hpcdet.config.cluster import ClusterConfig
+from hpcdet.daemon import requests as req
+from hpcdet.daemon.commands import Commands
+from hpcdet.daemon.configs import Configs
+from hpcdet.daemon.controls import Controls
+from hpcdet.daemon.feed import Feed
+from hpcdet.daemon.finishing import Finisher
+from hpcdet.daemon.guard import Guard
+from hpcdet.daemon.jobs import Jobs
+from hpcdet.daemon.journal import Journal
+from hpcdet.daemon.queueing import Queue
+from hpcdet.daemon.retention import Retention
+from hpcdet.daemon.run_ends import RunEnds
+from hpcdet.daemon.searching import SearchDriver
+from hpcdet.daemon.site import Site
+from hpcdet.daemon.submission import Submission
+from hpcdet.exchange import write_atomic
+from hpcdet.paths import StatePaths, hostname
+from hpcdet.schedulers import Scheduler, make_scheduler
+from hpcdet.schedulers.runner import CommandRunner
+from hpcdet.states import RUNNING_EXPERIMENT_STATES, ExperimentState
+from hpcdet.store.repository import Store
+
+log = logging.getLogger(__name__)
+
+LOOP_SECONDS = 0.25
+LOCAL_POLL_SECONDS = 1.0
+HEARTBEAT_SECONDS = 30.0
+
+
+class Daemon:
+    """The loop: requests, events, the scheduler's word, decisions (module docstring)."""
+
+    def __init__(
+        self, paths: StatePaths, cluster: ClusterConfig, runner: CommandRunner | None = None
+    ) -> None:
+        self.paths = paths
+        self.cluster = cluster
+        self.store = Store(paths.database())
+        self.journal = Journal(paths, self.store)
+        self.runner = runner or CommandRunner()
+        self.scheduler: Scheduler = make_scheduler(
+            cluster.backend,
+            {"jobs_dir": str(paths.local_dir() / "local-jobs"),
+             "template_dir": cluster.template_dir},
+        )
+        self.backend = self.scheduler.name
+        poll_interval = (LOCAL_POLL_SECONDS if self.backend == "local"
+                         else max(5.0, float(cluster.min_poll_interval)))
+        self.configs = Configs()
+        self.search = SearchDriver(self.store, self.journal)
+        self.jobs = Jobs(self.scheduler, self.runner, self.store, poll_interval)
+        self.site = Site(self.scheduler, self.runner, cluster)
+        self.retention = Retention(self.store, self.journal, self.configs, paths)
+        self.finisher = Finisher(self.store, self.journal, self.jobs, self.retention)
+        self.guard = Guard(self.store, self.journal, self.search, self.jobs, self.finisher)
+        self.controls = Controls(self.store, paths, self.configs, self.jobs, self.site,
+                                 self.guard)
+        self.feed = Feed(self.store, paths, self.configs, self.search, self.guard)
+        self.run_ends = RunEnds(self.store, self.journal, paths, self.configs, self.jobs,
+                                self.feed, self.controls, self.retention)
+        self.submission = Submission(self.store, self.journal, paths, cluster, self.configs,
+                                     self.jobs, self.site, self.search, self.controls,
+                                     self.guard)
+        self.queue = Queue(self.store, self.journal, paths, self.configs, self.jobs, self.site,
+                           self.controls)
+        self.commands = Commands(self.store, self.journal, paths, self.configs, self.search,
+                                 self.guard, self.controls, self.submission, self.retention,
+                                 self.queue, self.stop)
+        self.started = time.time()
+        self.last_tick = 0.0
+        self.last_heartbeat = 0.0
+        self.settled = False  # submissions a killed daemon left without a job id
+        self.stopping = False
+
+    # ---------------------------------------------------------------- lifecycle of the loop
+
+    def serve(self) -> None:
+        started = False
+        failures = 0
+        while not self.stopping:
+            try:
+                if not started:
+                    self.reconcile()
+                    started = True
+                else:
+                    self.tick()
+                failures = 0
+            except Exception as e:
+                if not started and not isinstance(e, OSError):
+                    raise  # a daemon that cannot start says so; a passing I/O error is retried
+                # Keep serving: the state is in the run tree and the database; a bug in one
+                # tick must not orphan running jobs. Back off while it repeats.
+                failures += 1
+                log.exception("%s failed (%d in a row)", "tick" if started else "start", failures)
+                time.sleep(min(30.0, LOOP_SECONDS * 2**failures))
+            time.sleep(LOOP_SECONDS)
+        self.write_status()
+
+    def stop(self) -> None:
+        self.stopping = True
+
+    def handle(self, op: str, args: dict[str, Any]) -> Any:
+        """One request of the CLI's (``hpcdet.daemon.requests``)."""
+        return self.commands.handle(op, args)
+
+    def reconcile(self) -> None:
+        """Catch up with the run tree and the scheduler after a start or a crash."""
+        self.guard.new_round()
+        self.site.read()
+        applied = 0
+        for exp_id in self.journal.experiment_ids():
+            with self.guard(exp_id, "replaying its journal"):
+                applied += self.journal.replay(exp_id)
+        log.info("journal replay applied %d entries", applied)
+        for exp in self.store.experiments(unfinished=True):
+            if exp.state in RUNNING_EXPERIMENT_STATES:  # a stopping one's search has ended
+                with self.guard(exp.id, "restarting the search"):
+                    self.search.start(exp, self.configs.get(exp))
+        # A rebuilt database has every event log still to read.
+        self.guard.each_run("ingest", self.feed.ingest, self.store.runs())
+        self.feed.report_exits()
+        self._poll()
+
+    def tick(self) -> None:
+        self.guard.new_round()
+        now = time.time()
+        req.serve_pending(self.paths, self.handle)
+        live = self.store.runs(live_only=True)
+        self.guard.each_run("ingest", self.feed.ingest, live)
+        # Poll while jobs live, and while a search waits for its next array to be due.
+        busy = live or any(e.state == ExperimentState.ACTIVE
+                           for e in self.store.experiments(unfinished=True))
+        if busy and now - self.jobs.last_poll >= self.jobs.poll_interval:
+            self._poll()
+        self.guard.each_run("ending a run", self.run_ends.check, self.store.runs(live_only=True))
+        self.feed.report_exits()
+        self.controls.sync_all()
+        self.controls.escalate()
+        self.submission.submit_queued()
+        for exp in self.store.experiments(unfinished=True):
+            with self.guard(exp.id, "finishing"):
+                self.finisher.finish(exp)
+        self.last_tick = time.time()
+        self.write_status()
+
+    def _poll(self) -> None:
+        if not self.jobs.poll():
+            return
+        self.queue.order()
+        if not self.settled:
+            # The first answer since start: what the last daemon left half-submitted.
+            self.submission.settle()
+            self.settled = True
+
+    # ---------------------------------------------------------------- status for the CLI
+
+    def write_status(self) -> None:
+        live = self.store.runs(live_only=True)
+        status = {
+            "pid": os.getpid(), "host": hostname(), "started": self.started,
+            "last_tick": self.last_tick, "last_poll": self.jobs.last_poll,
+            "polls": self.jobs.polls, "scheduler_calls": dict(self.runner.calls),
+            "backend": self.backend, "live_jobs": [r.job_id for r in live if r.job_id],
+            "database": str(self.store.path), "state_dir": str(self.paths.root),
+            "stopping": self.stopping,
+        }
+        write_atomic(self.paths.local_dir() / "status.json", status)
+        if time.time() - self.last_heartbeat > HEARTBEAT_SECONDS or self.stopping:
+            self.last_heartbeat = time.time()
+            record = {k: status[k] for k in ("pid", "host", "started", "database", "backend")}
+            record["heartbeat"] = self.last_heartbeat
+            record["local_dir"] = str(self.paths.local_dir())
+            record["running"] = not self.stopping
+            write_atomic(self.paths.daemon_record, record)

@@ -1,0 +1,51 @@
+"""Checkpoint retention: the experiment's GC policy applied to its ended trials' checkpoints,
+and deleting a checkpoint (journaled, then its files removed)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+from hpcdet.daemon.configs import Configs
+from hpcdet.daemon.jobspec import checkpoint_dir
+from hpcdet.daemon.journal import Journal
+from hpcdet.gc import CheckpointRecord, RetentionPolicy, ValidationRecord, checkpoints_to_delete
+from hpcdet.paths import StatePaths
+from hpcdet.states import FINAL_TRIAL_STATES
+from hpcdet.store.models import Checkpoint, Experiment
+from hpcdet.store.repository import Store
+
+
+class Retention:
+    def __init__(self, store: Store, journal: Journal, configs: Configs, paths: StatePaths
+                 ) -> None:
+        self.store = store
+        self.journal = journal
+        self.configs = configs
+        self.paths = paths
+
+    def collect(self, exp: Experiment) -> None:
+        """Apply the GC policy to the checkpoints of the experiment's ended trials."""
+        cfg = self.configs.get(exp)
+        ended = {t.id for t in self.store.trials(exp.id) if t.state in FINAL_TRIAL_STATES}
+        ckpts = [c for c in self.store.checkpoints(exp_id=exp.id) if c.trial_id in ended]
+        if not ckpts:
+            return
+        validations = [
+            ValidationRecord(m.trial_id, m.steps_completed, json.loads(m.metrics_json))
+            for trial_id in ended for m in self.store.metrics(trial_id, "validation")
+        ]
+        doomed = checkpoints_to_delete(
+            [CheckpointRecord(c.uuid, c.trial_id, c.steps_completed, c.reported) for c in ckpts],
+            validations, cfg.checkpoint_storage or RetentionPolicy(), cfg.searcher.metric,
+            cfg.searcher.smaller_is_better,
+        )
+        for ckpt in ckpts:
+            if ckpt.uuid in doomed:
+                self.delete(ckpt)
+
+    def delete(self, ckpt: Checkpoint) -> None:
+        cfg = self.configs.get(self.store.experiment(ckpt.experiment_id))
+        self.journal.record(ckpt.experiment_id, "checkpoint_deleted", uuid=ckpt.uuid,
+                            trial_id=ckpt.trial_id)
+        shutil.rmtree(checkpoint_dir(cfg, self.paths) / ckpt.uuid, ignore_errors=True)

@@ -1,0 +1,74 @@
+"""Noticing that a run has ended (its exit file, the scheduler's final state, or the job gone
+from the scheduler) and deciding, once, what its trial does next."""
+
+from __future__ import annotations
+
+import json
+
+from hpcdet.daemon.configs import Configs
+from hpcdet.daemon.controls import Controls
+from hpcdet.daemon.feed import Feed
+from hpcdet.daemon.jobs import Jobs
+from hpcdet.daemon.journal import Journal
+from hpcdet.daemon.retention import Retention
+from hpcdet.exchange import read_json
+from hpcdet.paths import StatePaths
+from hpcdet.runspec import EXIT_FILE
+from hpcdet.states import FINAL_TRIAL_STATES, JobState, RunEnd, RunState, TrialState, decide_run_end
+from hpcdet.store.models import Run
+from hpcdet.store.repository import Store
+
+
+class RunEnds:
+    def __init__(self, store: Store, journal: Journal, paths: StatePaths, configs: Configs,
+                 jobs: Jobs, feed: Feed, controls: Controls, retention: Retention) -> None:
+        self.store = store
+        self.journal = journal
+        self.paths = paths
+        self.configs = configs
+        self.jobs = jobs
+        self.feed = feed
+        self.controls = controls
+        self.retention = retention
+
+    def check(self, run: Run) -> None:
+        trial = self.store.trial(run.trial_id)
+        exp_id = trial.experiment_id
+        run_dir = self.paths.run(exp_id, trial.id, run.run_id)
+        exit_info = read_json(run_dir / EXIT_FILE)
+        status = self.jobs.statuses.get(run.job_id)
+        vanished = self.jobs.vanished(run.job_id)
+        if exit_info is None and not (status and status.state.is_final) and not vanished:
+            return
+        if run.state == RunState.SUBMITTING:
+            return
+        self.feed.ingest(run)  # what it reported before it ended comes first
+        run = self.store.run(run.trial_id, run.run_id) or run
+        exit_code = exit_info.get("exit_code") if exit_info else None
+        if status and status.state.is_final:
+            job_state = status.state
+        elif exit_info is not None:
+            job_state = JobState.COMPLETED if exit_code == 0 else JobState.FAILED
+        else:
+            job_state = JobState.NODE_FAIL  # gone from the scheduler with no exit status
+        exp = self.store.experiment(exp_id)
+        trial = self.store.trial(trial.id)
+        ops = json.loads(trial.ops_json)
+        end = RunEnd(
+            exit_code, job_state, run.preempt_acked, trial.state == TrialState.CANCELED,
+            stop_requested=trial.stop_requested, completed_ops=run.ops_decided > 0,
+            closed=trial.closed,
+            pending_ops=len(ops) > trial.ops_completed,
+            reported=any(r.event_seq > 0 for r in self.store.runs([trial.id])),
+        )
+        decision = decide_run_end(end, exp.state, trial.restarts,
+                                  self.configs.get(exp).max_restarts)
+        self.journal.run_ended(exp_id, run, decision, job_state=job_state,
+                               outcome=decision.reason or decision.trial_state,
+                               exit_code=exit_code)
+        key = (trial.id, run.run_id)
+        self.controls.forget(key)
+        self.feed.forget(key)
+        if decision.trial_state in FINAL_TRIAL_STATES:
+            self.retention.collect(exp)
+        self.feed.report_exits()

@@ -1,0 +1,71 @@
+"""What the site's scheduler offers: partitions (to refuse trials that can never fit, and to
+know which have GPUs) and, on Slurm, its limits and whether accounting exists."""
+
+from __future__ import annotations
+
+import logging
+
+from hpcdet.config import ExperimentConfig
+from hpcdet.config.cluster import ClusterConfig
+from hpcdet.daemon.jobspec import layout
+from hpcdet.errors import SchedulerCommandError
+from hpcdet.schedulers import Scheduler
+from hpcdet.schedulers.base import Partition, fit_problem
+from hpcdet.schedulers.runner import CommandRunner
+from hpcdet.schedulers.slurm import parse_config_limits
+
+log = logging.getLogger(__name__)
+
+
+class Site:
+    def __init__(self, scheduler: Scheduler, runner: CommandRunner, cluster: ClusterConfig
+                 ) -> None:
+        self.scheduler = scheduler
+        self.runner = runner
+        self.cluster = cluster
+        self.limits: dict[str, int] = {}
+        self.partitions: dict[str, Partition] = {}
+
+    def read(self) -> None:
+        cmd = self.scheduler.partitions_command()
+        if cmd is not None:
+            try:
+                parts = self.scheduler.parse_partitions(self.runner.run(cmd).stdout)
+                self.partitions = {p.name: p for p in parts}
+            except SchedulerCommandError as e:
+                log.warning("could not list partitions: %s", e)
+        if self.scheduler.name != "slurm":
+            return
+        try:
+            out = self.runner.run(["scontrol", "show", "config"]).stdout
+        except SchedulerCommandError as e:
+            log.warning("could not read the Slurm configuration: %s", e)
+            return
+        limits = parse_config_limits(out)
+        storage = limits.get("AccountingStorageType", "")
+        self.scheduler.settings["accounting"] = bool(storage) and not storage.endswith("/none")
+        for key in ("MaxArraySize", "MaxJobCount"):
+            if limits.get(key, "").isdigit():
+                self.limits[key] = int(limits[key])
+
+    def partition_name(self, cfg: ExperimentConfig) -> str:
+        """The partition the experiment's jobs go to ('' if unknown, e.g. on local)."""
+        name = cfg.slurm.partition or self.cluster.partition_for(cfg.resources.resource_pool)
+        if name is None:
+            return next((p.name for p in self.partitions.values() if p.default), "")
+        return name
+
+    def partition(self, cfg: ExperimentConfig) -> Partition | None:
+        """The partition the experiment's jobs go to, if the scheduler told us about it."""
+        return self.partitions.get(self.partition_name(cfg))
+
+    def gpus(self, cfg: ExperimentConfig) -> bool:
+        partition = self.partition(cfg)
+        return partition is not None and partition.gpus_per_node > 0
+
+    def fit_problem(self, cfg: ExperimentConfig) -> str | None:
+        """Why the experiment's trials can never run on its partition, or None."""
+        partition = self.partition(cfg)
+        if partition is None:
+            return None
+        return fit_problem(*layout(cfg, self.scheduler.name), partition)
