@@ -18,6 +18,7 @@ from hpcdet.daemon import requests as req
 from hpcdet.daemon.commands import Commands
 from hpcdet.daemon.configs import Configs
 from hpcdet.daemon.controls import Controls
+from hpcdet.daemon.creation import Creation
 from hpcdet.daemon.feed import Feed
 from hpcdet.daemon.finishing import Finisher
 from hpcdet.daemon.guard import Guard
@@ -79,9 +80,11 @@ class Daemon:
                                      self.guard)
         self.queue = Queue(self.store, self.journal, paths, self.configs, self.jobs, self.site,
                            self.controls)
-        self.commands = Commands(self.store, self.journal, paths, self.configs, self.search,
-                                 self.guard, self.controls, self.submission, self.retention,
-                                 self.queue, self.stop)
+        self.creation = Creation(self.store, self.journal, paths, self.configs, self.search,
+                                 self.guard, self.submission)
+        self.commands = Commands(self.store, self.journal, paths, self.configs, self.controls,
+                                 self.submission, self.retention, self.queue, self.creation,
+                                 self.stop)
         self.started = time.time()
         self.last_tick = 0.0
         self.last_heartbeat = 0.0

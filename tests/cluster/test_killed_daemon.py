@@ -64,7 +64,7 @@ def _create_search(h: Hpcdet, runner: KillingRunner, max_trials: int = 4) -> Dae
         "searcher": {"name": "random", "metric": "loss", "max_trials": max_trials,
                      "max_concurrent_trials": 2, "max_length": 1},
     }
-    daemon.commands.create(config, str(staging))
+    daemon.creation.create(config, str(staging))
     return daemon
 
 

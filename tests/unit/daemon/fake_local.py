@@ -181,7 +181,7 @@ def new_daemon(root: Path, cluster: FakeLocal, submissions_per_minute: int = 10*
 def create(daemon: Daemon, config: dict[str, Any]) -> int:
     staging = daemon.paths.root / f"staging-{len(list(daemon.paths.root.glob('staging-*')))}"
     staging.mkdir(parents=True)
-    reply = daemon.commands.create(json.loads(json.dumps(config)), str(staging))
+    reply = daemon.creation.create(json.loads(json.dumps(config)), str(staging))
     return int(reply["experiment_id"])
 
 

@@ -110,7 +110,7 @@ def test_a_search_that_fails_to_start_leaves_an_errored_experiment(
     bad["searcher"]["metric"] = BAD
     staging = tmp_path / "staging"
     staging.mkdir()
-    reply = daemon.commands.create(bad, str(staging))
+    reply = daemon.creation.create(bad, str(staging))
     assert "division by zero" in reply["warning"]
     assert daemon.store.experiment(reply["experiment_id"]).state == "ERROR"
 

@@ -1,0 +1,137 @@
+"""Creating an experiment: its id, its directory with the context snapshot, its first journal
+entry and the start of its search, all or nothing; a request carried out again answers with
+the experiment it created."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from hpcdet.config import ExperimentConfig
+from hpcdet.daemon.configs import Configs
+from hpcdet.daemon.guard import Guard
+from hpcdet.daemon.journal import Journal
+from hpcdet.daemon.searching import SearchDriver
+from hpcdet.daemon.submission import Submission
+from hpcdet.errors import DiskFullError, HpcdetError, StateError, disk_full_cause, disk_full_reason
+from hpcdet.exchange import whole_lines, write_atomic
+from hpcdet.paths import StatePaths
+from hpcdet.states import TrialState
+from hpcdet.store.repository import Store
+
+log = logging.getLogger(__name__)
+
+
+class Creation:
+    def __init__(self, store: Store, journal: Journal, paths: StatePaths, configs: Configs,
+                 search: SearchDriver, guard: Guard, submission: Submission) -> None:
+        self.store = store
+        self.journal = journal
+        self.paths = paths
+        self.configs = configs
+        self.search = search
+        self.guard = guard
+        self.submission = submission
+        self.backend = submission.backend
+
+    def create(
+        self, config: dict[str, Any], staging: str, request_id: str = ""
+    ) -> dict[str, Any]:
+        """``request_id``: the CLI's; the same request carried out again (a daemon that died
+        before its reply was written) answers with the experiment it created.
+
+        Once the request is taken the snapshot in ``staging`` is the daemon's (the CLI may have
+        stopped waiting): it is moved into the experiment, or removed with any other answer.
+        """
+        try:
+            return self._create(config, staging, request_id)
+        finally:
+            self._drop_staging(Path(staging))
+
+    def _drop_staging(self, staging: Path) -> None:
+        # Only the CLI's own snapshots: a request names its path, which could be anything.
+        if staging.parent.resolve() == self.paths.requests.resolve():
+            shutil.rmtree(staging, ignore_errors=True)
+
+    def _create(self, config: dict[str, Any], staging: str, request_id: str) -> dict[str, Any]:
+        raw = ExperimentConfig.from_dict(config).to_dict()
+        if not raw.get("checkpoint_storage"):
+            raw["checkpoint_storage"] = {
+                "type": "shared_fs", "host_path": str(self.paths.default_checkpoints()),
+            }
+        cfg = ExperimentConfig.from_dict(raw)
+        raw = cfg.to_dict()
+        if not os.path.isdir(staging):  # moved into the experiment it made, or given up on
+            return self._created_by(request_id, staging)
+        exp_id = self.journal.max_ids()[0] + 1
+        exp_dir = self.paths.experiment(exp_id)
+        try:
+            exp_dir.mkdir(parents=True)
+            os.replace(staging, self.paths.context(exp_id))
+            write_atomic(exp_dir / "experiment.json", {"id": exp_id, "config": raw})
+            self.journal.record(
+                exp_id, "experiment_created", name=cfg.name, config=raw,
+                description=cfg.description, backend=self.backend,
+                resource_pool=cfg.resources.resource_pool, priority=cfg.resources.priority,
+                weight=cfg.resources.weight, searcher=cfg.searcher.name,
+                **({"request_id": request_id} if request_id else {}),
+            )
+            with self.guard(exp_id, "starting the search"):
+                self.search.start(self.store.experiment(exp_id), cfg)
+        except Exception as e:
+            self._discard_experiment(exp_id)
+            if disk_full_cause(e) is None:
+                raise
+            raise DiskFullError(f"experiment {exp_id} in {exp_dir}", e,
+                                "experiment not created: ") from e
+        waiting = ""
+        try:
+            self.submission.submit_queued()
+        except Exception as e:  # the experiment exists: saying the create failed would be wrong
+            if disk_full_cause(e) is None:
+                raise
+            waiting = (f"its trials wait to be submitted: {disk_full_reason(e)} while writing "
+                       "their run directories; they go once space is freed")
+        return self._create_reply(exp_id, cfg, waiting)
+
+    def _create_reply(self, exp_id: int, cfg: ExperimentConfig, waiting: str) -> dict[str, Any]:
+        trials = self.store.trials(exp_id)
+        reasons = [self.store.experiment(exp_id).error, waiting]
+        reasons += [t.end_reason for t in trials if t.state == TrialState.ERROR]
+        if cfg.resources.weight != 1:
+            reasons.append(f"resources.weight {cfg.resources.weight:g} is stored but not "
+                           f"applied: {self.backend} has no per-job fair-share weight")
+        warning = "; ".join(r for r in reasons if r)
+        return {"experiment_id": exp_id, "trial_ids": [t.id for t in trials],
+                "warning": warning}
+
+    def _created_by(self, request_id: str, staging: str) -> dict[str, Any]:
+        for exp_id in reversed(self.journal.experiment_ids()):
+            if request_id and _first_entry(self.paths.journal(exp_id)).get(
+                    "request_id") == request_id:
+                return self._create_reply(
+                    exp_id, self.configs.get(self.store.experiment(exp_id)), "")
+        raise StateError(f"the context snapshot {staging} is gone: the CLI gave up on this "
+                         "request before the daemon took it. Create the experiment again.")
+
+    def _discard_experiment(self, exp_id: int) -> None:
+        """Undo a create that failed midway: no rows, no directory, its id free again."""
+        self.search.forget(exp_id)
+        self.configs.forget(exp_id)
+        # The directory first: that frees the space the database needs to forget the rows.
+        shutil.rmtree(self.paths.experiment(exp_id), ignore_errors=True)
+        try:
+            self.store.discard_experiment(exp_id)
+        except HpcdetError:
+            log.exception("cannot remove the rows of experiment %d, which failed to create",
+                          exp_id)
+
+
+def _first_entry(journal: Path) -> dict[str, Any]:
+    """The journal's first entry; {} if it has none or the first line is damaged."""
+    for _, _, entry in whole_lines(journal):
+        return entry or {}
+    return {}
