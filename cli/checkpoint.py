@@ -10,12 +10,12 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from hpcdet.checkpoint_gc import CheckpointRecord, ValidationRecord, best, rank
 from hpcdet.cli.common import ExperimentId, paths, print_json, read_store, table, when
 from hpcdet.config import ExperimentConfig
 from hpcdet.daemon import process
 from hpcdet.daemon.jobspec import checkpoint_dir
 from hpcdet.errors import NotFoundError, StateError
-from hpcdet.gc import CheckpointRecord, ValidationRecord, best, rank
 from hpcdet.states import CheckpointState
 from hpcdet.store.models import Checkpoint, Experiment
 from hpcdet.store.repository import Store

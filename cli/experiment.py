@@ -23,11 +23,11 @@ from hpcdet.cli.common import (
 )
 from hpcdet.cli.follow import follow_trial
 from hpcdet.config import load_experiment_config
-from hpcdet.context import snapshot
 from hpcdet.daemon import process
 from hpcdet.daemon.requests import abandon, new_request_id, taken, withdraw
 from hpcdet.errors import DaemonError, DiskFullError, HpcdetError, disk_full_cause
 from hpcdet.paths import StatePaths
+from hpcdet.snapshot import snapshot
 from hpcdet.states import TrialState
 from hpcdet.store.models import Trial
 

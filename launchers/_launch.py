@@ -16,15 +16,12 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from hpcdet.errors import UsageError
 from hpcdet.private import hpcdet_command
 from hpcdet.runspec import CLUSTER_INFO_ENV, ClusterInfoRecord
 
 FORWARDED_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP", "SIGUSR1", "SIGUSR2")
 WRAP_RANK_MODULE = "hpcdet.launch.wrap_rank"
-
-
-class UsageError(ValueError):
-    """The launcher's command line does not match its usage."""
 
 
 class LaunchError(RuntimeError):

@@ -30,10 +30,11 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from hpcdet.errors import UsageError
+
 from ._launch import (
     LaunchError,
     NodeLayout,
-    UsageError,
     load_layout,
     merged_env,
     report_usage,

@@ -42,10 +42,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from hpcdet.errors import UsageError
+
 from ._launch import (
     LaunchError,
     NodeLayout,
-    UsageError,
     load_layout,
     merged_env,
     report_usage,

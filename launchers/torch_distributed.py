@@ -20,11 +20,12 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 
+from hpcdet.errors import UsageError
+
 from ._launch import (
     WRAP_RANK_MODULE,
     LaunchError,
     NodeLayout,
-    UsageError,
     load_layout,
     merged_env,
     report_usage,

@@ -24,16 +24,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import BinaryIO
 
+from hpcdet.errors import UsageError
+
 from ._launch import ForwardedSignals, exit_code
 
 USAGE = "usage: python3 -m hpcdet.launch.wrap_rank [--no-redirect-stdio] RANK [--] SCRIPT..."
 # Lines longer than this are cut into several prefixed pieces, as Determined does.
 MAX_LINE = io.DEFAULT_BUFFER_SIZE - 1
 _EOL = re.compile(rb"\r\n|\r|\n")
-
-
-class UsageError(ValueError):
-    """The command line does not match the usage."""
 
 
 class RankError(ValueError):

@@ -6,10 +6,15 @@ from __future__ import annotations
 import json
 import shutil
 
+from hpcdet.checkpoint_gc import (
+    CheckpointRecord,
+    RetentionPolicy,
+    ValidationRecord,
+    checkpoints_to_delete,
+)
 from hpcdet.daemon.configs import Configs
 from hpcdet.daemon.jobspec import checkpoint_dir
 from hpcdet.daemon.journal import Journal
-from hpcdet.gc import CheckpointRecord, RetentionPolicy, ValidationRecord, checkpoints_to_delete
 from hpcdet.paths import StatePaths
 from hpcdet.states import FINAL_TRIAL_STATES
 from hpcdet.store.models import Checkpoint, Experiment

@@ -9,10 +9,10 @@ import sys
 
 import pytest
 
+from hpcdet.errors import UsageError
 from hpcdet.launch.wrap_rank import (
     LinePrefixer,
     RankError,
-    UsageError,
     WrapArgs,
     build_command,
     parse_args,

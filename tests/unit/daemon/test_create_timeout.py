@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 
 from hpcdet.config.cluster import ClusterConfig
-from hpcdet.context import snapshot
 from hpcdet.daemon import requests as req
 from hpcdet.daemon.loop import Daemon
 from hpcdet.errors import HpcdetError
 from hpcdet.paths import StatePaths
 from hpcdet.schedulers.runner import CommandRunner, Result
+from hpcdet.snapshot import snapshot
 from tests.support import Hpcdet
 
 CONFIG = {"name": "x", "entrypoint": "python3 train.py",

@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 
 from hpcdet.config.cluster import ClusterConfig
-from hpcdet.context import snapshot
 from hpcdet.daemon import requests as req
 from hpcdet.daemon.loop import Daemon
 from hpcdet.errors import DiskFullError
 from hpcdet.exchange import read_json
 from hpcdet.paths import StatePaths
 from hpcdet.schedulers.runner import CommandRunner, Result
+from hpcdet.snapshot import snapshot
 from tests.full_disk import fill, mount_small_fs
 from tests.support import EXAMPLES
 

@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 
-from hpcdet.config.sections import CheckpointStorageConfig
-from hpcdet.gc import (
+from hpcdet.checkpoint_gc import (
     CheckpointRecord,
     RetentionPolicy,
     ValidationRecord,
@@ -17,6 +16,7 @@ from hpcdet.gc import (
     checkpoints_to_delete,
     rank,
 )
+from hpcdet.config.sections import CheckpointStorageConfig
 
 
 def ckpt(uuid: str, trial: int, steps: int, reported: float | None = None) -> CheckpointRecord:

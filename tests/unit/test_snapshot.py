@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcdet import context
+from hpcdet import snapshot
 from hpcdet.errors import ContextError
 
 
@@ -20,29 +20,29 @@ def test_ignore_rules(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("x")
     (tmp_path / ".detignore").write_text("data/\n")
     (tmp_path / ".hpcdetignore").write_text("*.txt\n")
-    assert context.select_files(tmp_path) == [Path("keep.py")]
+    assert snapshot.select_files(tmp_path) == [Path("keep.py")]
 
 
 def test_snapshot_copies(tmp_path: Path) -> None:
     src = tmp_path / "src"
     (src / "pkg").mkdir(parents=True)
     (src / "pkg" / "m.py").write_text("print(1)")
-    files, size = context.snapshot(src, tmp_path / "dest")
+    files, size = snapshot.snapshot(src, tmp_path / "dest")
     assert (files, size) == (1, 8)
     assert (tmp_path / "dest" / "pkg" / "m.py").read_text() == "print(1)"
 
 
 def test_too_big_names_the_biggest_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(context, "MAX_CONTEXT_BYTES", 100)
+    monkeypatch.setattr(snapshot, "MAX_CONTEXT_BYTES", 100)
     (tmp_path / "weights.pt").write_bytes(b"0" * 150)
     (tmp_path / "small.py").write_text("x")
     with pytest.raises(ContextError, match=r"(?s)95 MB limit.*weights\.pt.*\.detignore"):
-        context.snapshot(tmp_path, tmp_path.parent / "out")
+        snapshot.snapshot(tmp_path, tmp_path.parent / "out")
 
 
 def test_missing_directory(tmp_path: Path) -> None:
     with pytest.raises(ContextError, match="does not exist"):
-        context.select_files(tmp_path / "nope")
+        snapshot.select_files(tmp_path / "nope")
 
 
 def _tree(tmp_path: Path) -> Path:
@@ -69,7 +69,7 @@ def _tree(tmp_path: Path) -> Path:
 def test_symlinks_are_followed_and_what_cannot_be_copied_is_named(tmp_path: Path) -> None:
     src = _tree(tmp_path)
     warnings: list[str] = []
-    files, size = context.snapshot(src, tmp_path / "dest", warn=warnings.append)
+    files, size = snapshot.snapshot(src, tmp_path / "dest", warn=warnings.append)
     dest = tmp_path / "dest"
     copied = sorted(p.relative_to(dest).as_posix() for p in dest.rglob("*") if p.is_file())
     assert copied == ["inner_link/m.py", "linked_dir/f.py", "linked_dir/sub/data.txt",
@@ -93,9 +93,9 @@ def test_an_unreadable_directory_is_named(tmp_path: Path) -> None:
         raise PermissionError(13, "Permission denied")
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(context.os, "scandir", denied)
+        mp.setattr(snapshot.os, "scandir", denied)
         with pytest.raises(ContextError, match=r"cannot read '\.' in .*\.detignore"):
-            context.snapshot(tmp_path, tmp_path.parent / "out")
+            snapshot.snapshot(tmp_path, tmp_path.parent / "out")
 
 
 @pytest.mark.parametrize("pattern", ["!", "\\", "[z-a]", "data\\"])
@@ -103,13 +103,13 @@ def test_an_invalid_ignore_pattern_is_named_with_its_line(tmp_path: Path, patter
     (tmp_path / "a.py").write_text("x")
     (tmp_path / ".detignore").write_text(f"*.pyc\n{pattern}\n")
     with pytest.raises(ContextError, match=r"\.detignore, line 2: .* not a valid gitignore"):
-        context.snapshot(tmp_path, tmp_path.parent / "out")
+        snapshot.snapshot(tmp_path, tmp_path.parent / "out")
 
 
 def test_an_undecodable_ignore_file_is_named(tmp_path: Path) -> None:
     (tmp_path / ".hpcdetignore").write_bytes(b"*.pyc\n\xff\xfe\n")
     with pytest.raises(ContextError, match=r"cannot read the ignore file .*\.hpcdetignore"):
-        context.snapshot(tmp_path, tmp_path.parent / "out")
+        snapshot.snapshot(tmp_path, tmp_path.parent / "out")
 
 
 
@@ -119,5 +119,6 @@ def test_what_the_ignore_rules_leave_out_is_not_warned_about(tmp_path: Path) -> 
     os.mkfifo(tmp_path / "pipe")
     (tmp_path / ".detignore").write_text("old_link\npipe\n")
     warnings: list[str] = []
-    assert context.snapshot(tmp_path / ".", tmp_path.parent / "out", warn=warnings.append) == (1, 1)
+    copied = snapshot.snapshot(tmp_path / ".", tmp_path.parent / "out", warn=warnings.append)
+    assert copied == (1, 1)
     assert warnings == []

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hpcdet import context
+from hpcdet import snapshot
 from hpcdet.errors import ContextError
 
 NAMES = ["a", "b", "pkg", "b c", "ünï", "new\nline", "-x", ".hidden", "*", "tab\tx", "..."]
@@ -28,7 +28,7 @@ entry = st.one_of(
                                "loop", "/nonexistent/x"])),
     st.tuples(st.just("fifo"), st.lists(st.sampled_from(NAMES), min_size=1, max_size=2)),
     st.tuples(st.just("unreadable"), st.lists(st.sampled_from(NAMES), min_size=1, max_size=2)),
-    st.tuples(st.just("ignore"), st.sampled_from(context.IGNORE_FILES),
+    st.tuples(st.just("ignore"), st.sampled_from(snapshot.IGNORE_FILES),
               st.lists(st.one_of(st.text(max_size=12),
                                  st.text(alphabet="!\\[]-*/?#az \n", max_size=6)),
                        max_size=4),
@@ -71,7 +71,7 @@ def _snapshot_or_context_error(entries: list[tuple[object, ...]]) -> None:
         _build(root, entries)
         warnings: list[str] = []
         try:
-            files, size = context.snapshot(root, dest, warn=warnings.append)
+            files, size = snapshot.snapshot(root, dest, warn=warnings.append)
         except ContextError as e:
             assert str(e)
             return
