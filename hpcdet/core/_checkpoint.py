@@ -17,15 +17,13 @@ import shutil
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hpcdet.core._distributed import DistributedContext
+from hpcdet.core._events import RunEvents
 from hpcdet.errors import NotFoundError
 from hpcdet.exchange import read_json
 from hpcdet.private import copy_file
-
-if TYPE_CHECKING:
-    from hpcdet.core._context import RunEvents
 
 logger = logging.getLogger("hpcdet.core")
 

@@ -12,13 +12,10 @@ import enum
 import logging
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from hpcdet.core._distributed import DistributedContext
+from hpcdet.core._events import RunEvents
 from hpcdet.exchange import FileWatch, read_json
-
-if TYPE_CHECKING:
-    from hpcdet.core._context import RunEvents
 
 logger = logging.getLogger("hpcdet.core")
 

@@ -14,14 +14,12 @@ import numbers
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from hpcdet.core._distributed import DistributedContext
+from hpcdet.core._events import RunEvents
+from hpcdet.core._preempt import PreemptWatcher
 from hpcdet.exchange import FileWatch, read_json
-
-if TYPE_CHECKING:
-    from hpcdet.core._context import RunEvents
-    from hpcdet.core._preempt import PreemptWatcher
 
 logger = logging.getLogger("hpcdet.core")
 

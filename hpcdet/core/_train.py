@@ -17,12 +17,10 @@ import operator
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from hpcdet.core._events import RunEvents
 from hpcdet.exchange import read_json
-
-if TYPE_CHECKING:
-    from hpcdet.core._context import RunEvents
 
 logger = logging.getLogger("hpcdet.core")
 

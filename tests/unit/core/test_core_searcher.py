@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from hpcdet import core
-from hpcdet.core._context import RunEvents
+from hpcdet.core._events import RunEvents
 from hpcdet.core._searcher import configured_length
 from tests.unit.core.core_fakes import make_run
 

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 import pytest
 
 from hpcdet import core
-from hpcdet.core._context import RunEvents
+from hpcdet.core._events import RunEvents
 from hpcdet.core._preempt import PreemptWatcher
 from hpcdet.core._slurm_env import first_hostname, parse_tasks_per_node
 from hpcdet.exchange import EventWriter, read_events
