@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from hpcdet import core
-from hpcdet.exchange import read_events
-from hpcdet.runspec import CLUSTER_INFO_ENV, ClusterInfoRecord, RunSpec
+from hpcdet.rundir.exchange import read_events
+from hpcdet.rundir.spec import CLUSTER_INFO_ENV, ClusterInfoRecord, RunSpec
 
 
 def fake_run(root: Path) -> Path:

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Optional
 
 import typer
 import yaml
@@ -22,14 +21,9 @@ from hpcdet.cli.common import (
     when,
 )
 from hpcdet.cli.follow import follow_trial
+from hpcdet.client import connect
 from hpcdet.config import load_experiment_config
-from hpcdet.daemon import process
-from hpcdet.daemon.requests import abandon, new_request_id, taken, withdraw
-from hpcdet.errors import DaemonError, DiskFullError, HpcdetError, disk_full_cause
-from hpcdet.paths import StatePaths
-from hpcdet.snapshot import snapshot
-from hpcdet.states import TrialState
-from hpcdet.store.models import Trial
+from hpcdet.views.experiments import describe_experiment, experiment_rows
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -46,56 +40,18 @@ def create(
     """Create an experiment from CONFIG_FILE with CONTEXT as its code."""
     cfg = load_experiment_config(config_file, config or [])
     p = paths()
-    rid = new_request_id()
-    staging = p.requests / f"{rid}.context"
-    try:
-        files, size = snapshot(context, staging, warn=_warn)
+
+    def announce(files: int, size: int) -> None:
         console.print(f"Preparing files to send to the daemon... {size / 1e3:.1f}KB and "
                       f"{files} files")
-        result = process.call(
-            p, "create", {"config": cfg.raw, "staging": str(staging), "request_id": rid},
-            request_id=rid)
-    except BaseException as e:
-        outcome = _give_up(p, rid, staging, e)
-        if outcome is e:
-            raise
-        if isinstance(outcome, BaseException):
-            raise outcome from e
-        result = outcome  # answered as the CLI gave up
-    console.print(f"Created experiment {result['experiment_id']}")
-    if result.get("warning"):
-        console.print(f"Warning: {result['warning']}")
+
+    created = connect(p).create(cfg.raw, context, on_snapshot=announce, warn=_warn)
+    console.print(f"Created experiment {created.experiment_id}")
+    if created.warning:
+        console.print(f"Warning: {created.warning}")
     if follow:
-        code = follow_trial(p, result["trial_ids"][0])
+        code = follow_trial(p, created.trial_ids[0])
         raise typer.Exit(code)
-
-
-def _give_up(
-    p: StatePaths, rid: str, staging: Path, e: BaseException
-) -> BaseException | dict[str, Any]:
-    """What a create that ended without an answer raises, or the daemon's result when it came
-    meanwhile. The snapshot is removed only when the daemon never acts on the request: once
-    taken, it is the daemon's to move into the experiment or remove."""
-    withdrawn = withdraw(p, rid)
-    if not withdrawn and taken(p, rid):
-        reply = abandon(p, rid)
-        if reply is not None:
-            return reply["result"] if reply["ok"] else HpcdetError(reply["error"])
-        if not isinstance(e, DaemonError):
-            return e
-        return DaemonError(
-            "the hpcdet daemon took the request but has not answered yet; it keeps the "
-            "context and creates the experiment, or logs why not in daemon.log. See "
-            "`hpcdet experiment list` in a while, and `hpcdet daemon status`.")
-    shutil.rmtree(staging, ignore_errors=True)
-    if withdrawn and isinstance(e, DaemonError):
-        return DaemonError("the hpcdet daemon did not take the request in time; it was "
-                           "withdrawn and no experiment was created. See `hpcdet daemon "
-                           "status`.")
-    if isinstance(e, OSError) and disk_full_cause(e) is not None:
-        return DiskFullError(f"the request and context snapshot in {p.requests}", e,
-                             "experiment not created: ")
-    return e
 
 
 def _warn(message: str) -> None:
@@ -107,16 +63,9 @@ def list_(
     csv: Annotated[bool, typer.Option("--csv")] = False,
 ) -> None:
     """List experiments."""
-    store = read_store(paths())
-    trials = store.trials()
-    rows = []
-    for exp in store.experiments():
-        mine = [t for t in trials if t.experiment_id == exp.id]
-        progress = exp.progress or sum(
-            1.0 if t.state == TrialState.COMPLETED else t.progress for t in mine
-        ) / max(1, len(mine))
-        rows.append([exp.id, _owner(), exp.name, "", exp.state, f"{progress:.1%}",
-                     when(exp.created), when(exp.ended), exp.resource_pool or "default"])
+    rows = [[r.experiment.id, _owner(), r.experiment.name, "", r.experiment.state,
+             f"{r.progress:.1%}", when(r.experiment.created), when(r.experiment.ended),
+             r.experiment.resource_pool or "default"] for r in experiment_rows(read_store(paths()))]
     cols = ["ID", "Owner", "Name", "Parent ID", "State", "Progress", "Started", "Ended",
             "Resource Pool"]
     print_csv(cols, rows) if csv else table(cols, rows)
@@ -134,87 +83,65 @@ def describe(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Show an experiment, its trials and their jobs."""
-    store = read_store(paths())
-    exp = store.experiment(experiment_id)
-    trials = store.trials(experiment_id)
-    runs = store.runs([t.id for t in trials])
-    config = json.loads(exp.config_json)
+    view = describe_experiment(read_store(paths()), experiment_id)
+    exp = view.experiment
     if as_json:
         print_json({
-            "experiment": exp.model_dump(exclude={"config_json"}), "config": config,
-            "trials": [t.model_dump() for t in trials], "runs": [r.model_dump() for r in runs],
-            "arrays": [a.model_dump() for a in store.arrays(experiment_id)],
+            "experiment": exp.model_dump(exclude={"config_json"}), "config": view.config,
+            "trials": [t.trial.model_dump() for t in view.trials],
+            "runs": [r.model_dump() for r in view.runs],
+            "arrays": [a.model_dump() for a in view.arrays],
         })
         return
-    searcher = config.get("searcher", {})
+    searcher = view.searcher
     console.print(f"Experiment {exp.id}: {exp.name}   state {exp.state}   backend {exp.backend}"
                   f"   progress {exp.progress:.1%}")
     if exp.error:
         console.print(f"error: {exp.error}")
     console.print(f"searcher {searcher.get('name')}  metric {searcher.get('metric')}  "
                   f"smaller_is_better {searcher.get('smaller_is_better', True)}")
-    smaller = searcher.get("smaller_is_better", True)
-    scored = [t for t in trials if t.best_validation is not None]
-    if scored:
-        best = (min if smaller else max)(scored, key=lambda t: t.best_validation or 0.0)
-        console.print(f"best trial: {best.id} ({searcher.get('metric')} = "
-                      f"{best.best_validation})")
+    if view.best is not None:
+        console.print(f"best trial: {view.best.trial_id} ({view.best.metric} = "
+                      f"{view.best.value})")
     table(
         ["Trial ID", "Request", "State", "Hyperparameters", "Restarts", "Searcher",
          "Ckpt Steps", "Best Validation", "Latest Checkpoint", "Reason"],
-        [[t.id, t.request_id, t.state, t.hparams_json, t.restarts, _searcher_view(t),
+        [[t.id, t.request_id, t.state, t.hparams_json, t.restarts, row.searcher,
           t.steps_completed, t.best_validation, t.latest_checkpoint, t.end_reason]
-         for t in trials],
+         for row in view.trials for t in [row.trial]],
         title="Trials",
     )
     table(
         ["Trial ID", "Run", "Job ID", "State", "Reason", "Exit Code", "Submitted", "Ended",
          "Outcome"],
         [[r.trial_id, r.run_id, r.job_id, r.state, r.reason, r.exit_code, when(r.submitted),
-          when(r.ended), r.outcome] for r in runs],
+          when(r.ended), r.outcome] for r in view.runs],
         title="Jobs",
     )
-
-
-def _searcher_view(t: Trial) -> str:
-    """What the searcher decided for the trial: operations (promotions), close, stop."""
-    ops = json.loads(t.ops_json)
-    words = []
-    if ops:
-        words.append("ops " + ",".join(str(o) for o in ops) + f" ({t.ops_completed} done)")
-    if t.closed:
-        words.append("closed")
-    if t.stop_requested:
-        words.append("stopped early")
-    return "; ".join(words)
-
-
-def _simple(op: str, experiment_id: int) -> None:
-    console.print(process.call(paths(), op, {"exp_id": experiment_id}))
 
 
 @app.command()
 def pause(experiment_id: ExperimentId) -> None:
     """Checkpoint and stop the experiment's trials; `activate` resumes them."""
-    _simple("pause", experiment_id)
+    console.print(connect(paths()).pause(experiment_id))
 
 
 @app.command()
 def activate(experiment_id: ExperimentId) -> None:
     """Resume a paused experiment from its latest checkpoints."""
-    _simple("activate", experiment_id)
+    console.print(connect(paths()).activate(experiment_id))
 
 
 @app.command()
 def kill(experiment_id: ExperimentId) -> None:
     """Stop the experiment's trials at once."""
-    _simple("kill", experiment_id)
+    console.print(connect(paths()).kill(experiment_id))
 
 
 @app.command()
 def cancel(experiment_id: ExperimentId) -> None:
     """Stop the experiment gracefully: running trials checkpoint first."""
-    _simple("cancel", experiment_id)
+    console.print(connect(paths()).cancel(experiment_id))
 
 
 @app.command("continue")
@@ -226,12 +153,11 @@ def continue_(
 ) -> None:
     """Resume a finished experiment's trials from their latest checkpoints."""
     p = paths()
-    args: dict[str, object] = {"exp_id": experiment_id}
+    overrides = None
     if config:
-        store = read_store(p)
-        stored = json.loads(store.experiment(experiment_id).config_json)
-        args["config"] = load_experiment_config(yaml.safe_dump(stored), config).raw
-    console.print(process.call(p, "continue", args))
+        stored = json.loads(read_store(p).experiment(experiment_id).config_json)
+        overrides = load_experiment_config(yaml.safe_dump(stored), config).raw
+    console.print(connect(p).continue_experiment(experiment_id, overrides))
     if follow:
         trial = read_store(p).trials(experiment_id)[0]
         raise typer.Exit(follow_trial(p, trial.id))

@@ -10,6 +10,7 @@ from hpcdet.errors import NotFoundError
 from hpcdet.paths import StatePaths
 from hpcdet.states import FINAL_TRIAL_STATES, ExperimentState, TrialState
 from hpcdet.store.repository import Store
+from hpcdet.views.logs import new_log_lines
 
 
 def format_line(raw: str, node: str) -> str:
@@ -17,25 +18,11 @@ def format_line(raw: str, node: str) -> str:
     return f"[{stamp}] [{node}] || {text}"
 
 
-def log_files(paths: StatePaths, exp_id: int, trial_id: int) -> list[Path]:
-    trial_dir = paths.trial(exp_id, trial_id)
-    runs = sorted(trial_dir.glob("run-*"), key=lambda d: int(d.name[4:]))
-    return [f for r in runs for f in sorted((r / "logs").glob("node-*.log"))]
-
-
 def print_logs(paths: StatePaths, exp_id: int, trial_id: int,
                offsets: dict[Path, int]) -> None:
-    for path in log_files(paths, exp_id, trial_id):
-        with open(path, "rb") as f:
-            f.seek(offsets.get(path, 0))
-            data = f.read()
-        end = data.rfind(b"\n") + 1
-        if end == 0:
-            continue
-        offsets[path] = offsets.get(path, 0) + end
-        node = f"{path.parent.parent.name}/{path.stem}"
-        for line in data[:end].decode(errors="replace").splitlines():
-            sys.stdout.write(format_line(line, node) + "\n")
+    for chunk in new_log_lines(paths, exp_id, trial_id, offsets):
+        for line in chunk:
+            sys.stdout.write(format_line(line.text, line.node) + "\n")
         sys.stdout.flush()
 
 

@@ -10,12 +10,11 @@ from typing import Annotated, Optional
 import typer
 
 from hpcdet.cli.common import console, paths, print_json, read_store, table, when
+from hpcdet.client import JobUpdate, connect
 from hpcdet.config.cluster import load_cluster_config
-from hpcdet.daemon import process
-from hpcdet.errors import NotFoundError, SchedulerCommandError, UsageError
-from hpcdet.queue import QueueRow, queue
+from hpcdet.errors import UsageError
 from hpcdet.schedulers import make_scheduler
-from hpcdet.schedulers.runner import CommandRunner
+from hpcdet.views.queue import QueueRow, experiment_of, job_queue, scheduler_statuses
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -29,17 +28,11 @@ def list_(
     store = read_store(paths())
     scheduler = make_scheduler(load_cluster_config().backend, {"jobs_dir": str(
         paths().local_dir() / "local-jobs")})
-    try:
-        out = CommandRunner(timeout=30).run(scheduler.status_command([])).stdout
-        statuses = scheduler.parse_status(out)
-    except SchedulerCommandError as e:
-        console.print(f"the scheduler did not answer ({e}); showing stored states",
+    statuses, problem = scheduler_statuses(scheduler)
+    if problem:
+        console.print(f"the scheduler did not answer ({problem}); showing stored states",
                       markup=False)
-        statuses = {}
-    trials = store.trials()
-    runs = store.runs([t.id for t in trials], live_only=True)
-    rows = [r for r in queue(store.experiments(unfinished=True), trials, runs, statuses)
-            if resource_pool is None or r.in_pool(resource_pool)]
+    rows = job_queue(store, statuses, resource_pool)
     if as_json:
         print_json([asdict(r) for r in rows])
         return
@@ -120,26 +113,13 @@ def update_batch(
 
 
 def _send(updates: list[tuple[str, str, object]]) -> None:
+    store = read_store(paths())
     requests = []
     for job_id, field, value in updates:
         if field in ("ahead_of", "behind_of"):
-            value = _experiment_of(str(value))
-        requests.append({"job": _experiment_of(job_id), "field": field, "value": value})
-    said = process.call(paths(), "update_jobs", {"updates": requests})
+            value = experiment_of(store, str(value))
+        requests.append(JobUpdate(experiment_of(store, job_id), field, value))
+    said = connect(paths()).update_jobs(requests)
     if said:
         console.print(said, markup=False)
 
-
-def _experiment_of(job_id: str) -> int:
-    """An hpcdet job id (the experiment id) or one of its scheduler job ids."""
-    store = read_store(paths())
-    experiments = store.experiments()
-    if job_id.isdigit() and any(e.id == int(job_id) for e in experiments):
-        return int(job_id)
-    experiment_of = {t.id: t.experiment_id for t in store.trials()}
-    owners = [(a.job_id, a.experiment_id) for a in store.arrays()]
-    owners += [(r.job_id, experiment_of[r.trial_id]) for r in store.runs() if r.job_id]
-    for scheduler_id, exp_id in owners:
-        if job_id in (scheduler_id, scheduler_id.split("_")[0]):
-            return int(exp_id)
-    raise NotFoundError(f"no job {job_id!r}; see `hpcdet job list`")

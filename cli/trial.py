@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated
 
 import typer
@@ -18,7 +17,8 @@ from hpcdet.cli.common import (
     when,
 )
 from hpcdet.cli.follow import follow_trial, print_logs
-from hpcdet.daemon import process
+from hpcdet.client import connect
+from hpcdet.views.trials import trial_metrics
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -45,25 +45,15 @@ def metrics(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """The metrics a trial reported."""
-    store = read_store(paths())
-    store.trial(trial_id)
-    rows = store.metrics(trial_id, group or None)
+    reported = trial_metrics(read_store(paths()), trial_id, group or None)
     if as_json:
         print_json([{"group": m.group, "steps_completed": m.steps_completed,
-                     "metrics": json.loads(m.metrics_json), "run_id": m.run_id,
-                     "reported": m.reported} for m in rows])
+                     "metrics": m.metrics, "run_id": m.run_id, "reported": m.reported}
+                    for m in reported.rows])
         return
-    keys: list[str] = []
-    for m in rows:
-        for k in json.loads(m.metrics_json):
-            if k not in keys:
-                keys.append(k)
-    cols = ["Group", "Steps Completed", "Run", "Reported", *keys]
-    data = []
-    for m in rows:
-        values = json.loads(m.metrics_json)
-        data.append([m.group, m.steps_completed, m.run_id, when(m.reported),
-                     *[values.get(k, "") for k in keys]])
+    cols = ["Group", "Steps Completed", "Run", "Reported", *reported.keys]
+    data = [[m.group, m.steps_completed, m.run_id, when(m.reported),
+             *[m.metrics.get(k, "") for k in reported.keys]] for m in reported.rows]
     print_csv(cols, data) if csv else table(cols, data)
 
 
@@ -74,7 +64,7 @@ def continue_(
 ) -> None:
     """A new experiment whose one trial warm-starts from this trial's latest checkpoint."""
     p = paths()
-    result = process.call(p, "continue_trial", {"trial_id": trial_id})
-    console.print(f"Created experiment {result['experiment_id']}")
+    created = connect(p).continue_trial(trial_id)
+    console.print(f"Created experiment {created.experiment_id}")
     if follow:
-        raise typer.Exit(follow_trial(p, result["trial_ids"][0]))
+        raise typer.Exit(follow_trial(p, created.trial_ids[0]))

@@ -8,16 +8,10 @@ The run tree is the source of truth and lives on the shared filesystem::
     <state>/runs/exp-<E>/experiment.json      the validated config and creation record
     <state>/runs/exp-<E>/journal.jsonl        the daemon's decisions (append-only)
     <state>/runs/exp-<E>/context/             snapshot of the context directory taken at create
-    <state>/runs/exp-<E>/trials/<T>/trial.json
-    <state>/runs/exp-<E>/trials/<T>/run-<R>/  one directory per submission of the trial:
-        job.json       what the harness needs (written before submit)
-        job.sh         the rendered batch script
-        control.json   daemon -> trial requests (atomic replace)
-        preempt        created by the harness when the scheduler signals preemption
-        events.jsonl   trial -> daemon event log (append-only, sequence numbers)
-        nodes/         per-node rendezvous and cluster info
-        logs/          per-node output of the entrypoint
-        exit.json      how the job ended, written by the batch script
+    <state>/runs/exp-<E>/array/               the experiment's job arrays
+    <state>/runs/exp-<E>/trials/<T>/run-<R>/  one directory per submission of the trial
+
+The run directory's and the array directory's files: ``hpcdet.rundir.layout``.
 """
 
 from __future__ import annotations

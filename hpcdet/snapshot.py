@@ -182,12 +182,13 @@ def select_files(root: Path, warn: Warn = _log_warning) -> list[Path]:
     return [rel for rel, _ in _walk(root, warn).files]
 
 
-def snapshot(root: Path, dest: Path, warn: Warn = _log_warning) -> tuple[int, int]:
+def snapshot(root: Path, dest: Path, warn: Warn | None = None) -> tuple[int, int]:
     """Copy the context into ``dest``; returns (files, bytes). Refuses above the size limit.
 
-    ``warn`` gets one message per entry left out (see the module docstring).
+    ``warn`` gets one message per entry left out (see the module docstring); by default they
+    are logged.
     """
-    walk = _walk(root, warn)
+    walk = _walk(root, warn or _log_warning)
     dest.mkdir(parents=True, exist_ok=True)
     for rel, _ in walk.files:
         target = dest / rel

@@ -18,7 +18,7 @@ from typing import Any
 
 from hpcdet.errors import UsageError
 from hpcdet.private import hpcdet_command
-from hpcdet.runspec import CLUSTER_INFO_ENV, ClusterInfoRecord
+from hpcdet.rundir.spec import CLUSTER_INFO_ENV, ClusterInfoRecord
 
 FORWARDED_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP", "SIGUSR1", "SIGUSR2")
 WRAP_RANK_MODULE = "hpcdet.launch.wrap_rank"

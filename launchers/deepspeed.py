@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from hpcdet.errors import UsageError
+from hpcdet.rundir.exchange import write_text_atomic
 
 from ._launch import (
     LaunchError,
@@ -132,15 +133,6 @@ def deepspeed_env_lines(env: Mapping[str, str]) -> list[str]:
     return lines
 
 
-def write_hostfile(path: Path, text: str) -> None:
-    """Write ``path`` atomically: every node writes the same text, maybe to one shared file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line ``argv`` (default ``sys.argv[1:]``); returns the exit code."""
     try:
@@ -155,7 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         layout = load_layout(os.environ, "hpcdet.launch.deepspeed")
         hostfile = hostfile_path(layout.allocation_id, tempfile.gettempdir())
-        write_hostfile(hostfile, hostfile_text(layout.addrs, layout.slots_per_node))
+        write_text_atomic(hostfile, hostfile_text(layout.addrs, layout.slots_per_node))
         env = merged_env(os.environ, build_env(layout, hostfile, os.environ))
         master = master_address(layout.addrs)
         if layout.num_nodes == 1:

@@ -25,15 +25,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO
 
-from hpcdet.exchange import dumps
 from hpcdet.private import tighten_umask
-from hpcdet.runspec import (
-    CLUSTER_INFO_ENV,
-    PREEMPT_FILE,
-    RUN_DIR_ENV,
-    ClusterInfoRecord,
-    RunSpec,
-)
+from hpcdet.rundir import layout
+from hpcdet.rundir.exchange import dumps, write_text_atomic
+from hpcdet.rundir.layout import PREEMPT_FILE
+from hpcdet.rundir.spec import CLUSTER_INFO_ENV, RUN_DIR_ENV, ClusterInfoRecord, RunSpec
 
 RENDEZVOUS_TIMEOUT = 300.0
 
@@ -59,14 +55,12 @@ def own_address(env: Mapping[str, str], num_nodes: int) -> str:
     return socket.gethostbyname(socket.gethostname())
 
 
-def rendezvous(nodes_dir: Path, rank: int, address: str, num_nodes: int) -> list[str]:
-    nodes_dir.mkdir(parents=True, exist_ok=True)
-    tmp = nodes_dir / f".{rank}.addr.tmp"
-    tmp.write_text(address)
-    os.replace(tmp, nodes_dir / f"{rank}.addr")
+def rendezvous(run_dir: Path, rank: int, address: str, num_nodes: int) -> list[str]:
+    """Every node's address, once every node has written its own."""
+    write_text_atomic(layout.node_address(run_dir, rank), address)
     deadline = time.monotonic() + RENDEZVOUS_TIMEOUT
     while True:
-        paths = [nodes_dir / f"{r}.addr" for r in range(num_nodes)]
+        paths = [layout.node_address(run_dir, r) for r in range(num_nodes)]
         if all(p.exists() for p in paths):
             return [p.read_text().strip() for p in paths]
         if time.monotonic() > deadline:
@@ -229,9 +223,7 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGUSR2, preempt_notice)
     signal.signal(signal.SIGTERM, preempt_notice)
 
-    addrs = rendezvous(
-        run_dir / "nodes", rank, own_address(os.environ, spec.num_nodes), spec.num_nodes
-    )
+    addrs = rendezvous(run_dir, rank, own_address(os.environ, spec.num_nodes), spec.num_nodes)
     record = ClusterInfoRecord(
         spec=spec.__dict__,
         container_addrs=addrs,
@@ -241,7 +233,7 @@ def main(argv: list[str]) -> int:
         allocation_id=f"{spec.trial_id}.{spec.run_id}",
         task_id=f"{spec.experiment_id}.{spec.trial_id}",
     )
-    info_path = run_dir / "nodes" / f"{rank}.json"
+    info_path = layout.node_info(run_dir, rank)
     record.save(info_path)
 
     workdir = Path(tempfile.mkdtemp(prefix=f"hpcdet-{spec.trial_id}-{spec.run_id}-{rank}-"))
@@ -249,7 +241,7 @@ def main(argv: list[str]) -> int:
         shutil.copytree(spec.context_dir, workdir, dirs_exist_ok=True, symlinks=True)
         has_hook = (workdir / "startup-hook.sh").exists()
         env = trial_environment(spec, info_path, record, os.environ)
-        sinks = [OutputSink.file(run_dir / "logs" / f"node-{rank}.log"),
+        sinks = [OutputSink.file(layout.node_log(run_dir, rank)),
                  OutputSink.fd(sys.stdout.fileno())]
         child = subprocess.Popen(
             entrypoint_argv(spec.entrypoint, has_hook),

@@ -33,9 +33,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from hpcdet.exchange import read_json, write_atomic
 from hpcdet.private import hpcdet_command
-from hpcdet.runspec import CLUSTER_INFO_ENV
+from hpcdet.rundir.exchange import read_json, write_atomic
+from hpcdet.rundir.spec import CLUSTER_INFO_ENV
 
 from ._launch import NodeLayout
 

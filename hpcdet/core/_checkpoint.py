@@ -22,8 +22,8 @@ from typing import Any
 from hpcdet.core._distributed import DistributedContext
 from hpcdet.core._events import RunEvents
 from hpcdet.errors import NotFoundError
-from hpcdet.exchange import read_json
 from hpcdet.private import copy_file
+from hpcdet.rundir.exchange import read_json
 
 logger = logging.getLogger("hpcdet.core")
 

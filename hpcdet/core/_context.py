@@ -32,8 +32,8 @@ from hpcdet.core._searcher import (
     has_daemon_ops,
 )
 from hpcdet.core._train import DummyTrainContext, EarlyExitReason, TensorboardMode, TrainContext
-from hpcdet.exchange import EventWriter
-from hpcdet.runspec import CONTROL_FILE, EVENTS_FILE, PREEMPT_FILE
+from hpcdet.rundir.exchange import EventWriter
+from hpcdet.rundir.layout import CONTROL_FILE, EVENTS_FILE, PREEMPT_FILE
 
 logger = logging.getLogger("hpcdet.core")
 

@@ -7,7 +7,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from hpcdet.exchange import EventWriter
+from hpcdet.rundir.exchange import EventWriter
 
 _open_runs: set[Path] = set()
 _open_runs_lock = threading.Lock()

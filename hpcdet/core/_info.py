@@ -1,8 +1,9 @@
 """What a task knows about itself on the cluster: Determined's ``det.get_cluster_info()``.
 
-The harness on each node writes a :class:`~hpcdet.runspec.ClusterInfoRecord` (whose ``spec`` is
-the run's :class:`~hpcdet.runspec.RunSpec`) and points ``HPCDET_CLUSTER_INFO`` at it. Without that
-variable the process is off-cluster and :func:`get_cluster_info` returns ``None``.
+The harness on each node writes a :class:`~hpcdet.rundir.spec.ClusterInfoRecord` (whose
+``spec`` is the run's :class:`~hpcdet.rundir.spec.RunSpec`) and points ``HPCDET_CLUSTER_INFO``
+at it. Without that variable the process is off-cluster and :func:`get_cluster_info` returns
+``None``.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from hpcdet.runspec import CLUSTER_INFO_ENV, ClusterInfoRecord, RunSpec
+from hpcdet.rundir.spec import CLUSTER_INFO_ENV, ClusterInfoRecord, RunSpec
 
 # The files of a run directory the Core API touches (layout in hpcdet.paths).
 

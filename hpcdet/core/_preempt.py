@@ -15,7 +15,7 @@ from pathlib import Path
 
 from hpcdet.core._distributed import DistributedContext
 from hpcdet.core._events import RunEvents
-from hpcdet.exchange import FileWatch, read_json
+from hpcdet.rundir.exchange import FileWatch, read_json
 
 logger = logging.getLogger("hpcdet.core")
 

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from hpcdet.core._distributed import DistributedContext
 from hpcdet.core._events import RunEvents
 from hpcdet.core._preempt import PreemptWatcher
-from hpcdet.exchange import FileWatch, read_json
+from hpcdet.rundir.exchange import FileWatch, read_json
 
 logger = logging.getLogger("hpcdet.core")
 

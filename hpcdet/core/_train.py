@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from hpcdet.core._events import RunEvents
-from hpcdet.exchange import read_json
+from hpcdet.rundir.exchange import read_json
 
 logger = logging.getLogger("hpcdet.core")
 

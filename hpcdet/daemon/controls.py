@@ -13,9 +13,10 @@ from hpcdet.daemon.configs import Configs
 from hpcdet.daemon.guard import Guard
 from hpcdet.daemon.jobs import Jobs
 from hpcdet.daemon.site import Site
-from hpcdet.exchange import write_atomic
 from hpcdet.paths import StatePaths
-from hpcdet.runspec import CONTROL_FILE
+from hpcdet.rundir import layout
+from hpcdet.rundir.exchange import write_atomic
+from hpcdet.rundir.layout import CONTROL_FILE
 from hpcdet.states import STOPPING_STATES, SUBMITTED_RUN_STATES, ExperimentState, JobState
 from hpcdet.store.models import Experiment, Run, Trial
 from hpcdet.store.repository import Store
@@ -112,7 +113,7 @@ class Controls:
             self.preempt_asked.pop((trial.id, run_id), None)
 
     def _started(self, exp_id: int, run: Run) -> bool:
-        return (self.paths.run(exp_id, run.trial_id, run.run_id) / "nodes").exists()
+        return layout.started(self.paths.run(exp_id, run.trial_id, run.run_id))
 
     def _outside_pool(self, run: Run, exp: Experiment) -> bool:
         """Runs on a partition other than the experiment's, after `job update --resource-pool`."""

@@ -17,8 +17,8 @@ from hpcdet.daemon.journal import Journal
 from hpcdet.daemon.searching import SearchDriver
 from hpcdet.daemon.submission import Submission
 from hpcdet.errors import DiskFullError, HpcdetError, StateError, disk_full_cause, disk_full_reason
-from hpcdet.exchange import whole_lines, write_atomic
 from hpcdet.paths import StatePaths
+from hpcdet.rundir.exchange import whole_lines, write_atomic
 from hpcdet.states import TrialState
 from hpcdet.store.repository import Store
 

@@ -10,9 +10,9 @@ from hpcdet.config import ExperimentConfig
 from hpcdet.daemon.configs import Configs
 from hpcdet.daemon.guard import Guard
 from hpcdet.daemon.searching import SearchDriver, searcher_source
-from hpcdet.exchange import Event, read_events
 from hpcdet.paths import StatePaths
-from hpcdet.runspec import EVENTS_FILE
+from hpcdet.rundir.exchange import Event, read_events
+from hpcdet.rundir.layout import EVENTS_FILE
 from hpcdet.search.base import (
     EXIT_CANCELED,
     EXIT_COMPLETED,

@@ -12,7 +12,7 @@ from hpcdet.config import ExperimentConfig
 from hpcdet.config.cluster import ClusterConfig
 from hpcdet.paths import StatePaths
 from hpcdet.private import umask_in_force
-from hpcdet.runspec import RunSpec
+from hpcdet.rundir.spec import RunSpec
 from hpcdet.schedulers.base import ArraySpec, JobRequest
 
 

@@ -14,8 +14,8 @@ import os
 import time
 from typing import Any
 
-from hpcdet.exchange import append_line, report_skipped, whole_lines
 from hpcdet.paths import StatePaths
+from hpcdet.rundir.exchange import append_line, report_skipped, whole_lines
 from hpcdet.states import Decision, JobState
 from hpcdet.store.journal_apply import APPLIERS, UnappliableEntry
 from hpcdet.store.models import Run

@@ -30,8 +30,8 @@ from hpcdet.daemon.run_ends import RunEnds
 from hpcdet.daemon.searching import SearchDriver
 from hpcdet.daemon.site import Site
 from hpcdet.daemon.submission import Submission
-from hpcdet.exchange import write_atomic
 from hpcdet.paths import StatePaths, hostname
+from hpcdet.rundir.exchange import write_atomic
 from hpcdet.schedulers import Scheduler, make_scheduler
 from hpcdet.schedulers.runner import CommandRunner
 from hpcdet.states import RUNNING_EXPERIMENT_STATES, ExperimentState

@@ -15,12 +15,11 @@ import time
 from dataclasses import dataclass
 from typing import IO, Any
 
-from hpcdet.daemon import requests as req
 from hpcdet.errors import DaemonError
-from hpcdet.exchange import read_json
 from hpcdet.paths import StatePaths, hostname
 from hpcdet.private import hpcdet_command
 from hpcdet.processes import pid_alive
+from hpcdet.rundir.exchange import read_json
 
 STALE_HEARTBEAT = 120.0
 
@@ -137,18 +136,3 @@ def stop(paths: StatePaths, timeout: float = 30.0) -> bool:
     while time.monotonic() < deadline and pid_alive(pid) and lock_held(paths):
         time.sleep(0.1)
     return True
-
-
-def call(
-    paths: StatePaths, op: str, args: dict[str, Any], timeout: float | None = None,
-    request_id: str | None = None,
-) -> Any:
-    """Send a request to the daemon, starting it first when it runs nowhere."""
-    if timeout is None:
-        timeout = float(os.environ.get("HPCDET_REQUEST_TIMEOUT", "120"))
-    current = info(paths)
-    if not current.alive:
-        current = start(paths)
-    where = f"host {current.record.get('host')}, pid {current.record.get('pid')}"
-    rid = req.submit(paths, op, args, request_id)
-    return req.wait_reply(paths, rid, timeout, where)

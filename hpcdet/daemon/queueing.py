@@ -27,6 +27,7 @@ from hpcdet.daemon.site import Site
 from hpcdet.errors import HpcdetError, NotFoundError, SchedulerCommandError, StateError
 from hpcdet.paths import StatePaths
 from hpcdet.priority import DEFAULT_PRIORITY, PendingJob, plan_nice, position_between, validate
+from hpcdet.rundir import layout
 from hpcdet.states import RUNNING_EXPERIMENT_STATES, JobState
 from hpcdet.store.journal_apply import apply_queue_update
 from hpcdet.store.models import Experiment
@@ -206,10 +207,11 @@ class Queue:
 
     def _job_script(self, exp: Experiment) -> Path | None:
         """The newest batch script the experiment submitted, for a dry run elsewhere."""
-        scripts = list((self.paths.experiment(exp.id) / "array").glob("array*.sh"))
+        scripts = layout.array_scripts(self.paths.experiment(exp.id))
         for trial in self.store.trials(exp.id):
             if trial.run_id:
-                scripts.append(self.paths.run(exp.id, trial.id, trial.run_id) / "job.sh")
+                run_dir = self.paths.run(exp.id, trial.id, trial.run_id)
+                scripts.append(run_dir / layout.SCRIPT_FILE)
         existing = [s for s in scripts if s.exists()]
         return max(existing, key=lambda s: s.stat().st_mtime) if existing else None
 

@@ -1,4 +1,5 @@
-"""CLI -> daemon requests as files in the shared state directory.
+"""CLI -> daemon requests as files in the shared state directory: the daemon's half (the
+CLI's is ``hpcdet.client.files``).
 
 Files work from every login node that sees the shared filesystem, need no open port, and
 survive a daemon restart: an unanswered request is answered by the next daemon.
@@ -15,15 +16,13 @@ from __future__ import annotations
 import json
 import logging
 import os
-import time
 import traceback
-import uuid
 from pathlib import Path
 from typing import Any, Callable
 
-from hpcdet.errors import DaemonError, DiskFullError, HpcdetError, disk_full_cause
-from hpcdet.exchange import read_json, write_atomic
+from hpcdet.errors import DiskFullError, HpcdetError, disk_full_cause
 from hpcdet.paths import StatePaths
+from hpcdet.rundir.exchange import write_atomic
 
 log = logging.getLogger(__name__)
 
@@ -33,69 +32,12 @@ GONE = ".gone"
 _kept: dict[str, dict[str, Any]] = {}
 
 
-def new_request_id() -> str:
-    return f"{time.time():.6f}-{uuid.uuid4().hex[:8]}"
+def request_path(paths: StatePaths, rid: str) -> Path:
+    return paths.requests / f"{rid}.json"
 
 
-def submit(paths: StatePaths, op: str, args: dict[str, Any], request_id: str | None = None) -> str:
-    rid = request_id or new_request_id()
-    write_atomic(paths.requests / f"{rid}.json", {"op": op, "args": args, "pid": os.getpid()})
-    return rid
-
-
-def wait_reply(paths: StatePaths, rid: str, timeout: float, where: str) -> Any:
-    reply_path = paths.requests / f"{rid}.reply.json"
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        reply = read_json(reply_path)
-        if reply is not None:
-            reply_path.unlink(missing_ok=True)
-            if reply["ok"]:
-                return reply["result"]
-            raise HpcdetError(reply["error"])
-        time.sleep(0.05)
-    if (paths.requests / f"{rid}{TAKEN}").exists():
-        raise DaemonError(
-            f"the hpcdet daemon ({where}) took the request but did not answer within "
-            f"{timeout:.0f} s (a full disk keeps it from writing its answer). The request is "
-            "carried out once at most: see `hpcdet experiment list` and `hpcdet daemon status`."
-        )
-    raise DaemonError(
-        f"the hpcdet daemon ({where}) did not answer within {timeout:.0f} s. "
-        "See `hpcdet daemon status`; the request stays queued and will be answered when the "
-        "daemon runs again."
-    )
-
-
-def withdraw(paths: StatePaths, rid: str) -> bool:
-    """Take back a request the daemon has not taken yet; True when it was (so it never runs)."""
-    try:
-        (paths.requests / f"{rid}.json").unlink()
-    except FileNotFoundError:
-        return False
-    return True
-
-
-def taken(paths: StatePaths, rid: str) -> bool:
-    """Whether the daemon took the request: it carries it out, answered yet or not."""
-    # The taken mark first: the daemon writes the reply before it drops the mark.
-    return (paths.requests / f"{rid}{TAKEN}").exists() or (
-        paths.requests / f"{rid}.reply.json").exists()
-
-
-def abandon(paths: StatePaths, rid: str) -> dict[str, Any] | None:
-    """Stop waiting for a request the daemon took; returns its reply when it came meanwhile."""
-    mark = paths.requests / f"{rid}{GONE}"
-    try:
-        mark.touch()
-    except OSError:
-        return None  # a full disk: the reply file stays, as it did before
-    reply_path = paths.requests / f"{rid}.reply.json"
-    reply: dict[str, Any] | None = read_json(reply_path)
-    if reply is not None:
-        reply_path.unlink(missing_ok=True)
-        mark.unlink(missing_ok=True)
-    return reply
+def reply_path(paths: StatePaths, rid: str) -> Path:
+    return paths.requests / f"{rid}.reply.json"
 
 
 def serve_pending(paths: StatePaths, handler: Callable[[str, dict[str, Any]], Any]) -> int:
@@ -153,7 +95,7 @@ def _answer(handler: Callable[[str, dict[str, Any]], Any], body: dict[str, Any])
 def _deliver(paths: StatePaths, rid: str, reply: dict[str, Any]) -> None:
     if not _abandoned(paths, rid, reply):
         try:
-            write_atomic(paths.requests / f"{rid}.reply.json", reply)
+            write_atomic(reply_path(paths, rid), reply)
         except OSError as e:
             if rid not in _kept:
                 log.warning("cannot write the reply to request %s yet (%s); kept until it can",
@@ -176,7 +118,7 @@ def _abandoned(paths: StatePaths, rid: str, reply: dict[str, Any]) -> bool:
     else:
         log.warning("request %s, which its CLI stopped waiting for, failed: %s",
                     rid, reply["error"])
-    (paths.requests / f"{rid}.reply.json").unlink(missing_ok=True)
+    reply_path(paths, rid).unlink(missing_ok=True)
     mark.unlink(missing_ok=True)
     return True
 
@@ -200,4 +142,4 @@ def _deliver_kept(paths: StatePaths, handler: Callable[[str, dict[str, Any]], An
                 "effect: see `hpcdet experiment list` before trying again")})
 
 
-__all__ = ["abandon", "serve_pending", "submit", "taken", "wait_reply", "withdraw"]
+__all__ = ["GONE", "TAKEN", "reply_path", "request_path", "serve_pending"]

@@ -11,9 +11,9 @@ from hpcdet.daemon.feed import Feed
 from hpcdet.daemon.jobs import Jobs
 from hpcdet.daemon.journal import Journal
 from hpcdet.daemon.retention import Retention
-from hpcdet.exchange import read_json
 from hpcdet.paths import StatePaths
-from hpcdet.runspec import EXIT_FILE
+from hpcdet.rundir.exchange import read_json
+from hpcdet.rundir.layout import EXIT_FILE
 from hpcdet.states import FINAL_TRIAL_STATES, JobState, RunEnd, RunState, TrialState, decide_run_end
 from hpcdet.store.models import Run
 from hpcdet.store.repository import Store

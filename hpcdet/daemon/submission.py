@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shutil
 import time
 from collections import deque
@@ -30,10 +29,11 @@ from hpcdet.daemon.journal import Journal
 from hpcdet.daemon.searching import SearchDriver
 from hpcdet.daemon.site import Site
 from hpcdet.errors import SchedulerCommandError
-from hpcdet.exchange import read_json
 from hpcdet.paths import StatePaths
 from hpcdet.priority import nice_for, queue_key
-from hpcdet.runspec import EXIT_FILE
+from hpcdet.rundir import layout
+from hpcdet.rundir.exchange import read_json, write_text_atomic
+from hpcdet.rundir.layout import EXIT_FILE
 from hpcdet.schedulers.base import ArraySpec
 from hpcdet.states import Decision, ExperimentState, JobState, RunState, TrialState
 from hpcdet.store.models import Experiment, Run, Trial
@@ -120,12 +120,12 @@ class Submission:
         chunk = next_chunk(bound, covered, pending, self.site.limits.get("MaxArraySize"), headroom)
         if chunk is None or not self._may_submit():
             return chunks
-        array_dir = self.paths.experiment(exp.id) / "array"
+        array_dir = layout.array_dir(self.paths.experiment(exp.id))
         array_dir.mkdir(exist_ok=True)
         spec = ArraySpec(count=chunk.count, offset=chunk.offset,
                          throttle=min(concurrency, chunk.count) if concurrency else 0)
         index = len(rows)
-        script = array_dir / f"array{index}.sh"
+        script = layout.array_script(self.paths.experiment(exp.id), index)
         script.write_text(self.scheduler.render_script(
             array_request(exp.id, index, array_dir, spec, cfg, self.cluster, self.backend,
                           self.site.gpus(cfg), nice_for(exp.priority))))
@@ -178,7 +178,7 @@ class Submission:
         run_dir.mkdir(parents=True)
         checkpoint_dir(cfg, self.paths).mkdir(parents=True, exist_ok=True)
         spec.save(run_dir)
-        script = run_dir / "job.sh"
+        script = run_dir / layout.SCRIPT_FILE
         script.write_text(self.scheduler.render_script(
             job_request(spec, cfg, self.cluster, self.backend, self.site.gpus(cfg),
                         nice_for(exp.priority))))
@@ -207,10 +207,8 @@ class Submission:
         self, trial: Trial, run_id: int, run_dir: Path, array_task: tuple[str, int]
     ) -> None:
         """Hand the run to its array task, which waits for the slot file to name its directory."""
-        slot = self.paths.experiment(trial.experiment_id) / "array" / f"slot-{trial.request_id}"
-        tmp = slot.with_name(f".{slot.name}.tmp")
-        tmp.write_text(str(run_dir))
-        os.replace(tmp, slot)
+        exp_dir = self.paths.experiment(trial.experiment_id)
+        write_text_atomic(layout.array_slot(exp_dir, trial.request_id), str(run_dir))
         array_id, index = array_task
         self.journal.record(trial.experiment_id, "run_submitted", trial_id=trial.id,
                             run_id=run_id, job_id=self.scheduler.array_task_id(array_id, index))
@@ -235,7 +233,7 @@ class Submission:
             if array.job_id:
                 continue
             job_id = self.jobs.find(array_job_name(exp.id, array.index),
-                                    self.paths.experiment(exp.id) / "array")
+                                  layout.array_dir(self.paths.experiment(exp.id)))
             if job_id:
                 log.info("experiment %d: adopted job array %s", exp.id, job_id)
                 self.journal.record(exp.id, "array_submitted", job_id=job_id.split("_")[0],

@@ -19,15 +19,14 @@ from pathlib import Path
 
 from hpcdet.private import hpcdet_command, tighten_umask
 from hpcdet.processes import pid_alive
+from hpcdet.rundir.exchange import write_text_atomic
 
 KILL_WAIT = 5.0
 NAME_MARK = "# job-name: "
 
 
 def _write(path: Path, data: dict[str, object]) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data))
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(data))
 
 
 def _next_id(jobs: Path) -> int:

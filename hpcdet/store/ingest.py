@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from sqlmodel import Session, select
 
-from hpcdet.exchange import Event
+from hpcdet.rundir.exchange import Event
 from hpcdet.states import CheckpointState
 from hpcdet.store.models import Checkpoint, Metric, Run, Trial
 

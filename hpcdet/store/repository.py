@@ -23,7 +23,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session, SQLModel, col, create_engine, func, select
 
 from hpcdet.errors import NotFoundError, StoreError
-from hpcdet.exchange import Event, read_event_batch
+from hpcdet.rundir.exchange import Event, read_event_batch
 from hpcdet.states import (
     FINAL_EXPERIMENT_STATES,
     LIVE_RUN_STATES,

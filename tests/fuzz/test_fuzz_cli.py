@@ -1,8 +1,8 @@
 """Property: no command line ends in a traceback. The typer app runs in-process with
 generated arguments (ids huge, negative, non-numeric or unicode; control characters; flags in
 any order) against a state directory with one experiment, where reads work. Requests stop at
-the daemon's door: a stand-in for ``process.call`` checks that every id the CLI lets through
-is one SQLite can hold, and answers; the daemon's own checks are tested in
+the daemon's door: a stand-in for ``hpcdet.client.files.call`` checks that every id the CLI
+lets through is one SQLite can hold, and answers; the daemon's own checks are tested in
 tests/unit/test_cli_ids.py."""
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from hpcdet.cli.main import app
+from hpcdet.client import files as client_files
 from hpcdet.config.cluster import ClusterConfig
-from hpcdet.daemon import process
 from hpcdet.daemon.loop import Daemon
 from hpcdet.errors import HpcdetError
 from hpcdet.paths import StatePaths
-from hpcdet.runspec import EVENTS_FILE
+from hpcdet.rundir.layout import EVENTS_FILE
 from hpcdet.schedulers.runner import CommandRunner, Result
 from hpcdet.search.base import Initialize
 from hpcdet.store.ids import id_problem
@@ -59,7 +59,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         mp.setenv("HPCDET_HOME", str(paths.root))
         mp.setenv("HPCDET_CLUSTER_CONFIG", str(root / "cluster.yaml"))
         mp.setenv("HPCDET_SITE_CONFIG", str(root / "site.yaml"))
-        mp.setattr(process, "call", _answer)
+        mp.setattr(client_files, "call", _answer)
         daemon = Daemon(paths, ClusterConfig(backend="slurm"), NoSlurm())
         daemon.journal.record(1, "experiment_created", name="x", config=config,
                               backend="slurm", searcher="single")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcdet.exchange import (
+from hpcdet.rundir.exchange import (
     EventWriter,
     FileWatch,
     append_line,
@@ -16,6 +16,7 @@ from hpcdet.exchange import (
     read_lines,
     whole_lines,
     write_atomic,
+    write_text_atomic,
 )
 
 
@@ -62,7 +63,7 @@ def test_an_append_says_where_its_line_starts_after_the_torn_tail_was_cut(
 def test_whole_lines_read_in_chunks_give_each_line_with_its_offsets(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("hpcdet.exchange._READ_CHUNK", 5)
+    monkeypatch.setattr("hpcdet.rundir.exchange._READ_CHUNK", 5)
     path = tmp_path / "journal.jsonl"
     path.write_bytes(b'{"kind": "a"}\n\n{"kind": "bb"}\n{"kind": "c')
     assert list(whole_lines(path)) == [(0, 14, {"kind": "a"}), (15, 30, {"kind": "bb"})]
@@ -157,3 +158,11 @@ def test_atomic_writes_follow_the_umask(tmp_path: Path) -> None:
         os.umask(before)
     assert (tmp_path / "shared.json").stat().st_mode & 0o777 == 0o640
     assert (tmp_path / "private.json").stat().st_mode & 0o777 == 0o600
+
+
+def test_write_text_atomic_replaces_and_leaves_no_temporary_file(tmp_path: Path) -> None:
+    path = tmp_path / "sub" / "hostfile-7.1.txt"
+    write_text_atomic(path, "old\n")
+    write_text_atomic(path, "localhost slots=2\n")
+    assert path.read_text() == "localhost slots=2\n"
+    assert os.listdir(path.parent) == [path.name]

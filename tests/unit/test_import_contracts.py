@@ -48,12 +48,12 @@ def test_the_contracts_hold(tree: Path) -> None:
 @pytest.mark.parametrize(("contract", "module", "line"), [
     ("layers", "hpcdet/store/ids.py", "import hpcdet.cli.common"),
     # The import the queue order's move to hpcdet.priority removed.
-    ("layers", "hpcdet/daemon/submission.py", "from hpcdet.queue import queue"),
+    ("layers", "hpcdet/daemon/submission.py", "from hpcdet.views.queue import queue"),
     ("searcher", "hpcdet/search/base.py", "import hpcdet.store.models"),
     ("schedulers", "hpcdet/schedulers/base.py", "import hpcdet.daemon.journal"),
     ("trial-side", "hpcdet/launch/harness.py", "import hpcdet.store"),
-    # Indirect: the Core API and the launchers import hpcdet.runspec.
-    ("trial-side-stdlib", "hpcdet/runspec.py", "import yaml"),
+    # Indirect: the Core API and the launchers import hpcdet.rundir.spec.
+    ("trial-side-stdlib", "hpcdet/rundir/spec.py", "import yaml"),
     ("cli-only-typer", "hpcdet/daemon/requests.py", "import typer"),
     ("store-only-sql", "hpcdet/paths.py", "import sqlite3"),
 ])

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcdet.runspec import CLUSTER_INFO_ENV
+from hpcdet.rundir.spec import CLUSTER_INFO_ENV
 from tests.unit.core.core_fakes import FakeRun, make_run
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import hpcdet
-from hpcdet.exchange import Event, read_events
-from hpcdet.runspec import CLUSTER_INFO_ENV, ClusterInfoRecord, RunSpec
+from hpcdet.rundir.exchange import Event, read_events
+from hpcdet.rundir.spec import CLUSTER_INFO_ENV, ClusterInfoRecord, RunSpec
 
 SHIM_DIR = Path(hpcdet.__file__).parent / "shim"
 TUTORIAL_DIR = Path(__file__).parents[3] / "examples" / "core_api"

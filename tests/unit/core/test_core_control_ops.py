@@ -14,7 +14,7 @@ import pytest
 from hpcdet import core
 from hpcdet.core import _searcher
 from hpcdet.core._searcher import ControlOps, has_daemon_ops
-from hpcdet.exchange import FileWatch, read_events, write_atomic
+from hpcdet.rundir.exchange import FileWatch, read_events, write_atomic
 from tests.unit.core.core_fakes import FakeRun, make_run
 
 

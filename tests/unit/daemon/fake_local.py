@@ -19,9 +19,10 @@ import pytest
 from hpcdet.config.cluster import ClusterConfig
 from hpcdet.daemon import journal
 from hpcdet.daemon.loop import Daemon
-from hpcdet.exchange import dumps, read_json, write_atomic
 from hpcdet.paths import StatePaths
-from hpcdet.runspec import CONTROL_FILE, EVENTS_FILE, EXIT_FILE, RunSpec
+from hpcdet.rundir.exchange import dumps, read_json, write_atomic
+from hpcdet.rundir.layout import CONTROL_FILE, EVENTS_FILE, EXIT_FILE
+from hpcdet.rundir.spec import RunSpec
 from hpcdet.schedulers.local_exec import NAME_MARK
 from hpcdet.schedulers.runner import CommandRunner, Result
 

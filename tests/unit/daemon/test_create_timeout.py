@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from hpcdet.client import files as client_files
 from hpcdet.config.cluster import ClusterConfig
 from hpcdet.daemon import requests as req
 from hpcdet.daemon.loop import Daemon
@@ -142,12 +143,10 @@ def test_a_create_the_daemon_refuses_removes_the_snapshot_it_was_handed(
 
 
 def test_a_create_answered_as_the_cli_gives_up_shows_the_answer(tmp_path: Path) -> None:
-    from hpcdet.cli.experiment import _give_up
-
     paths = StatePaths(tmp_path / "state")
-    rid = req.submit(paths, "create", {})
+    rid = client_files.submit(paths, "create", {})
     req.serve_pending(paths, lambda op, args: {"experiment_id": 7})
     staging = paths.requests / f"{rid}.context"
-    outcome = _give_up(paths, rid, staging, KeyboardInterrupt())
+    outcome = client_files.give_up(paths, rid, staging, KeyboardInterrupt())
     assert outcome == {"experiment_id": 7}
     assert list(paths.requests.iterdir()) == []

@@ -16,7 +16,7 @@ import pytest
 from hpcdet.daemon import run_ends
 from hpcdet.daemon.searching import SearchDriver
 from hpcdet.errors import SchedulerCommandError
-from hpcdet.runspec import EXIT_FILE
+from hpcdet.rundir.layout import EXIT_FILE
 from hpcdet.schedulers.runner import Result
 from hpcdet.search import Initialize, OpCompleted, Searcher
 from hpcdet.search.base import Action, Event

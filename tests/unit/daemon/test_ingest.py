@@ -12,7 +12,7 @@ import pytest
 from hpcdet.config.cluster import ClusterConfig
 from hpcdet.daemon.loop import Daemon
 from hpcdet.paths import StatePaths
-from hpcdet.runspec import EVENTS_FILE
+from hpcdet.rundir.layout import EVENTS_FILE
 from hpcdet.schedulers.runner import CommandRunner, Result
 
 

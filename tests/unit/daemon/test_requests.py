@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
+from hpcdet.client import files as client_files
 from hpcdet.daemon import requests as req
-from hpcdet.exchange import read_json
 from hpcdet.paths import StatePaths
+from hpcdet.rundir.exchange import read_json
 
 
 class Counting:
@@ -26,7 +27,7 @@ def test_a_request_taken_by_a_daemon_that_stopped_is_not_carried_out_again(
     tmp_path: Path,
 ) -> None:
     paths = StatePaths(tmp_path)
-    rid = req.submit(paths, "create", {})
+    rid = client_files.submit(paths, "create", {})
     handler = Counting()
     req.serve_pending(paths, handler)
     assert handler.calls == ["create"]
@@ -42,22 +43,22 @@ def test_a_request_taken_by_a_daemon_that_stopped_is_not_carried_out_again(
 
 def test_a_withdrawn_request_is_never_carried_out(tmp_path: Path) -> None:
     paths = StatePaths(tmp_path)
-    rid = req.submit(paths, "create", {})
-    assert req.withdraw(paths, rid)
+    rid = client_files.submit(paths, "create", {})
+    assert client_files.withdraw(paths, rid)
     handler = Counting()
     req.serve_pending(paths, handler)
     assert handler.calls == []
-    assert not req.withdraw(paths, rid)
+    assert not client_files.withdraw(paths, rid)
 
 
 def test_the_answer_to_a_request_given_up_on_while_it_ran_is_logged_not_left(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     paths = StatePaths(tmp_path)
-    rid = req.submit(paths, "create", {})
+    rid = client_files.submit(paths, "create", {})
 
     def gives_up(op: str, args: dict[str, Any]) -> Any:
-        assert req.abandon(paths, rid) is None  # the CLI stops waiting while it runs
+        assert client_files.abandon(paths, rid) is None  # the CLI stops waiting while it runs
         return "done late"
 
     with caplog.at_level(logging.INFO, logger=req.__name__):
@@ -68,7 +69,7 @@ def test_the_answer_to_a_request_given_up_on_while_it_ran_is_logged_not_left(
 
 def test_a_request_given_up_on_after_its_answer_came_gets_the_answer(tmp_path: Path) -> None:
     paths = StatePaths(tmp_path)
-    rid = req.submit(paths, "create", {})
+    rid = client_files.submit(paths, "create", {})
     req.serve_pending(paths, Counting())
-    assert req.abandon(paths, rid) == {"ok": True, "result": "done"}
+    assert client_files.abandon(paths, rid) == {"ok": True, "result": "done"}
     assert list(paths.requests.iterdir()) == []

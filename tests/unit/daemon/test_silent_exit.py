@@ -8,9 +8,9 @@ from pathlib import Path
 
 from hpcdet.config.cluster import ClusterConfig
 from hpcdet.daemon.loop import Daemon
-from hpcdet.exchange import write_atomic
 from hpcdet.paths import StatePaths
-from hpcdet.runspec import EVENTS_FILE, EXIT_FILE
+from hpcdet.rundir.exchange import write_atomic
+from hpcdet.rundir.layout import EVENTS_FILE, EXIT_FILE
 from hpcdet.schedulers.runner import CommandRunner, Result
 from hpcdet.search.base import Initialize
 from hpcdet.states import SILENT_EXIT

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from hpcdet.launch._launch import NodeLayout
-from hpcdet.runspec import CLUSTER_INFO_ENV, ClusterInfoRecord
+from hpcdet.rundir.spec import CLUSTER_INFO_ENV, ClusterInfoRecord
 
 REPO = Path(__file__).resolve().parents[3]
 PY = sys.executable

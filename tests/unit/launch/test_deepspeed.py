@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
@@ -13,7 +12,6 @@ from hpcdet.launch.deepspeed import (
     hostfile_path,
     hostfile_text,
     master_address,
-    write_hostfile,
 )
 from tests.unit.launch.launch_support import PY, make_layout, trial_env, write_info
 
@@ -25,14 +23,6 @@ def test_hostfile() -> None:
     assert hostfile_text(["10.0.0.1", "10.0.0.2"], 2) == "10.0.0.1 slots=2\n10.0.0.2 slots=2\n"
     assert hostfile_path("7.1", "/tmp") == Path("/tmp/hostfile-7.1.txt")
     assert [master_address(["10.0.0.1"]), master_address(["a", "b"])] == ["localhost", "a"]
-
-
-def test_write_hostfile_replaces(tmp_path: Path) -> None:
-    path = tmp_path / "sub" / "hostfile-7.1.txt"
-    write_hostfile(path, "old\n")
-    write_hostfile(path, "localhost slots=2\n")
-    assert path.read_text() == "localhost slots=2\n"
-    assert os.listdir(path.parent) == [path.name]
 
 
 def test_single_node_command() -> None:

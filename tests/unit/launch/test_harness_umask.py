@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from hpcdet.private import hpcdet_command
-from hpcdet.runspec import RunSpec
+from hpcdet.rundir.spec import RunSpec
 
 
 def _run_harness(tmp_path: Path, umask: int) -> Path:

@@ -19,7 +19,7 @@ from hpcdet.launch._launch import (
     split_overrides,
     wrap_rank_command,
 )
-from hpcdet.runspec import ClusterInfoRecord
+from hpcdet.rundir.spec import ClusterInfoRecord
 from tests.unit.launch.launch_support import PY, trial_env, write_info
 
 

@@ -11,13 +11,9 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from hpcdet.exchange import read_json, write_atomic
+from hpcdet.rundir.exchange import read_json, write_atomic
+from hpcdet.rundir.layout import RUN_SPEC_FILE
 
-RUN_SPEC_FILE = "job.json"
-EVENTS_FILE = "events.jsonl"  # trial -> daemon
-CONTROL_FILE = "control.json"  # daemon -> trial
-PREEMPT_FILE = "preempt"  # harness -> trial, on SIGUSR2/SIGTERM
-EXIT_FILE = "exit.json"  # batch script -> daemon
 CLUSTER_INFO_ENV = "HPCDET_CLUSTER_INFO"
 RUN_DIR_ENV = "HPCDET_RUN_DIR"
 

@@ -1,5 +1,6 @@
 """The job queue as `hpcdet job list` shows it: hpcdet's jobs (experiments) in the order the
-scheduler would start them (pure: built from stored records and one status answer)."""
+scheduler would start them (``queue`` is pure: built from stored records and one status
+answer), and which experiment a job id names."""
 
 from __future__ import annotations
 
@@ -7,8 +8,11 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from hpcdet.errors import NotFoundError, SchedulerCommandError
 from hpcdet.priority import DEFAULT_PRIORITY, queue_key
+from hpcdet.schedulers import Scheduler
 from hpcdet.schedulers.base import JobStatus
+from hpcdet.schedulers.runner import CommandRunner
 from hpcdet.states import (
     LIVE_RUN_STATES,
     QUEUED_TRIAL_STATES,
@@ -17,6 +21,7 @@ from hpcdet.states import (
     QueueState,
 )
 from hpcdet.store.models import Experiment, Run, Trial
+from hpcdet.store.repository import Store
 
 
 @dataclass(frozen=True)
@@ -87,3 +92,35 @@ def queue(
 def _number(job_id: str) -> int:
     base = job_id.split("_")[0]
     return int(base) if base.isdigit() else 0
+
+
+def scheduler_statuses(scheduler: Scheduler) -> tuple[dict[str, JobStatus], str]:
+    """The scheduler's word on the user's jobs now, and "" or why it gave none."""
+    try:
+        out = CommandRunner(timeout=30).run(scheduler.status_command([])).stdout
+    except SchedulerCommandError as e:
+        return {}, str(e)
+    return scheduler.parse_status(out), ""
+
+
+def job_queue(store: Store, statuses: Mapping[str, JobStatus],
+              resource_pool: str | None = None) -> list[QueueRow]:
+    """The unfinished experiments as ``queue`` orders them, of one pool (or partition)."""
+    trials = store.trials()
+    runs = store.runs([t.id for t in trials], live_only=True)
+    return [r for r in queue(store.experiments(unfinished=True), trials, runs, statuses)
+            if resource_pool is None or r.in_pool(resource_pool)]
+
+
+def experiment_of(store: Store, job_id: str) -> int:
+    """The experiment an hpcdet job id (the experiment id) or a scheduler job id names."""
+    experiments = store.experiments()
+    if job_id.isdigit() and any(e.id == int(job_id) for e in experiments):
+        return int(job_id)
+    experiment_of = {t.id: t.experiment_id for t in store.trials()}
+    owners = [(a.job_id, a.experiment_id) for a in store.arrays()]
+    owners += [(r.job_id, experiment_of[r.trial_id]) for r in store.runs() if r.job_id]
+    for scheduler_id, exp_id in owners:
+        if job_id in (scheduler_id, scheduler_id.split("_")[0]):
+            return int(exp_id)
+    raise NotFoundError(f"no job {job_id!r}; see `hpcdet job list`")

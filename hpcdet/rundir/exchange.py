@@ -63,6 +63,11 @@ def dumps(obj: Any) -> str:
 
 def write_atomic(path: Path, obj: Any) -> None:
     """Replace ``path`` with the JSON of ``obj`` so readers never see a partial file."""
+    write_text_atomic(path, json.dumps(obj, indent=1, default=_json_default))
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` so readers (on any node) never see a partial file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
@@ -70,7 +75,7 @@ def write_atomic(path: Path, obj: Any) -> None:
         # (0600 by default, 0640 when the cluster config shares with a group).
         os.fchmod(fd, 0o666 & ~current_umask())
         with os.fdopen(fd, "w") as f:
-            f.write(json.dumps(obj, indent=1, default=_json_default))
+            f.write(text)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

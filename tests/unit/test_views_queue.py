@@ -8,10 +8,10 @@ import pytest
 from hpcdet.cli.common import when
 from hpcdet.cli.job import _status
 from hpcdet.priority import PendingJob, nice_for, plan_nice, position_between, validate
-from hpcdet.queue import queue
 from hpcdet.schedulers.base import JobStatus
 from hpcdet.states import JobState
 from hpcdet.store.models import Experiment, Run, Trial
+from hpcdet.views.queue import queue
 
 
 def _exp(i: int, priority: int | None = None, slots: int = 1) -> Experiment:

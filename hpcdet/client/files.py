@@ -1,0 +1,191 @@
+"""The daemon client over request files in the shared state directory (the CLI's half of the
+protocol described in ``hpcdet.daemon.requests``): it works from every login node that sees
+the shared filesystem and needs no open port."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Callable
+
+from hpcdet.client import Created, JobUpdate
+from hpcdet.daemon import process
+from hpcdet.daemon.requests import GONE, TAKEN, reply_path, request_path
+from hpcdet.errors import DaemonError, DiskFullError, HpcdetError, disk_full_cause
+from hpcdet.paths import StatePaths
+from hpcdet.rundir.exchange import read_json, write_atomic
+from hpcdet.snapshot import snapshot
+
+
+class FileClient:
+    def __init__(self, paths: StatePaths) -> None:
+        self.paths = paths
+
+    def ping(self) -> dict[str, Any]:
+        result: dict[str, Any] = call(self.paths, "ping", {})
+        return result
+
+    def shutdown(self) -> str:
+        return str(call(self.paths, "shutdown", {}))
+
+    def create(self, config: dict[str, Any], context: Path,
+               on_snapshot: Callable[[int, int], None] | None = None,
+               warn: Callable[[str], None] | None = None) -> Created:
+        """The snapshot goes into the request area, where the daemon moves it into the
+        experiment; a create given up on (a timeout, Ctrl-C) is withdrawn or left to the
+        daemon, never half done (``give_up``)."""
+        rid = new_request_id()
+        staging = self.paths.requests / f"{rid}.context"
+        try:
+            files, size = snapshot(context, staging, warn)
+            if on_snapshot is not None:
+                on_snapshot(files, size)
+            reply = call(self.paths, "create",
+                         {"config": config, "staging": str(staging), "request_id": rid},
+                         request_id=rid)
+        except BaseException as e:
+            outcome = give_up(self.paths, rid, staging, e)
+            if outcome is e:
+                raise
+            if isinstance(outcome, BaseException):
+                raise outcome from e
+            reply = outcome  # answered as the CLI gave up
+        return Created.from_reply(reply)
+
+    def pause(self, exp_id: int) -> str:
+        return str(call(self.paths, "pause", {"exp_id": exp_id}))
+
+    def activate(self, exp_id: int) -> str:
+        return str(call(self.paths, "activate", {"exp_id": exp_id}))
+
+    def cancel(self, exp_id: int) -> str:
+        return str(call(self.paths, "cancel", {"exp_id": exp_id}))
+
+    def kill(self, exp_id: int) -> str:
+        return str(call(self.paths, "kill", {"exp_id": exp_id}))
+
+    def continue_experiment(self, exp_id: int, config: dict[str, Any] | None = None) -> str:
+        args: dict[str, Any] = {"exp_id": exp_id}
+        if config is not None:
+            args["config"] = config
+        return str(call(self.paths, "continue", args))
+
+    def continue_trial(self, trial_id: int) -> Created:
+        return Created.from_reply(call(self.paths, "continue_trial", {"trial_id": trial_id}))
+
+    def delete_checkpoint(self, uuid: str) -> str:
+        return str(call(self.paths, "delete_checkpoint", {"uuid": uuid}))
+
+    def update_jobs(self, updates: list[JobUpdate]) -> str:
+        body = [{"job": u.experiment_id, "field": u.field, "value": u.value} for u in updates]
+        return str(call(self.paths, "update_jobs", {"updates": body}) or "")
+
+
+def call(
+    paths: StatePaths, op: str, args: dict[str, Any], timeout: float | None = None,
+    request_id: str | None = None,
+) -> Any:
+    """Send a request to the daemon, starting it first when it runs nowhere."""
+    if timeout is None:
+        timeout = float(os.environ.get("HPCDET_REQUEST_TIMEOUT", "120"))
+    current = process.info(paths)
+    if not current.alive:
+        current = process.start(paths)
+    where = f"host {current.record.get('host')}, pid {current.record.get('pid')}"
+    rid = submit(paths, op, args, request_id)
+    return wait_reply(paths, rid, timeout, where)
+
+
+def new_request_id() -> str:
+    return f"{time.time():.6f}-{uuid.uuid4().hex[:8]}"
+
+
+def submit(paths: StatePaths, op: str, args: dict[str, Any], request_id: str | None = None) -> str:
+    rid = request_id or new_request_id()
+    write_atomic(request_path(paths, rid), {"op": op, "args": args, "pid": os.getpid()})
+    return rid
+
+
+def wait_reply(paths: StatePaths, rid: str, timeout: float, where: str) -> Any:
+    path = reply_path(paths, rid)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        reply = read_json(path)
+        if reply is not None:
+            path.unlink(missing_ok=True)
+            if reply["ok"]:
+                return reply["result"]
+            raise HpcdetError(reply["error"])
+        time.sleep(0.05)
+    if (paths.requests / f"{rid}{TAKEN}").exists():
+        raise DaemonError(
+            f"the hpcdet daemon ({where}) took the request but did not answer within "
+            f"{timeout:.0f} s (a full disk keeps it from writing its answer). The request is "
+            "carried out once at most: see `hpcdet experiment list` and `hpcdet daemon status`."
+        )
+    raise DaemonError(
+        f"the hpcdet daemon ({where}) did not answer within {timeout:.0f} s. "
+        "See `hpcdet daemon status`; the request stays queued and will be answered when the "
+        "daemon runs again."
+    )
+
+
+def withdraw(paths: StatePaths, rid: str) -> bool:
+    """Take back a request the daemon has not taken yet; True when it was (so it never runs)."""
+    try:
+        request_path(paths, rid).unlink()
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def taken(paths: StatePaths, rid: str) -> bool:
+    """Whether the daemon took the request: it carries it out, answered yet or not."""
+    # The taken mark first: the daemon writes the reply before it drops the mark.
+    return (paths.requests / f"{rid}{TAKEN}").exists() or reply_path(paths, rid).exists()
+
+
+def abandon(paths: StatePaths, rid: str) -> dict[str, Any] | None:
+    """Stop waiting for a request the daemon took; returns its reply when it came meanwhile."""
+    mark = paths.requests / f"{rid}{GONE}"
+    try:
+        mark.touch()
+    except OSError:
+        return None  # a full disk: the reply file stays, as it did before
+    path = reply_path(paths, rid)
+    reply: dict[str, Any] | None = read_json(path)
+    if reply is not None:
+        path.unlink(missing_ok=True)
+        mark.unlink(missing_ok=True)
+    return reply
+
+
+def give_up(
+    p: StatePaths, rid: str, staging: Path, e: BaseException
+) -> BaseException | dict[str, Any]:
+    """What a create that ended without an answer raises, or the daemon's result when it came
+    meanwhile. The snapshot is removed only when the daemon never acts on the request: once
+    taken, it is the daemon's to move into the experiment or remove."""
+    withdrawn = withdraw(p, rid)
+    if not withdrawn and taken(p, rid):
+        reply = abandon(p, rid)
+        if reply is not None:
+            return reply["result"] if reply["ok"] else HpcdetError(reply["error"])
+        if not isinstance(e, DaemonError):
+            return e
+        return DaemonError(
+            "the hpcdet daemon took the request but has not answered yet; it keeps the "
+            "context and creates the experiment, or logs why not in daemon.log. See "
+            "`hpcdet experiment list` in a while, and `hpcdet daemon status`.")
+    shutil.rmtree(staging, ignore_errors=True)
+    if withdrawn and isinstance(e, DaemonError):
+        return DaemonError("the hpcdet daemon did not take the request in time; it was "
+                           "withdrawn and no experiment was created. See `hpcdet daemon "
+                           "status`.")
+    if isinstance(e, OSError) and disk_full_cause(e) is not None:
+        return DiskFullError(f"the request and context snapshot in {p.requests}", e,
+                             "experiment not created: ")
+    return e

@@ -1,0 +1,69 @@
+"""The files of one run's directory and of an experiment's array directory::
+
+    runs/exp-<E>/array/array<N>.sh            the batch script of the experiment's N-th job array
+    runs/exp-<E>/array/slot-<R>               names the run directory of search request R, for
+                                              the array task that runs it (atomic replace)
+    runs/exp-<E>/trials/<T>/run-<R>/          one directory per submission of trial T:
+        job.json       the run spec: what the harness needs (written before submit)
+        job.sh         the rendered batch script
+        control.json   daemon -> trial: carry on, or checkpoint and exit (atomic replace)
+        preempt        harness -> trial, created when the scheduler signals preemption
+        events.jsonl   trial -> daemon event log (append-only, sequence numbers)
+        nodes/         per node: its address (<rank>.addr) and cluster info (<rank>.json);
+                       the directory exists once the job has started
+        logs/          per node: the entrypoint's output (node-<rank>.log)
+        exit.json      how the job ended, written by the batch script
+
+The experiment's directory itself is ``hpcdet.paths.StatePaths.experiment``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+RUN_SPEC_FILE = "job.json"
+SCRIPT_FILE = "job.sh"
+CONTROL_FILE = "control.json"  # daemon -> trial
+PREEMPT_FILE = "preempt"  # harness -> trial, on SIGUSR2/SIGTERM
+EVENTS_FILE = "events.jsonl"  # trial -> daemon
+NODES_DIR = "nodes"
+LOGS_DIR = "logs"
+EXIT_FILE = "exit.json"  # batch script -> daemon
+ARRAY_DIR = "array"
+
+
+def started(run_dir: Path) -> bool:
+    """Whether the run's job has started (a harness has entered the rendezvous)."""
+    return (run_dir / NODES_DIR).exists()
+
+
+def node_address(run_dir: Path, rank: int) -> Path:
+    return run_dir / NODES_DIR / f"{rank}.addr"
+
+
+def node_info(run_dir: Path, rank: int) -> Path:
+    return run_dir / NODES_DIR / f"{rank}.json"
+
+
+def node_log(run_dir: Path, rank: int) -> Path:
+    return run_dir / LOGS_DIR / f"node-{rank}.log"
+
+
+def node_logs(run_dir: Path) -> list[Path]:
+    return sorted((run_dir / LOGS_DIR).glob("node-*.log"))
+
+
+def array_dir(exp_dir: Path) -> Path:
+    return exp_dir / ARRAY_DIR
+
+
+def array_script(exp_dir: Path, index: int) -> Path:
+    return exp_dir / ARRAY_DIR / f"array{index}.sh"
+
+
+def array_scripts(exp_dir: Path) -> list[Path]:
+    return sorted((exp_dir / ARRAY_DIR).glob("array*.sh"))
+
+
+def array_slot(exp_dir: Path, request_id: int) -> Path:
+    return exp_dir / ARRAY_DIR / f"slot-{request_id}"

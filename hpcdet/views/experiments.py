@@ -1,0 +1,94 @@
+"""Experiments as `experiment list` and `experiment describe` show them."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from hpcdet.states import TrialState
+from hpcdet.store.models import ArrayJob, Experiment, Run, Trial
+from hpcdet.store.repository import Store
+
+
+@dataclass(frozen=True)
+class ExperimentRow:
+    experiment: Experiment
+    progress: float  # 0..1: the searcher's, or else the share of its trials' work done
+
+
+@dataclass(frozen=True)
+class TrialRow:
+    trial: Trial
+    searcher: str  # what the searcher decided for it (searcher_summary)
+
+
+@dataclass(frozen=True)
+class BestTrial:
+    trial_id: int
+    metric: str
+    value: float
+
+
+@dataclass(frozen=True)
+class ExperimentView:
+    experiment: Experiment
+    config: dict[str, Any]
+    trials: list[TrialRow]
+    runs: list[Run]
+    arrays: list[ArrayJob]
+    best: BestTrial | None
+
+    @property
+    def searcher(self) -> dict[str, Any]:
+        searcher: dict[str, Any] = self.config.get("searcher", {})
+        return searcher
+
+
+def experiment_rows(store: Store) -> list[ExperimentRow]:
+    trials = store.trials()
+    rows = []
+    for exp in store.experiments():
+        mine = [t for t in trials if t.experiment_id == exp.id]
+        progress = exp.progress or sum(
+            1.0 if t.state == TrialState.COMPLETED else t.progress for t in mine
+        ) / max(1, len(mine))
+        rows.append(ExperimentRow(exp, progress))
+    return rows
+
+
+def describe_experiment(store: Store, exp_id: int) -> ExperimentView:
+    exp = store.experiment(exp_id)
+    trials = store.trials(exp_id)
+    config = json.loads(exp.config_json)
+    searcher = config.get("searcher", {})
+    return ExperimentView(
+        experiment=exp, config=config,
+        trials=[TrialRow(t, searcher_summary(t)) for t in trials],
+        runs=store.runs([t.id for t in trials]), arrays=store.arrays(exp_id),
+        best=best_trial(trials, searcher.get("metric", ""),
+                        searcher.get("smaller_is_better", True)),
+    )
+
+
+def best_trial(trials: list[Trial], metric: str, smaller_is_better: bool) -> BestTrial | None:
+    """The trial with the best validation of the searcher metric so far (the first on a tie)."""
+    scored = [t for t in trials if t.best_validation is not None]
+    if not scored:
+        return None
+    best = (min if smaller_is_better else max)(scored, key=lambda t: t.best_validation or 0.0)
+    assert best.best_validation is not None
+    return BestTrial(best.id, metric, best.best_validation)
+
+
+def searcher_summary(t: Trial) -> str:
+    """What the searcher decided for the trial: operations (promotions), close, stop."""
+    ops = json.loads(t.ops_json)
+    words = []
+    if ops:
+        words.append("ops " + ",".join(str(o) for o in ops) + f" ({t.ops_completed} done)")
+    if t.closed:
+        words.append("closed")
+    if t.stop_requested:
+        words.append("stopped early")
+    return "; ".join(words)
