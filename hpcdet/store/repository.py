@@ -345,7 +345,11 @@ class Store:
     def discard_experiment(self, exp_id: int) -> None:
         """Forget an experiment whose creation failed midway: its rows go."""
         with self.session() as s:
-            for model in (SearcherEvent, Trial):
+            trial_ids = list(s.exec(select(Trial.id).where(Trial.experiment_id == exp_id)))
+            for child in (Run, Metric, Checkpoint):
+                for row in s.exec(select(child).where(col(child.trial_id).in_(trial_ids))):
+                    s.delete(row)
+            for model in (SearcherEvent, ArrayJob, Trial):
                 for row in s.exec(select(model).where(model.experiment_id == exp_id)):
                     s.delete(row)
             exp = s.get(Experiment, exp_id)
