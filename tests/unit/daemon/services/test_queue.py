@@ -1,4 +1,4 @@
-"""`job update` in the daemon against a scripted Slurm: what it runs, and what it undoes when
+"""Queue: `job update` against a scripted Slurm: what it runs, and what it undoes when
 Slurm refuses part of it. (The same paths run against the real cluster in tests/cluster.)"""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from hpcdet.config.cluster import ClusterConfig
-from hpcdet.daemon.loop import Daemon
+from hpcdet.daemon.controls import Controls
+from hpcdet.daemon.queueing import Queue
 from hpcdet.errors import HpcdetError, SchedulerCommandError
-from hpcdet.paths import StatePaths
 from hpcdet.schedulers.runner import CommandRunner, Result
+from tests.unit.daemon.services.support import World
 
 
 class ScriptedSlurm(CommandRunner):
@@ -35,19 +35,26 @@ class ScriptedSlurm(CommandRunner):
         return Result("", "", 0)
 
 
-def _daemon(tmp: Path, runner: ScriptedSlurm) -> Daemon:
-    daemon = Daemon(StatePaths(tmp), ClusterConfig(backend="slurm"), runner)
-    config = {"name": "x", "entrypoint": "true",
-              "searcher": {"name": "single", "metric": "x", "max_length": 1}}
-    for exp_id, job_id in ((1, "101"), (2, "102"), (3, "103")):
-        daemon.journal.record(exp_id, "experiment_created", name=f"e{exp_id}", config=config,
-                              backend="slurm", searcher="single")
-        daemon.journal.record(exp_id, "trial_created", trial_id=exp_id, hparams={},
-                              trial_seed=0)
-        daemon.journal.record(exp_id, "run_submitting", trial_id=exp_id, run_id=1)
-        daemon.journal.record(exp_id, "run_submitted", trial_id=exp_id, run_id=1,
-                              job_id=job_id)
-    return daemon
+class _Built:
+    """The queue and what it is built with; three experiments, each with one pending job."""
+
+    def __init__(self, tmp: Path, runner: ScriptedSlurm) -> None:
+        w = World(tmp)
+        w.runner = runner
+        self.store, self.journal, self.jobs = w.store, w.journal, w.jobs()
+        site = w.site()
+        controls = Controls(w.store, w.paths, w.configs, self.jobs, site, w.guard(self.jobs))
+        self.queue = Queue(w.store, w.journal, w.paths, w.configs, self.jobs, site, controls)
+        config = {"name": "x", "entrypoint": "true",
+                  "searcher": {"name": "single", "metric": "x", "max_length": 1}}
+        for exp_id, job_id in ((1, "101"), (2, "102"), (3, "103")):
+            w.journal.record(exp_id, "experiment_created", name=f"e{exp_id}", config=config,
+                             backend="slurm", searcher="single")
+            w.journal.record(exp_id, "trial_created", trial_id=exp_id, hparams={},
+                             trial_seed=0)
+            w.journal.record(exp_id, "run_submitting", trial_id=exp_id, run_id=1)
+            w.journal.record(exp_id, "run_submitted", trial_id=exp_id, run_id=1,
+                             job_id=job_id)
 
 
 def _pending(*jobs: tuple[str, int, int]) -> str:
@@ -57,11 +64,11 @@ def _pending(*jobs: tuple[str, int, int]) -> str:
 
 def test_ahead_of_sets_nice_on_the_jobs_passed(tmp_path: Path) -> None:
     runner = ScriptedSlurm(_pending(("101", 1000, 0), ("102", 1000, 0), ("103", 1000, 0)))
-    daemon = _daemon(tmp_path, runner)
-    daemon.queue.update_jobs([{"job": 3, "field": "ahead_of", "value": 1}])
+    built = _Built(tmp_path, runner)
+    built.queue.update_jobs([{"job": 3, "field": "ahead_of", "value": 1}])
     # 3 first, then 1 and 2 just behind it (one nice step; 2 after 1 by job id).
     assert runner.commands == ["scontrol update jobid=101,102 nice=1"]
-    exps = {e.id: e for e in daemon.store.experiments()}
+    exps = {e.id: e for e in built.store.experiments()}
     assert exps[3].position < exps[1].position < exps[2].position
     assert exps[3].priority == 42
 
@@ -69,34 +76,34 @@ def test_ahead_of_sets_nice_on_the_jobs_passed(tmp_path: Path) -> None:
 def test_a_refused_nice_undoes_the_others_and_records_nothing(tmp_path: Path) -> None:
     runner = ScriptedSlurm(_pending(("101", 1000, 0), ("102", 1000, 0), ("103", 1000, 0)),
                            refuse="nice=300")
-    daemon = _daemon(tmp_path, runner)
+    built = _Built(tmp_path, runner)
     with pytest.raises(HpcdetError, match="Access/permission denied.*Nothing was changed"):
-        daemon.queue.update_jobs([{"job": 3, "field": "priority", "value": 10},
+        built.queue.update_jobs([{"job": 3, "field": "priority", "value": 10},
                                {"job": 2, "field": "priority", "value": 45}])
     # 3 first (nice 0); 1 behind it (nice 1) was set, 2 (nice 300) refused: 1 is set back.
     assert runner.commands == ["scontrol update jobid=101 nice=1",
                                "scontrol update jobid=102 nice=300",
                                "scontrol update jobid=101 nice=0"]
-    assert {e.priority for e in daemon.store.experiments()} == {None}
+    assert {e.priority for e in built.store.experiments()} == {None}
 
 
 def test_a_refused_move_is_moved_back(tmp_path: Path) -> None:
     runner = ScriptedSlurm(_pending(("101", 1000, 0), ("102", 1000, 0)), refuse="nice=")
-    daemon = _daemon(tmp_path, runner)
+    built = _Built(tmp_path, runner)
     with pytest.raises(HpcdetError, match="Nothing was changed"):
-        daemon.queue.update_jobs([{"job": 1, "field": "resource_pool", "value": "batch"},
+        built.queue.update_jobs([{"job": 1, "field": "resource_pool", "value": "batch"},
                                {"job": 2, "field": "priority", "value": 50}])
     assert runner.commands == ["scontrol update jobid=101 partition=batch",
                                "scontrol update jobid=102 nice=800",
                                "scontrol update jobid=101 partition=debug"]
-    assert {e.resource_pool for e in daemon.store.experiments()} == {""}
+    assert {e.resource_pool for e in built.store.experiments()} == {""}
 
 
 def test_a_nice_refused_in_the_background_is_not_asked_again(tmp_path: Path) -> None:
     runner = ScriptedSlurm(_pending(("101", 1000, 0), ("102", 1000, 0)), refuse="nice=1")
-    daemon = _daemon(tmp_path, runner)
-    daemon.journal.record(2, "experiment_queue", position=0.5)  # 2 ahead of 1
+    built = _Built(tmp_path, runner)
+    built.journal.record(2, "experiment_queue", position=0.5)  # 2 ahead of 1
     for _ in range(3):  # the loop's polls: each is followed by putting the queue in order
-        daemon.jobs.poll()
-        daemon.queue.order()
+        built.jobs.poll()
+        built.queue.order()
     assert runner.commands == ["scontrol update jobid=101 nice=1"]

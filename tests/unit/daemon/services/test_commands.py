@@ -1,0 +1,88 @@
+"""Commands and Creation: the operations users ask for, their state rules and errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hpcdet.daemon.commands import Commands
+from hpcdet.daemon.controls import Controls
+from hpcdet.daemon.creation import Creation
+from hpcdet.daemon.queueing import Queue
+from hpcdet.daemon.submission import Submission
+from hpcdet.errors import HpcdetError, NotFoundError, StateError, UsageError
+from tests.unit.daemon.services.support import CONFIG, World
+
+
+class Built:
+    def __init__(self, w: World) -> None:
+        jobs = w.jobs()
+        guard = w.guard(jobs)
+        site = w.site()
+        controls = Controls(w.store, w.paths, w.configs, jobs, site, guard)
+        submission = Submission(w.store, w.journal, w.paths, w.cluster, w.configs, jobs, site,
+                                w.search, controls, guard)
+        queue = Queue(w.store, w.journal, w.paths, w.configs, jobs, site, controls)
+        self.creation = Creation(w.store, w.journal, w.paths, w.configs, w.search, guard,
+                                 submission)
+        self.stopped = False
+        self.commands = Commands(w.store, w.journal, w.paths, w.configs, controls, submission,
+                                 w.retention(), queue, self.creation, self.stop)
+
+    def stop(self) -> None:
+        self.stopped = True
+
+
+def _staging(w: World, name: str = "req") -> str:
+    staging = w.paths.requests / f"{name}.context"
+    staging.mkdir(parents=True)
+    (staging / "train.py").write_text("print(1)\n")
+    return str(staging)
+
+
+def test_create_moves_the_context_into_the_experiment_and_submits(tmp_path: Path) -> None:
+    w = World(tmp_path)
+    built = Built(w)
+    reply = built.commands.handle("create", {"config": CONFIG, "staging": _staging(w),
+                                             "request_id": "r1"})
+    assert reply == {"experiment_id": 1, "trial_ids": [1], "warning": ""}
+    assert (w.paths.context(1) / "train.py").read_text() == "print(1)\n"
+    assert w.store.runs()[0].job_id == "101"
+    # The same request carried out again (its reply was lost) answers with what it made.
+    again = built.creation.create(CONFIG, str(w.paths.requests / "req.context"), "r1")
+    assert again["experiment_id"] == 1 and len(w.store.experiments()) == 1
+
+
+def test_a_create_whose_snapshot_is_gone_says_so(tmp_path: Path) -> None:
+    w = World(tmp_path)
+    with pytest.raises(StateError, match="the CLI gave up on this request"):
+        Built(w).creation.create(CONFIG, str(w.paths.requests / "gone.context"), "r9")
+
+
+def test_pause_activate_and_kill_follow_the_state_rules(tmp_path: Path) -> None:
+    w = World(tmp_path)
+    commands = Built(w).commands
+    commands.handle("create", {"config": CONFIG, "staging": _staging(w)})
+    assert commands.handle("pause", {"exp_id": 1}) == "Paused experiment 1"
+    assert w.store.experiment(1).state == "PAUSED"
+    with pytest.raises(StateError, match="experiment 1 is PAUSED; only ACTIVE ones can pause"):
+        commands.handle("pause", {"exp_id": 1})
+    assert commands.handle("activate", {"exp_id": 1}) == "Activated experiment 1"
+    assert commands.handle("kill", {"exp_id": 1}) == "Killed experiment 1"
+    assert w.store.experiment(1).state == "STOPPING_CANCELED"
+    assert ["scancel", "101"] in w.runner.commands("scancel")
+    with pytest.raises(StateError, match="only a finished experiment can continue"):
+        commands.handle("continue", {"exp_id": 1})
+
+
+def test_unknown_operations_ids_and_checkpoints_are_refused(tmp_path: Path) -> None:
+    w = World(tmp_path)
+    built = Built(w)
+    with pytest.raises(HpcdetError, match="unknown request 'nope'"):
+        built.commands.handle("nope", {})
+    with pytest.raises(UsageError, match="exp_id"):
+        built.commands.handle("pause", {"exp_id": 2**63})
+    with pytest.raises(NotFoundError, match="checkpoint c1 not found"):
+        built.commands.handle("delete_checkpoint", {"uuid": "c1"})
+    assert built.commands.handle("shutdown", {}) == "stopping" and built.stopped

@@ -1,0 +1,133 @@
+"""Controls: what each live run's control file says, stopping and escalation. RunEnds: a run's
+end noticed from its exit file, the scheduler's final word, or its disappearance."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from hpcdet.daemon.controls import Controls
+from hpcdet.daemon.feed import Feed
+from hpcdet.daemon.run_ends import RunEnds
+from hpcdet.rundir.exchange import write_atomic
+from hpcdet.rundir.layout import CONTROL_FILE, EXIT_FILE, NODES_DIR
+from tests.unit.daemon.services.support import World, squeue_line
+
+
+def _world(tmp_path: Path, **config: object) -> tuple[World, Path]:
+    w = World(tmp_path)
+    w.experiment(1, **config)
+    w.trial(1, 1)
+    return w, w.run(1, 1, job_id="101")
+
+
+def _controls(w: World) -> Controls:
+    jobs = w.jobs()
+    return Controls(w.store, w.paths, w.configs, jobs, w.site(), w.guard(jobs))
+
+
+def _control(run_dir: Path) -> dict[str, object]:
+    control: dict[str, object] = json.loads((run_dir / CONTROL_FILE).read_text())
+    return control
+
+
+def test_a_running_trial_is_told_to_carry_on_then_to_checkpoint_on_pause(
+        tmp_path: Path) -> None:
+    w, run_dir = _world(tmp_path)
+    controls = _controls(w)
+    controls.sync_all()
+    assert _control(run_dir) == {"preempt": False, "reason": "", "best_validation": None}
+    (run_dir / NODES_DIR).mkdir()  # it has started
+    w.journal.record(1, "experiment_state", state="PAUSED", cascade=True)
+    controls.sync_all()
+    assert _control(run_dir)["preempt"] is True
+    assert _control(run_dir)["reason"] == "the experiment was paused"
+    assert (1, 1) in controls.preempt_asked
+    assert w.runner.commands("scancel") == []
+
+
+def test_a_run_that_has_not_started_is_canceled_when_stopped(tmp_path: Path) -> None:
+    w, run_dir = _world(tmp_path)
+    controls = _controls(w)
+    controls.stop(1, w.store.trial(1), graceful=True)
+    assert w.runner.commands("scancel") == [["scancel", "101"]]
+    w.journal.record(1, "experiment_state", state="STOPPING_CANCELED", cascade=True)
+    controls.sync_all()
+    assert _control(run_dir)["reason"] == "the experiment was canceled"
+
+
+def test_a_started_run_stops_gracefully_through_its_control_file(tmp_path: Path) -> None:
+    w, run_dir = _world(tmp_path)
+    (run_dir / NODES_DIR).mkdir()
+    controls = _controls(w)
+    controls.stop(1, w.store.trial(1), graceful=True)
+    assert w.runner.commands("scancel") == []
+    controls.stop(1, w.store.trial(1), graceful=False)
+    assert w.runner.commands("scancel") == [["scancel", "101"]]
+
+
+def test_a_trial_that_ignores_preemption_is_canceled_after_the_timeout(tmp_path: Path) -> None:
+    w, run_dir = _world(tmp_path, preemption_timeout=60)
+    w.runner.squeue = [squeue_line("101", "RUNNING", "None")]
+    controls = _controls(w)
+    controls.jobs.poll()
+    (run_dir / NODES_DIR).mkdir()
+    w.journal.record(1, "experiment_state", state="PAUSED", cascade=True)
+    controls.sync_all()
+    controls.escalate()
+    assert w.runner.commands("scancel") == []  # asked just now
+    controls.preempt_asked[(1, 1)] = time.time() - 61
+    controls.escalate()
+    assert w.runner.commands("scancel") == [["scancel", "101"]]
+    assert controls.preempt_asked == {}
+
+
+def _run_ends(w: World) -> RunEnds:
+    jobs = w.jobs()
+    guard = w.guard(jobs)
+    controls = Controls(w.store, w.paths, w.configs, jobs, w.site(), guard)
+    feed = Feed(w.store, w.paths, w.configs, w.search, guard)
+    return RunEnds(w.store, w.journal, w.paths, w.configs, jobs, feed, controls, w.retention())
+
+
+def test_an_exit_file_ends_the_run_and_decides_the_trial(tmp_path: Path) -> None:
+    w, run_dir = _world(tmp_path)
+    ends = _run_ends(w)
+    [run] = w.store.runs()
+    ends.check(run)
+    assert w.store.runs()[0].state == "PENDING"  # nothing says it ended
+    w.report(run_dir, ("metrics", {"group": "training", "steps_completed": 1,
+                                   "metrics": {"loss": 1.0}}))
+    write_atomic(run_dir / EXIT_FILE, {"exit_code": 0})
+    ends.check(run)
+    [run] = w.store.runs()
+    assert (run.state, run.exit_code, run.event_seq) == ("COMPLETED", 0, 1)
+    assert w.store.trial(1).state == "COMPLETED"
+
+
+def test_a_failed_run_is_restarted_until_max_restarts(tmp_path: Path) -> None:
+    w, run_dir = _world(tmp_path)  # max_restarts 1
+    ends = _run_ends(w)
+    write_atomic(run_dir / EXIT_FILE, {"exit_code": 3})
+    ends.check(w.store.runs()[0])
+    trial = w.store.trial(1)
+    assert (trial.state, trial.restarts, trial.end_reason) == ("QUEUED", 1, "exited with code 3")
+    run_dir = w.run(1, 1, run_id=2, job_id="102")
+    write_atomic(run_dir / EXIT_FILE, {"exit_code": 3})
+    ends.check(w.store.run(1, 2))  # type: ignore[arg-type]
+    trial = w.store.trial(1)
+    assert (trial.state, trial.end_reason) == (
+        "ERROR", "exited with code 3; max_restarts (1) used up")
+
+
+def test_a_job_gone_from_the_scheduler_without_an_exit_is_a_node_failure(
+        tmp_path: Path) -> None:
+    w, _ = _world(tmp_path)
+    ends = _run_ends(w)
+    for _ in range(2):
+        ends.jobs.poll()  # squeue lists nothing
+    ends.check(w.store.runs()[0])
+    [run] = w.store.runs()
+    assert run.state == "NODE_FAIL"
+    assert w.store.trial(1).state == "QUEUED"  # the daemon resubmits it

@@ -1,0 +1,75 @@
+"""Feed: trial events into the store once and on to the searcher; trial ends reported to the
+searcher once. Retention: the GC policy over ended trials' checkpoints."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hpcdet.daemon.feed import Feed
+from tests.unit.daemon.services.support import World
+
+ADAPTIVE = {"name": "adaptive_asha", "metric": "loss", "time_metric": "batches", "max_time": 8,
+            "max_trials": 2, "max_rungs": 2, "divisor": 2}
+
+
+def _feed(w: World) -> Feed:
+    return Feed(w.store, w.paths, w.configs, w.search, w.guard())
+
+
+def _started(tmp_path: Path, searcher: dict[str, object]) -> World:
+    w = World(tmp_path)
+    w.experiment(1, searcher=searcher, hyperparameters={"lr": {"type": "const", "val": 1}})
+    exp = w.store.experiment(1)
+    w.search.start(exp, w.configs.get(exp))
+    return w
+
+
+def test_validations_reach_the_searcher_once(tmp_path: Path) -> None:
+    w = _started(tmp_path, ADAPTIVE)
+    trial = w.store.trials(1)[0]
+    run_dir = w.run(1, trial.id, job_id="101")
+    w.report(run_dir, ("metrics", {"group": "validation", "steps_completed": 4,
+                                   "metrics": {"loss": 0.5, "batches": 4}}))
+    feed = _feed(w)
+    feed.ingest(w.store.runs()[0])
+    feed.ingest(w.store.runs()[0])
+    fed = [e for e in w.store.searcher_events(1) if e["kind"] == "validation"]
+    assert len(fed) == 1 and fed[0]["metrics"] == {"loss": 0.5, "batches": 4}
+    assert w.store.trial(trial.id).best_validation == 0.5
+    assert w.store.runs()[0].searcher_seq == 1
+
+
+def test_a_trial_that_ended_is_reported_to_the_searcher_once(tmp_path: Path) -> None:
+    w = _started(tmp_path, {"name": "single", "metric": "loss", "max_length": 1})
+    [trial] = w.store.trials(1)
+    w.journal.record(1, "trial_state", trial_id=trial.id, state="ERROR", reason="x")
+    feed = _feed(w)
+    feed.report_exits()
+    feed.report_exits()
+    exits = [e for e in w.store.searcher_events(1) if e["kind"] == "exited"]
+    assert [e["reason"] for e in exits] == ["errored"]
+    assert w.store.trial(trial.id).exit_reported
+
+
+def test_the_gc_policy_keeps_the_best_and_deletes_the_rest(tmp_path: Path) -> None:
+    w = World(tmp_path)
+    storage = {"type": "shared_fs", "host_path": str(tmp_path / "ckpts"),
+               "save_trial_best": 1, "save_trial_latest": 0, "save_experiment_best": 0}
+    w.experiment(1, checkpoint_storage=storage)
+    w.trial(1, 1)
+    run_dir = w.run(1, 1, job_id="101")
+    events = []
+    for steps, loss in ((1, 0.9), (2, 0.1), (3, 0.5)):
+        (tmp_path / "ckpts" / f"c{steps}").mkdir(parents=True)
+        events += [("metrics", {"group": "validation", "steps_completed": steps,
+                                "metrics": {"loss": loss}}),
+                   ("checkpoint", {"uuid": f"c{steps}", "steps_completed": steps})]
+    w.report(run_dir, *events)
+    _feed(w).ingest(w.store.runs()[0])
+    retention = w.retention()
+    retention.collect(w.store.experiment(1))
+    assert len(w.store.checkpoints(exp_id=1)) == 3  # the trial still runs
+    w.journal.record(1, "trial_state", trial_id=1, state="COMPLETED")
+    retention.collect(w.store.experiment(1))
+    assert [c.uuid for c in w.store.checkpoints(exp_id=1)] == ["c2"]
+    assert sorted(p.name for p in (tmp_path / "ckpts").iterdir()) == ["c2"]

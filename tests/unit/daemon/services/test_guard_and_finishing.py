@@ -1,0 +1,115 @@
+"""Guard: one experiment's failing step ends that experiment, not the daemon; Finisher: the
+final state once the search is over and the trials have ended."""
+
+from __future__ import annotations
+
+import errno
+from pathlib import Path
+
+import pytest
+
+from hpcdet.errors import StoreError
+from hpcdet.store.models import Experiment
+from tests.unit.daemon.services.support import World
+
+
+def _world(tmp_path: Path) -> World:
+    w = World(tmp_path)
+    w.experiment(1)
+    w.trial(1, 1)
+    w.run(1, 1, job_id="101")
+    w.experiment(2)
+    return w
+
+
+def test_a_failing_step_stops_its_experiment_with_the_reason(tmp_path: Path) -> None:
+    w = _world(tmp_path)
+    guard = w.guard()
+    with guard(1, "writing a control file"):
+        raise ValueError("boom")
+    exp = w.store.experiment(1)
+    assert exp.state == "STOPPING_ERROR"
+    assert exp.error == "writing a control file failed: ValueError: boom"
+    assert w.runner.commands("scancel") == [["scancel", "101"]]
+    assert w.store.experiment(2).state == "ACTIVE"
+
+
+def test_stopping_a_failed_experiment_that_fails_too_ends_it_at_once(tmp_path: Path) -> None:
+    w = _world(tmp_path)
+    guard = w.guard()
+    guard.fail(1, "first")
+    guard.fail(1, "second")
+    exp = w.store.experiment(1)
+    assert (exp.state, exp.error) == ("ERROR", "first; stopping it failed too: second")
+    assert {r.state for r in w.store.runs()} == {"CANCELED"}
+
+
+def test_database_and_disk_full_errors_are_the_daemons(tmp_path: Path) -> None:
+    w = _world(tmp_path)
+    guard = w.guard()
+    with pytest.raises(StoreError):
+        with guard(1, "ingest"):
+            raise StoreError("database is locked")
+    with pytest.raises(OSError):
+        with guard(1, "ingest"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+    assert w.store.experiment(1).state == "ACTIVE"
+
+
+def test_an_io_error_is_retried_for_some_rounds_then_fails_the_experiment(
+        tmp_path: Path) -> None:
+    w = _world(tmp_path)
+    guard = w.guard()
+    guard.io_retry_rounds, guard.io_retry_seconds = 3, 0.0
+    retried = 0
+    for _ in range(3):
+        guard.new_round()
+        try:
+            with guard(1, "reading an exit file"):
+                raise OSError(errno.EIO, "Input/output error")
+        except OSError:
+            retried += 1
+    assert retried == 2
+    assert w.store.experiment(1).state == "STOPPING_ERROR"
+
+
+def test_each_run_guards_each_run_by_its_experiment(tmp_path: Path) -> None:
+    w = _world(tmp_path)
+    w.trial(2, 2)
+    w.run(2, 2, job_id="102")
+    seen = []
+
+    def step(run: object) -> None:
+        seen.append(run)
+        raise RuntimeError("bad")
+
+    w.guard().each_run("ending a run", step, w.store.runs())
+    assert len(seen) == 2
+    assert {e.state for e in w.store.experiments()} == {"STOPPING_ERROR"}
+
+
+def _exp(w: World) -> Experiment:
+    return w.store.experiment(1)
+
+
+def test_an_experiment_ends_once_its_search_is_done_and_its_trials_ended(tmp_path: Path) -> None:
+    w = _world(tmp_path)
+    w.journal.record(1, "array_submitted", job_id="300", offset=0, count=2, throttle=0)
+    finisher = w.guard().finisher
+    w.journal.record(1, "searcher_shutdown", failure=False)
+    finisher.finish(_exp(w))
+    assert _exp(w).state == "ACTIVE"  # trial 1 still runs
+    w.journal.record(1, "run_ended", trial_id=1, run_id=1, job_state="COMPLETED",
+                     trial_state="COMPLETED", restarts=0)
+    finisher.finish(_exp(w))
+    assert _exp(w).state == "COMPLETED"
+    assert w.runner.commands("scancel") == [["scancel", "300"]]  # tasks never used
+
+
+def test_a_search_that_failed_stops_the_experiment_and_cancels_its_jobs(tmp_path: Path) -> None:
+    w = _world(tmp_path)
+    w.journal.record(1, "experiment_error", message="no metric loss in the validation")
+    w.guard().finisher.finish(_exp(w))
+    exp = _exp(w)
+    assert (exp.state, exp.error) == ("STOPPING_ERROR", "no metric loss in the validation")
+    assert w.runner.commands("scancel") == [["scancel", "101"]]

@@ -1,0 +1,103 @@
+"""Jobs: the one status query, what it stores in runs, vanished jobs, submit and cancel."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from tests.unit.daemon.services.support import World, squeue_line
+
+
+def _world(tmp_path: Path) -> World:
+    w = World(tmp_path)
+    w.experiment(1)
+    w.trial(1, 1)
+    w.trial(1, 2, request_id=1)
+    w.run(1, 1, job_id="101")
+    w.run(1, 2, job_id="102")
+    return w
+
+
+def test_a_poll_stores_pending_and_running_with_the_reason_in_words(tmp_path: Path) -> None:
+    w = _world(tmp_path)
+    w.runner.squeue = [squeue_line("101", "PENDING", "Priority"),
+                       squeue_line("102", "RUNNING", "None")]
+    jobs = w.jobs()
+    assert jobs.poll()
+    runs = {r.job_id: (r.state, r.reason) for r in w.store.runs()}
+    assert runs["101"][0] == "PENDING" and "priority" in runs["101"][1].lower()
+    assert runs["102"][0] == "RUNNING"
+    assert w.runner.commands("squeue") == [w.scheduler.status_command([])]
+    assert jobs.polls == 1
+
+
+def test_a_state_the_backend_cannot_name_keeps_the_last_one(tmp_path: Path) -> None:
+    w = _world(tmp_path)
+    jobs = w.jobs()
+    w.runner.squeue = [squeue_line("101", "RUNNING", "None"), squeue_line("102", "PENDING")]
+    jobs.poll()
+    w.runner.squeue = [squeue_line("101", "SOMETHING_NEW", "None"), squeue_line("102")]
+    jobs.poll()
+    assert {r.job_id: r.state for r in w.store.runs()} == {"101": "RUNNING", "102": "PENDING"}
+    assert len(w.store.runs(live_only=True)) == 2
+
+
+def test_a_job_missing_from_two_polls_in_a_row_has_vanished(tmp_path: Path) -> None:
+    w = _world(tmp_path)
+    jobs = w.jobs()
+    w.runner.squeue = [squeue_line("102")]
+    jobs.poll()
+    assert not jobs.vanished("101")
+    w.runner.squeue = [squeue_line("101"), squeue_line("102")]
+    jobs.poll()  # listed again: the count starts over
+    w.runner.squeue = [squeue_line("102")]
+    jobs.poll()
+    assert not jobs.vanished("101")
+    jobs.poll()
+    assert jobs.vanished("101") and not jobs.vanished("102")
+
+
+def test_accounting_is_asked_about_jobs_gone_from_the_queue(tmp_path: Path) -> None:
+    w = _world(tmp_path)
+    w.scheduler.settings["accounting"] = True
+    w.runner.squeue = [squeue_line("102")]
+    w.runner.sacct = "101|COMPLETED|0:0\n"
+    jobs = w.jobs()
+    jobs.poll()
+    assert w.runner.commands("sacct")[0][5] == "101"
+    assert jobs.statuses["101"].state.is_final and jobs.statuses["101"].exit_code == 0
+
+
+def test_a_failed_query_backs_off_and_changes_nothing(tmp_path: Path) -> None:
+    w = _world(tmp_path)
+    w.runner.refuse.add("squeue")
+    jobs = w.jobs()
+    assert not jobs.poll()
+    assert jobs.last_poll > time.time() + 4  # the next poll waits longer
+    assert jobs.polls == 0
+    assert {r.state for r in w.store.runs()} == {"PENDING"}
+
+
+def test_cancel_asks_once_and_again_after_a_refusal(tmp_path: Path) -> None:
+    w = _world(tmp_path)
+    jobs = w.jobs()
+    jobs.cancel(["101", "102"])
+    jobs.cancel(["102"])
+    assert w.runner.commands("scancel") == [["scancel", "101", "102"]]
+    w.runner.refuse.add("scancel")
+    jobs.cancel(["103"])
+    w.runner.refuse.clear()
+    jobs.cancel(["103"])
+    assert w.runner.commands("scancel")[-2:] == [["scancel", "103"], ["scancel", "103"]]
+
+
+def test_submit_and_find_by_name_and_directory(tmp_path: Path) -> None:
+    w = _world(tmp_path)
+    jobs = w.jobs()
+    assert jobs.submit(tmp_path / "job.sh") == "101"
+    assert w.runner.commands("sbatch") == [["sbatch", "--parsable", str(tmp_path / "job.sh")]]
+    w.runner.squeue = [squeue_line("7", name="hpcdet-e1-t1-r2", workdir="/elsewhere"),
+                       squeue_line("8", name="hpcdet-e1-t1-r2", workdir="/mine")]
+    jobs.poll()
+    assert jobs.find("hpcdet-e1-t1-r2", Path("/mine")) == "8"
+    assert jobs.find("hpcdet-e1-t1-r3", Path("/mine")) == ""

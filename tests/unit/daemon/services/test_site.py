@@ -1,0 +1,54 @@
+"""Site: partitions, limits and accounting from sinfo and scontrol; trials that can never fit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hpcdet.config import ExperimentConfig
+from hpcdet.config.cluster import ClusterConfig
+from tests.unit.daemon.services.support import CONFIG, World
+
+
+def _cfg(**resources: object) -> ExperimentConfig:
+    return ExperimentConfig.from_dict({**CONFIG, "resources": resources})
+
+
+def test_read_learns_partitions_limits_and_accounting(tmp_path: Path) -> None:
+    w = World(tmp_path)
+    w.runner.sinfo = "debug*|2|4|(null)\ngpu|1|8|gpu:2\n"
+    w.runner.config = ("MaxArraySize = 501\nMaxJobCount = 10000\n"
+                       "AccountingStorageType = accounting_storage/slurmdbd\n")
+    site = w.site()
+    site.read()
+    assert sorted(site.partitions) == ["debug", "gpu"]
+    assert site.limits == {"MaxArraySize": 501, "MaxJobCount": 10000}
+    assert w.scheduler.settings["accounting"] is True
+
+
+def test_without_accounting_and_when_sinfo_fails(tmp_path: Path) -> None:
+    w = World(tmp_path)
+    w.runner.refuse.add("sinfo")
+    site = w.site()
+    site.read()
+    assert site.partitions == {} and site.limits == {"MaxArraySize": 1001}
+    assert w.scheduler.settings["accounting"] is False
+    assert site.fit_problem(_cfg(slots_per_trial=64)) is None  # nothing known: nothing refused
+
+
+def test_the_partition_of_an_experiment(tmp_path: Path) -> None:
+    w = World(tmp_path, ClusterConfig(backend="slurm", partitions={"big": "gpu"}))
+    w.runner.sinfo = "debug*|2|4|(null)\ngpu|1|8|gpu:2\n"
+    site = w.site()
+    site.read()
+    assert site.partition_name(_cfg()) == "debug"  # the default partition
+    assert site.partition_name(_cfg(resource_pool="big")) == "gpu"
+    assert site.gpus(_cfg(resource_pool="big")) and not site.gpus(_cfg())
+
+
+def test_a_trial_that_can_never_fit_is_named(tmp_path: Path) -> None:
+    w = World(tmp_path)
+    site = w.site()
+    site.read()  # debug: 2 nodes, 4 CPUs each
+    assert site.fit_problem(_cfg(slots_per_trial=2)) is None
+    problem = site.fit_problem(_cfg(slots_per_trial=12))
+    assert problem is not None and "debug" in problem

@@ -1,0 +1,97 @@
+"""Submission: queued trials become jobs or array tasks within the site's limits, refusals
+end the trial with the reason, and what a killed daemon half-submitted is settled."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hpcdet.config.cluster import ClusterConfig
+from hpcdet.daemon.controls import Controls
+from hpcdet.daemon.submission import Submission
+from hpcdet.rundir.layout import CONTROL_FILE, SCRIPT_FILE
+from tests.unit.daemon.services.support import World, squeue_line
+
+RANDOM = {"name": "random", "metric": "loss", "max_length": 1, "max_trials": 3}
+HPARAMS = {"lr": {"type": "double", "minval": 0.1, "maxval": 1.0}}
+
+
+def _submission(w: World) -> Submission:
+    jobs = w.jobs()
+    guard = w.guard(jobs)
+    site = w.site()
+    site.read()
+    controls = Controls(w.store, w.paths, w.configs, jobs, site, guard)
+    return Submission(w.store, w.journal, w.paths, w.cluster, w.configs, jobs, site, w.search,
+                      controls, guard)
+
+
+def _started(w: World, exp_id: int = 1, **config: object) -> None:
+    w.experiment(exp_id, **config)
+    exp = w.store.experiment(exp_id)
+    w.search.start(exp, w.configs.get(exp))
+
+
+def test_a_queued_trial_becomes_a_job(tmp_path: Path) -> None:
+    w = World(tmp_path)
+    _started(w)
+    _submission(w).submit_queued()
+    [run] = w.store.runs()
+    assert (run.state, run.job_id) == ("PENDING", "101")
+    run_dir = w.paths.run(1, run.trial_id, 1)
+    assert w.runner.commands("sbatch") == [["sbatch", "--parsable", str(run_dir / SCRIPT_FILE)]]
+    assert "#SBATCH" in (run_dir / SCRIPT_FILE).read_text()
+    assert (run_dir / CONTROL_FILE).exists()  # the trial reads it at start
+    assert w.store.trials(1)[0].state == "ACTIVE"
+
+
+def test_submissions_stay_within_the_rate_the_cluster_config_allows(tmp_path: Path) -> None:
+    w = World(tmp_path, ClusterConfig(backend="slurm", submissions_per_minute=1))
+    _started(w, 1)
+    _started(w, 2)
+    submission = _submission(w)
+    submission.submit_queued()
+    submission.submit_queued()
+    assert len(w.runner.commands("sbatch")) == 1
+    assert [t.state for t in w.store.trials()] == ["ACTIVE", "QUEUED"]
+
+
+def test_a_refused_submission_ends_the_trial_with_the_reason(tmp_path: Path) -> None:
+    w = World(tmp_path)
+    _started(w)
+    w.runner.refuse.add("sbatch")
+    _submission(w).submit_queued()
+    [trial] = w.store.trials(1)
+    assert trial.state == "ERROR"
+    assert trial.end_reason.startswith("submission refused: ")
+    assert "sbatch: error: refused" in trial.end_reason
+
+
+def test_a_search_goes_as_one_job_array_within_max_array_size(tmp_path: Path) -> None:
+    w = World(tmp_path)
+    w.runner.config = "MaxArraySize = 2\n"
+    _started(w, searcher=RANDOM, hyperparameters=HPARAMS)
+    submission = _submission(w)
+    submission.submit_queued()
+    [array] = w.store.arrays(1)
+    assert (array.job_id, array.offset, array.count) == ("101", 0, 2)
+    assert len(w.runner.commands("sbatch")) == 1
+    submitted = sorted(r.job_id for r in w.store.runs())
+    assert submitted == ["101_0", "101_1"]  # the third waits for the next array
+
+
+def test_a_run_half_submitted_by_a_killed_daemon_is_adopted_or_requeued(tmp_path: Path) -> None:
+    w = World(tmp_path)
+    w.experiment(1)
+    w.trial(1, 1)
+    w.trial(1, 2, request_id=1)
+    w.run(1, 1)  # journaled as submitting, no job id
+    w.run(1, 2)
+    submission = _submission(w)
+    w.runner.squeue = [squeue_line("555", name="hpcdet-e1-t1-r1",
+                                   workdir=str(w.paths.run(1, 1, 1)))]
+    submission.jobs.poll()
+    submission.settle()
+    adopted, requeued = w.store.runs()
+    assert (adopted.state, adopted.job_id) == ("PENDING", "555")
+    assert (requeued.state, requeued.outcome) == ("CANCELED", "never submitted")
+    assert w.store.trial(2).state == "QUEUED"
