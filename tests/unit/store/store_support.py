@@ -8,10 +8,12 @@ from pathlib import Path
 from typing import Any
 
 from hpcdet.rundir.exchange import EventWriter, append_line, whole_lines
+from hpcdet.store.ingest import BestOf
 from hpcdet.store.repository import Store
 
 CONFIG = {"name": "x", "entrypoint": "true",
           "searcher": {"name": "single", "metric": "loss", "max_length": 1}}
+LOSS_SEARCHER = BestOf("loss", smaller_is_better=True)
 
 
 class Journaled:
