@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 import os
 import shutil
 import time
@@ -18,17 +17,11 @@ from hpcdet.daemon.journal import Journal
 from hpcdet.daemon.queueing import Queue
 from hpcdet.daemon.retention import Retention
 from hpcdet.daemon.submission import Submission
-from hpcdet.errors import (
-    HpcdetError,
-    NotFoundError,
-    StateError,
-)
+from hpcdet.errors import HpcdetError, NotFoundError, StateError
 from hpcdet.paths import StatePaths, hostname
 from hpcdet.states import FINAL_EXPERIMENT_STATES, CheckpointState, ExperimentState, TrialState
 from hpcdet.store.ids import check_id
 from hpcdet.store.repository import Store
-
-log = logging.getLogger(__name__)
 
 # Arguments that name a stored experiment or trial (a create's request_id is the CLI's own).
 _ID_ARGS = frozenset({"exp_id", "trial_id"})

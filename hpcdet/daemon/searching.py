@@ -9,7 +9,6 @@ makes from index ``Experiment.actions_done`` on were never carried out, and are 
 from __future__ import annotations
 
 import json
-import logging
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,8 +29,6 @@ from hpcdet.search.base import (
 )
 from hpcdet.store.models import Experiment, Trial
 from hpcdet.store.repository import Store
-
-log = logging.getLogger(__name__)
 
 
 @dataclass
