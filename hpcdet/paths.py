@@ -91,6 +91,10 @@ class StatePaths:
     def experiment(self, exp_id: int) -> Path:
         return self.runs / f"exp-{exp_id}"
 
+    def experiment_record(self, exp_id: int) -> Path:
+        """The validated config and creation record, written once at create."""
+        return self.experiment(exp_id) / "experiment.json"
+
     def context(self, exp_id: int) -> Path:
         return self.experiment(exp_id) / "context"
 

@@ -212,6 +212,17 @@ class ExperimentConfig:
     pbs: PbsConfig = field(default_factory=PbsConfig)
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
 
+    def checkpoint_dir(self, default: Path) -> Path:
+        """Where the experiment's checkpoints go (each is ``<dir>/<uuid>``); ``default``, the
+        state directory's, when the config names no storage of its own."""
+        storage = self.checkpoint_storage
+        if storage is None:
+            return default
+        if storage.type == "directory" and storage.container_path:
+            return Path(storage.container_path)
+        base = Path(storage.host_path or default)
+        return base / storage.storage_path if storage.storage_path else base
+
     def to_dict(self) -> dict[str, Any]:
         """The full config with defaults filled in (a deep copy of ``raw``), JSON-compatible."""
         return copy.deepcopy(self.raw)

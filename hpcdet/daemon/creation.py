@@ -71,7 +71,7 @@ class Creation:
         try:
             exp_dir.mkdir(parents=True)
             os.replace(staging, self.paths.context(exp_id))
-            write_atomic(exp_dir / "experiment.json", {"id": exp_id, "config": raw})
+            write_atomic(self.paths.experiment_record(exp_id), {"id": exp_id, "config": raw})
             self.journal.record(
                 exp_id, "experiment_created", name=cfg.name, config=raw,
                 description=cfg.description, backend=self.backend,

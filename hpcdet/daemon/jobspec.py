@@ -16,16 +16,6 @@ from hpcdet.rundir.spec import RunSpec
 from hpcdet.schedulers.base import ArraySpec, JobRequest
 
 
-def checkpoint_dir(cfg: ExperimentConfig, paths: StatePaths) -> Path:
-    storage = cfg.checkpoint_storage
-    if storage is None:
-        return paths.default_checkpoints()
-    if storage.type == "directory" and storage.container_path:
-        return Path(storage.container_path)
-    base = Path(storage.host_path or paths.default_checkpoints())
-    return base / storage.storage_path if storage.storage_path else base
-
-
 def shim_dir() -> str:
     return str(Path(hpcdet.__file__).parent / "shim")
 
@@ -59,7 +49,7 @@ def run_spec(
         context_dir=str(paths.context(exp_id)),
         run_dir=str(paths.run(exp_id, trial["id"], run_id)),
         umask=int(umask_in_force(), 8),
-        checkpoint_dir=str(checkpoint_dir(cfg, paths)),
+        checkpoint_dir=str(cfg.checkpoint_dir(paths.default_checkpoints())),
         latest_checkpoint=trial.get("latest_checkpoint"),
         steps_completed=trial.get("steps_completed", 0),
         num_nodes=nodes,

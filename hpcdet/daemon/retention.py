@@ -13,7 +13,6 @@ from hpcdet.checkpoint_gc import (
     checkpoints_to_delete,
 )
 from hpcdet.daemon.configs import Configs
-from hpcdet.daemon.jobspec import checkpoint_dir
 from hpcdet.daemon.journal import Journal
 from hpcdet.paths import StatePaths
 from hpcdet.states import FINAL_TRIAL_STATES
@@ -53,4 +52,5 @@ class Retention:
         cfg = self.configs.get(self.store.experiment(ckpt.experiment_id))
         self.journal.record(ckpt.experiment_id, "checkpoint_deleted", uuid=ckpt.uuid,
                             trial_id=ckpt.trial_id)
-        shutil.rmtree(checkpoint_dir(cfg, self.paths) / ckpt.uuid, ignore_errors=True)
+        storage = cfg.checkpoint_dir(self.paths.default_checkpoints())
+        shutil.rmtree(storage / ckpt.uuid, ignore_errors=True)

@@ -20,7 +20,6 @@ from hpcdet.daemon.jobs import Jobs
 from hpcdet.daemon.jobspec import (
     array_job_name,
     array_request,
-    checkpoint_dir,
     job_request,
     run_job_name,
     run_spec,
@@ -176,7 +175,7 @@ class Submission:
         if run_dir.exists():
             shutil.rmtree(run_dir)  # left by a submission that never reached the scheduler
         run_dir.mkdir(parents=True)
-        checkpoint_dir(cfg, self.paths).mkdir(parents=True, exist_ok=True)
+        cfg.checkpoint_dir(self.paths.default_checkpoints()).mkdir(parents=True, exist_ok=True)
         spec.save(run_dir)
         script = run_dir / layout.SCRIPT_FILE
         script.write_text(self.scheduler.render_script(

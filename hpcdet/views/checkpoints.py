@@ -9,7 +9,6 @@ from typing import Any
 
 from hpcdet.checkpoint_gc import CheckpointRecord, ValidationRecord, best, rank
 from hpcdet.config import ExperimentConfig
-from hpcdet.daemon.jobspec import checkpoint_dir
 from hpcdet.errors import NotFoundError, StateError
 from hpcdet.paths import StatePaths
 from hpcdet.states import CheckpointState
@@ -60,7 +59,7 @@ def ranked_checkpoints(store: Store, paths: StatePaths, exp_id: int, top: int | 
     ranked = rank(records, validations, cfg.searcher.metric)
     if top is not None:
         ranked = best(ranked, cfg.searcher.smaller_is_better)[:top]
-    return CheckpointList(checkpoint_dir(cfg, paths),
+    return CheckpointList(cfg.checkpoint_dir(paths.default_checkpoints()),
                           [RankedCheckpoint(ckpts[r.checkpoint.uuid], r.metric) for r in ranked])
 
 
@@ -71,7 +70,8 @@ def stored_checkpoint(store: Store, paths: StatePaths, uuid: str) -> StoredCheck
         raise StateError(
             f"checkpoint {uuid} is {ckpt.state}; only COMPLETED checkpoints can be downloaded"
         )
-    source = checkpoint_dir(_config(store.experiment(ckpt.experiment_id)), paths) / uuid
+    cfg = _config(store.experiment(ckpt.experiment_id))
+    source = cfg.checkpoint_dir(paths.default_checkpoints()) / uuid
     if not source.is_dir():
         raise NotFoundError(f"checkpoint {uuid} is missing from its storage: no {source}")
     merged: dict[str, Any] = {}

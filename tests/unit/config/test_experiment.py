@@ -799,3 +799,15 @@ def test_from_dict_rejects_invalid() -> None:
     with pytest.raises(ConfigError) as info:
         ExperimentConfig.from_dict({"entrypoint": "x"})
     assert info.value.source == "stored experiment config"
+
+
+def test_where_the_checkpoints_of_an_experiment_go(tmp_path: Path) -> None:
+    default = tmp_path / "state" / "checkpoints"
+    base = "name: x\nentrypoint: e\nsearcher: {name: single, metric: m, max_length: 1}\n"
+    assert load_experiment_config(base).checkpoint_dir(default) == default
+    shared = base + "checkpoint_storage: {type: shared_fs, host_path: /scratch, storage_path: me}\n"
+    assert load_experiment_config(shared).checkpoint_dir(default) == Path("/scratch/me")
+    host_only = base + "checkpoint_storage: {type: shared_fs, host_path: /scratch}\n"
+    assert load_experiment_config(host_only).checkpoint_dir(default) == Path("/scratch")
+    directory = base + "checkpoint_storage: {type: directory, container_path: /ckpt}\n"
+    assert load_experiment_config(directory).checkpoint_dir(default) == Path("/ckpt")
