@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from hpcdet.client import Created, JobUpdate
+from hpcdet.daemon import operations as ops
 from hpcdet.daemon import process
 from hpcdet.daemon.requests import GONE, TAKEN, reply_path, request_path
 from hpcdet.errors import DaemonError, DiskFullError, HpcdetError, disk_full_cause
@@ -25,11 +26,11 @@ class FileClient:
         self.paths = paths
 
     def ping(self) -> dict[str, Any]:
-        result: dict[str, Any] = call(self.paths, "ping", {})
+        result: dict[str, Any] = self._send(ops.Ping())
         return result
 
     def shutdown(self) -> str:
-        return str(call(self.paths, "shutdown", {}))
+        return str(self._send(ops.Shutdown()))
 
     def create(self, config: dict[str, Any], context: Path,
                on_snapshot: Callable[[int, int], None] | None = None,
@@ -43,9 +44,7 @@ class FileClient:
             files, size = snapshot(context, staging, warn)
             if on_snapshot is not None:
                 on_snapshot(files, size)
-            reply = call(self.paths, "create",
-                         {"config": config, "staging": str(staging), "request_id": rid},
-                         request_id=rid)
+            reply = self._send(ops.Create(config, str(staging), rid), request_id=rid)
         except BaseException as e:
             outcome = give_up(self.paths, rid, staging, e)
             if outcome is e:
@@ -56,32 +55,33 @@ class FileClient:
         return Created.from_reply(reply)
 
     def pause(self, exp_id: int) -> str:
-        return str(call(self.paths, "pause", {"exp_id": exp_id}))
+        return str(self._send(ops.Pause(exp_id)))
 
     def activate(self, exp_id: int) -> str:
-        return str(call(self.paths, "activate", {"exp_id": exp_id}))
+        return str(self._send(ops.Activate(exp_id)))
 
     def cancel(self, exp_id: int) -> str:
-        return str(call(self.paths, "cancel", {"exp_id": exp_id}))
+        return str(self._send(ops.Cancel(exp_id)))
 
     def kill(self, exp_id: int) -> str:
-        return str(call(self.paths, "kill", {"exp_id": exp_id}))
+        return str(self._send(ops.Kill(exp_id)))
 
     def continue_experiment(self, exp_id: int, config: dict[str, Any] | None = None) -> str:
-        args: dict[str, Any] = {"exp_id": exp_id}
-        if config is not None:
-            args["config"] = config
-        return str(call(self.paths, "continue", args))
+        return str(self._send(ops.Continue(exp_id, config)))
 
     def continue_trial(self, trial_id: int) -> Created:
-        return Created.from_reply(call(self.paths, "continue_trial", {"trial_id": trial_id}))
+        return Created.from_reply(self._send(ops.ContinueTrial(trial_id)))
 
     def delete_checkpoint(self, uuid: str) -> str:
-        return str(call(self.paths, "delete_checkpoint", {"uuid": uuid}))
+        return str(self._send(ops.DeleteCheckpoint(uuid)))
 
     def update_jobs(self, updates: list[JobUpdate]) -> str:
         body = [{"job": u.experiment_id, "field": u.field, "value": u.value} for u in updates]
-        return str(call(self.paths, "update_jobs", {"updates": body}) or "")
+        return str(self._send(ops.UpdateJobs(body)) or "")
+
+    def _send(self, operation: ops.Operation, request_id: str | None = None) -> Any:
+        op, args = ops.encode(operation)
+        return call(self.paths, op, args, request_id=request_id)
 
 
 def call(

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from hpcdet.config import ExperimentConfig
+from hpcdet.daemon import operations as ops
 from hpcdet.daemon.configs import Configs
 from hpcdet.daemon.controls import Controls
 from hpcdet.daemon.creation import Creation
@@ -17,14 +18,10 @@ from hpcdet.daemon.journal import Journal
 from hpcdet.daemon.queueing import Queue
 from hpcdet.daemon.retention import Retention
 from hpcdet.daemon.submission import Submission
-from hpcdet.errors import HpcdetError, NotFoundError, StateError
+from hpcdet.errors import NotFoundError, StateError
 from hpcdet.paths import StatePaths, hostname
 from hpcdet.states import FINAL_EXPERIMENT_STATES, CheckpointState, ExperimentState, TrialState
-from hpcdet.store.ids import check_id
 from hpcdet.store.repository import Store
-
-# Arguments that name a stored experiment or trial (a create's request_id is the CLI's own).
-_ID_ARGS = frozenset({"exp_id", "trial_id"})
 
 
 class Commands:
@@ -44,21 +41,37 @@ class Commands:
         self.submission = submission
         self.retention = retention
         self.creation = creation
+        self.queue = queue
         self._shutdown = shutdown
-        self.operations: dict[str, Callable[..., Any]] = {
-            "ping": self.ping, "shutdown": self.shutdown, "create": creation.create,
-            "pause": self.pause, "activate": self.activate, "cancel": self.cancel,
-            "kill": self.kill, "continue": self.continue_, "continue_trial": self.continue_trial,
-            "delete_checkpoint": self.delete_checkpoint, "update_jobs": queue.update_jobs,
-        }
 
     def handle(self, op: str, args: dict[str, Any]) -> Any:
-        operation = self.operations.get(op)
-        if operation is None:
-            raise HpcdetError(f"unknown request {op!r}")
-        for key in _ID_ARGS.intersection(args):  # SQLite cannot even look up other ids
-            check_id(key, args[key])
-        return operation(**args)
+        """One request as it came over the wire; see ``carry_out``."""
+        return self.carry_out(ops.decode(op, args))
+
+    def carry_out(self, operation: ops.Operation) -> Any:
+        """What the operation asks; returns what the CLI prints (or the create's answer)."""
+        if isinstance(operation, ops.Ping):
+            return self.ping()
+        if isinstance(operation, ops.Shutdown):
+            return self.shutdown()
+        if isinstance(operation, ops.Create):
+            return self.creation.create(operation.config, operation.staging,
+                                        operation.request_id)
+        if isinstance(operation, ops.Pause):
+            return self.pause(operation.exp_id)
+        if isinstance(operation, ops.Activate):
+            return self.activate(operation.exp_id)
+        if isinstance(operation, ops.Cancel):
+            return self.cancel(operation.exp_id)
+        if isinstance(operation, ops.Kill):
+            return self.kill(operation.exp_id)
+        if isinstance(operation, ops.Continue):
+            return self.continue_(operation.exp_id, operation.config)
+        if isinstance(operation, ops.ContinueTrial):
+            return self.continue_trial(operation.trial_id)
+        if isinstance(operation, ops.DeleteCheckpoint):
+            return self.delete_checkpoint(operation.uuid)
+        return self.queue.update_jobs(operation.updates)
 
     def ping(self) -> dict[str, Any]:
         return {"pid": os.getpid(), "host": hostname()}

@@ -34,7 +34,8 @@ class NoSlurm(CommandRunner):
         return Result("", "", 0)
 
 
-def _answer(paths: StatePaths, op: str, args: dict[str, Any], timeout: float | None = None) -> Any:
+def _answer(paths: StatePaths, op: str, args: dict[str, Any], timeout: float | None = None,
+            request_id: str | None = None) -> Any:
     for key, value in args.items():
         if key.endswith("_id"):
             assert id_problem(value) is None, f"the CLI sent {op} {key}={value!r}"

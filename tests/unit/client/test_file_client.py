@@ -58,7 +58,8 @@ def test_each_operation_is_its_request(served: tuple[StatePaths, list[Any]]) -> 
     assert client.continue_trial(4) == Created(5, [8, 9], "w")
     assert client.update_jobs([JobUpdate(1, "priority", 7)]) == "update_jobs done"
     assert seen == [
-        ("pause", {"exp_id": 1}), ("kill", {"exp_id": 2}), ("continue", {"exp_id": 3}),
+        ("pause", {"exp_id": 1}), ("kill", {"exp_id": 2}),
+        ("continue", {"exp_id": 3, "config": None}),
         ("continue_trial", {"trial_id": 4}),
         ("update_jobs", {"updates": [{"job": 1, "field": "priority", "value": 7}]}),
     ]

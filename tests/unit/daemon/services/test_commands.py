@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from hpcdet.daemon import operations as ops
 from hpcdet.daemon.commands import Commands
 from hpcdet.daemon.controls import Controls
 from hpcdet.daemon.creation import Creation
@@ -86,3 +87,22 @@ def test_unknown_operations_ids_and_checkpoints_are_refused(tmp_path: Path) -> N
     with pytest.raises(NotFoundError, match="checkpoint c1 not found"):
         built.commands.handle("delete_checkpoint", {"uuid": "c1"})
     assert built.commands.handle("shutdown", {}) == "stopping" and built.stopped
+
+
+def test_every_operation_goes_over_the_wire_and_back_as_itself() -> None:
+    operations: list[ops.Operation] = [
+        ops.Ping(), ops.Shutdown(), ops.Create({"name": "x"}, "/s/req.context", "r1"),
+        ops.Pause(1), ops.Activate(2), ops.Cancel(3), ops.Kill(4), ops.Continue(5),
+        ops.Continue(6, {"name": "y"}), ops.ContinueTrial(7), ops.DeleteCheckpoint("c1"),
+        ops.UpdateJobs([{"job": 1, "field": "priority", "value": 3}]),
+    ]
+    for operation in operations:
+        assert ops.decode(*ops.encode(operation)) == operation
+    assert ops.encode(ops.Pause(1)) == ("pause", {"exp_id": 1})
+
+
+def test_a_request_of_another_version_is_refused_by_name() -> None:
+    with pytest.raises(HpcdetError, match="request 'pause' has no argument exp, trial"):
+        ops.decode("pause", {"exp": 1, "trial": 2})
+    with pytest.raises(HpcdetError, match="request 'pause': .*missing 1 required"):
+        ops.decode("pause", {})
