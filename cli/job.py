@@ -13,7 +13,7 @@ from hpcdet.cli.common import console, paths, print_json, read_store, table, whe
 from hpcdet.client import JobUpdate, connect
 from hpcdet.config.cluster import load_cluster_config
 from hpcdet.errors import UsageError
-from hpcdet.schedulers import make_scheduler
+from hpcdet.schedulers import Scheduler, make_scheduler
 from hpcdet.views.queue import QueueRow, experiment_of, job_queue, scheduler_statuses
 
 app = typer.Typer(no_args_is_help=True)
@@ -26,9 +26,7 @@ def list_(
 ) -> None:
     """Jobs in the order they would start: not yet submitted, pending, running."""
     store = read_store(paths())
-    scheduler = make_scheduler(load_cluster_config().backend, {"jobs_dir": str(
-        paths().local_dir() / "local-jobs")})
-    statuses, problem = scheduler_statuses(scheduler)
+    statuses, problem = scheduler_statuses(_scheduler())
     if problem:
         console.print(f"the scheduler did not answer ({problem}); showing stored states",
                       markup=False)
@@ -112,13 +110,19 @@ def update_batch(
     _send(parsed)
 
 
+def _scheduler() -> Scheduler:
+    return make_scheduler(load_cluster_config().backend,
+                          {"jobs_dir": str(paths().local_dir() / "local-jobs")})
+
+
 def _send(updates: list[tuple[str, str, object]]) -> None:
     store = read_store(paths())
+    scheduler = _scheduler()
     requests = []
     for job_id, field, value in updates:
         if field in ("ahead_of", "behind_of"):
-            value = experiment_of(store, str(value))
-        requests.append(JobUpdate(experiment_of(store, job_id), field, value))
+            value = experiment_of(store, str(value), scheduler)
+        requests.append(JobUpdate(experiment_of(store, job_id, scheduler), field, value))
     said = connect(paths()).update_jobs(requests)
     if said:
         console.print(said, markup=False)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from hpcdet import backends
 from hpcdet.config.hpc import Directive
 from hpcdet.config.schema import (
     At,
@@ -42,7 +43,7 @@ from hpcdet.config.schema import (
 from hpcdet.config.source import parse_yaml, read_config_file
 from hpcdet.errors import ConfigError
 
-BACKENDS = ("auto", "slurm", "pbs", "local")
+BACKENDS = ("auto", *backends.NAMES)
 CONTAINER_RUNTIMES = ("none", "apptainer", "singularity")
 MIN_POLL_FLOOR = 5.0
 DEFAULT_SITE_PATH = Path("/etc/hpcdet/cluster.yaml")

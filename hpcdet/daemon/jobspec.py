@@ -13,31 +13,29 @@ from hpcdet.config.cluster import ClusterConfig
 from hpcdet.paths import StatePaths
 from hpcdet.private import umask_in_force
 from hpcdet.rundir.spec import RunSpec
-from hpcdet.schedulers.base import ArraySpec, JobRequest
+from hpcdet.schedulers.base import ArraySpec, BatchOptions, JobRequest
 
 
 def shim_dir() -> str:
     return str(Path(hpcdet.__file__).parent / "shim")
 
 
-def layout(cfg: ExperimentConfig, backend: str) -> tuple[int, int]:
+def layout(cfg: ExperimentConfig, options: BatchOptions) -> tuple[int, int]:
     """(nodes, slots per node) for the trial's slots_per_trial."""
     slots = max(cfg.resources.slots_per_trial, 1)
-    section = cfg.pbs if backend == "pbs" else cfg.slurm
-    per_node = min(section.slots_per_node or slots, slots)
+    per_node = min(options.slots_per_node or slots, slots)
     return math.ceil(slots / per_node), per_node
 
 
-def walltime(cfg: ExperimentConfig, backend: str, cluster: ClusterConfig) -> int | None:
-    section = cfg.pbs if backend == "pbs" else cfg.slurm
-    return section.walltime_seconds or cluster.walltime_seconds
+def walltime(options: BatchOptions, cluster: ClusterConfig) -> int | None:
+    return options.walltime_seconds or cluster.walltime_seconds
 
 
 def run_spec(
     cfg: ExperimentConfig, paths: StatePaths, exp_id: int, trial: dict[str, Any], run_id: int,
-    backend: str, cluster: ClusterConfig,
+    options: BatchOptions, cluster: ClusterConfig,
 ) -> RunSpec:
-    nodes, per_node = layout(cfg, backend)
+    nodes, per_node = layout(cfg, options)
     return RunSpec(
         experiment_id=exp_id,
         trial_id=trial["id"],
@@ -56,7 +54,7 @@ def run_spec(
         slots_per_node=per_node,
         python=sys.executable,
         shim_dir=shim_dir(),
-        walltime_seconds=walltime(cfg, backend, cluster),
+        walltime_seconds=walltime(options, cluster),
         environment=dict(cfg.environment.variables),
     )
 
@@ -70,33 +68,33 @@ def array_job_name(exp_id: int, index: int) -> str:
 
 
 def job_request(
-    spec: RunSpec, cfg: ExperimentConfig, cluster: ClusterConfig, backend: str, gpus: bool,
-    nice: int,
+    spec: RunSpec, cfg: ExperimentConfig, cluster: ClusterConfig, options: BatchOptions,
+    gpus: bool, nice: int,
 ) -> JobRequest:
     """The request of a single job that runs one run of one trial."""
     return _request(
         run_job_name(spec.experiment_id, spec.trial_id, spec.run_id), Path(spec.run_dir),
-        cfg, cluster, backend, None, gpus, nice,
+        cfg, cluster, options, None, gpus, nice,
     )
 
 
 def array_request(
     exp_id: int, index: int, array_dir: Path, array: ArraySpec, cfg: ExperimentConfig,
-    cluster: ClusterConfig, backend: str, gpus: bool, nice: int,
+    cluster: ClusterConfig, options: BatchOptions, gpus: bool, nice: int,
 ) -> JobRequest:
     """The request of the ``index``-th job array of an experiment's search."""
     return _request(
-        array_job_name(exp_id, index), array_dir, cfg, cluster, backend, array, gpus, nice
+        array_job_name(exp_id, index), array_dir, cfg, cluster, options, array, gpus, nice
     )
 
 
 def _request(
-    name: str, run_dir: Path, cfg: ExperimentConfig, cluster: ClusterConfig, backend: str,
-    array: ArraySpec | None, gpus: bool, nice: int,
+    name: str, run_dir: Path, cfg: ExperimentConfig, cluster: ClusterConfig,
+    options: BatchOptions, array: ArraySpec | None, gpus: bool, nice: int,
 ) -> JobRequest:
     """Slots are GPUs when the partition has GPUs (``gpus``), else CPUs."""
-    nodes, per_node = layout(cfg, backend)
-    limit = walltime(cfg, backend, cluster)
+    nodes, per_node = layout(cfg, options)
+    limit = walltime(options, cluster)
     return JobRequest(
         name=name,
         run_dir=run_dir,
@@ -104,14 +102,14 @@ def _request(
         num_nodes=nodes,
         slots_per_node=per_node,
         gpus=gpus,
-        gpu_type=cfg.slurm.gpu_type or cluster.gpu_type,
-        partition=cfg.slurm.partition or cluster.partition_for(cfg.resources.resource_pool),
-        account=cfg.slurm.account or cluster.account,
-        qos=cfg.slurm.qos or cluster.qos,
+        gpu_type=options.gpu_type or cluster.gpu_type,
+        partition=options.pool or cluster.partition_for(cfg.resources.resource_pool),
+        account=options.account or cluster.account,
+        qos=options.qos or cluster.qos,
         walltime_seconds=limit,
         # Slurm may signal up to 60 s early; leave the trial a quarter of short walltimes.
         preempt_grace_seconds=min(120, max(10, (limit or 480) // 4)),
-        extra_args=list(cfg.slurm.sbatch_args),
+        extra_args=list(options.extra_args),
         array=array,
         nice=nice or None,
     )

@@ -105,7 +105,7 @@ class Queue:
         owner = {job_id: exp for exp in exps.values() for job_id in self._job_ids(exp)}
         seen: set[str] = set()
         for job_id, status in self.jobs.statuses.items():
-            base = job_id.split("_")[0]
+            base = self.scheduler.array_of(job_id)
             exp = owner.get(base)
             if (status.state != JobState.PENDING or exp is None or base in seen
                     or status.priority is None or status.nice is None):
@@ -221,7 +221,7 @@ class Queue:
         mine = self._job_ids(exp)
         by_old: dict[str, set[str]] = {}
         for job_id, status in self.jobs.statuses.items():
-            base = job_id.split("_")[0]
+            base = self.scheduler.array_of(job_id)
             if status.state == JobState.PENDING and base in mine and status.partition != partition:
                 by_old.setdefault(status.partition, set()).add(base)
         moved = []
@@ -239,7 +239,7 @@ class Queue:
     def _job_ids(self, exp: Experiment) -> set[str]:
         ids = {a.job_id for a in self.store.arrays(exp.id)}
         trials = [t.id for t in self.store.trials(exp.id)]
-        ids |= {r.job_id.split("_")[0] for r in self.store.runs(trials, live_only=True)
+        ids |= {self.scheduler.array_of(r.job_id) for r in self.store.runs(trials, live_only=True)
                 if r.job_id}
         return ids
 

@@ -1,5 +1,5 @@
 """What the site's scheduler offers: partitions (to refuse trials that can never fit, and to
-know which have GPUs) and, on Slurm, its limits and whether accounting exists."""
+know which have GPUs) and its limits (array size, job count, whether accounting exists)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from hpcdet.errors import SchedulerCommandError
 from hpcdet.schedulers import Scheduler
 from hpcdet.schedulers.base import Partition, fit_problem
 from hpcdet.schedulers.runner import CommandRunner
-from hpcdet.schedulers.slurm import parse_config_limits
 
 log = logging.getLogger(__name__)
 
@@ -23,7 +22,6 @@ class Site:
         self.scheduler = scheduler
         self.runner = runner
         self.cluster = cluster
-        self.limits: dict[str, int] = {}
         self.partitions: dict[str, Partition] = {}
 
     def read(self) -> None:
@@ -34,23 +32,18 @@ class Site:
                 self.partitions = {p.name: p for p in parts}
             except SchedulerCommandError as e:
                 log.warning("could not list partitions: %s", e)
-        if self.scheduler.name != "slurm":
+        cmd = self.scheduler.limits_command()
+        if cmd is None:
             return
         try:
-            out = self.runner.run(["scontrol", "show", "config"]).stdout
+            self.scheduler.limits = self.scheduler.parse_limits(self.runner.run(cmd).stdout)
         except SchedulerCommandError as e:
-            log.warning("could not read the Slurm configuration: %s", e)
-            return
-        limits = parse_config_limits(out)
-        storage = limits.get("AccountingStorageType", "")
-        self.scheduler.settings["accounting"] = bool(storage) and not storage.endswith("/none")
-        for key in ("MaxArraySize", "MaxJobCount"):
-            if limits.get(key, "").isdigit():
-                self.limits[key] = int(limits[key])
+            log.warning("could not read the %s site limits: %s", self.scheduler.name, e)
 
     def partition_name(self, cfg: ExperimentConfig) -> str:
         """The partition the experiment's jobs go to ('' if unknown, e.g. on local)."""
-        name = cfg.slurm.partition or self.cluster.partition_for(cfg.resources.resource_pool)
+        name = (self.scheduler.options(cfg).pool
+                or self.cluster.partition_for(cfg.resources.resource_pool))
         if name is None:
             return next((p.name for p in self.partitions.values() if p.default), "")
         return name
@@ -68,4 +61,4 @@ class Site:
         partition = self.partition(cfg)
         if partition is None:
             return None
-        return fit_problem(*layout(cfg, self.scheduler.name), partition)
+        return fit_problem(*layout(cfg, self.scheduler.options(cfg)), partition)

@@ -116,7 +116,7 @@ class Submission:
         headroom = None
         if self.cluster.max_jobs:
             headroom = self.cluster.max_jobs - len(self.store.runs(live_only=True))
-        chunk = next_chunk(bound, covered, pending, self.site.limits.get("MaxArraySize"), headroom)
+        chunk = next_chunk(bound, covered, pending, self.scheduler.limits.max_array_size, headroom)
         if chunk is None or not self._may_submit():
             return chunks
         array_dir = layout.array_dir(self.paths.experiment(exp.id))
@@ -125,9 +125,9 @@ class Submission:
                          throttle=min(concurrency, chunk.count) if concurrency else 0)
         index = len(rows)
         script = layout.array_script(self.paths.experiment(exp.id), index)
-        script.write_text(self.scheduler.render_script(
-            array_request(exp.id, index, array_dir, spec, cfg, self.cluster, self.backend,
-                          self.site.gpus(cfg), nice_for(exp.priority))))
+        script.write_text(self.scheduler.render_script(array_request(
+            exp.id, index, array_dir, spec, cfg, self.cluster, self.scheduler.options(cfg),
+            self.site.gpus(cfg), nice_for(exp.priority))))
         entry = {"index": index, "offset": chunk.offset, "count": chunk.count,
                  "throttle": spec.throttle}
         self.journal.record(exp.id, "array_submitting", **entry)
@@ -170,7 +170,8 @@ class Submission:
             "latest_checkpoint": trial.latest_checkpoint or cfg.searcher.source_checkpoint_uuid,
             "steps_completed": trial.steps_completed,
         }
-        spec = run_spec(cfg, self.paths, exp.id, record, run_id, self.backend, self.cluster)
+        spec = run_spec(cfg, self.paths, exp.id, record, run_id, self.scheduler.options(cfg),
+                        self.cluster)
         run_dir = Path(spec.run_dir)
         if run_dir.exists():
             shutil.rmtree(run_dir)  # left by a submission that never reached the scheduler
@@ -178,9 +179,9 @@ class Submission:
         cfg.checkpoint_dir(self.paths.default_checkpoints()).mkdir(parents=True, exist_ok=True)
         spec.save(run_dir)
         script = run_dir / layout.SCRIPT_FILE
-        script.write_text(self.scheduler.render_script(
-            job_request(spec, cfg, self.cluster, self.backend, self.site.gpus(cfg),
-                        nice_for(exp.priority))))
+        script.write_text(self.scheduler.render_script(job_request(
+            spec, cfg, self.cluster, self.scheduler.options(cfg), self.site.gpus(cfg),
+            nice_for(exp.priority))))
         self.journal.record(exp.id, "run_submitting", trial_id=trial.id, run_id=run_id,
                             first_op=trial.ops_completed)
         submitting = self.store.run(trial.id, run_id)
@@ -235,9 +236,10 @@ class Submission:
                                   layout.array_dir(self.paths.experiment(exp.id)))
             if job_id:
                 log.info("experiment %d: adopted job array %s", exp.id, job_id)
-                self.journal.record(exp.id, "array_submitted", job_id=job_id.split("_")[0],
-                                    index=array.index, offset=array.offset,
-                                    count=array.count, throttle=array.throttle)
+                self.journal.record(exp.id, "array_submitted",
+                                    job_id=self.scheduler.array_of(job_id), index=array.index,
+                                    offset=array.offset, count=array.count,
+                                    throttle=array.throttle)
             else:
                 self.journal.record(exp.id, "array_abandoned", index=array.index)
 

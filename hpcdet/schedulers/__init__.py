@@ -1,43 +1,40 @@
-"""Scheduler backends, found by name (no if/elif over backends)."""
+"""Scheduler backends, found by name (no if/elif over backends; the names are
+``hpcdet.backends``)."""
 
 from __future__ import annotations
 
+import importlib
 import shutil
 from typing import Any
 
+from hpcdet import backends
+from hpcdet.errors import ConfigError
 from hpcdet.schedulers.base import JobRequest, JobStatus, Scheduler
-from hpcdet.schedulers.local import LocalScheduler
-from hpcdet.schedulers.slurm import SlurmScheduler
 from hpcdet.states import JobState
 
-SCHEDULERS: dict[str, type[Scheduler]] = {
-    "slurm": SlurmScheduler,
-    "local": LocalScheduler,
-}
 
-# What "auto" looks for, in order: the first client command found on PATH picks the backend.
-_DETECT = [("sbatch", "slurm"), ("qsub", "pbs")]
+def scheduler_class(name: str) -> type[Scheduler]:
+    """The backend class of ``name``, imported now. Raises ConfigError for an unknown name."""
+    for backend in backends.BACKENDS:
+        if backend.name == name:
+            module, _, cls = backend.cls.partition(":")
+            found: type[Scheduler] = getattr(importlib.import_module(module), cls)
+            return found
+    valid = ", ".join(("auto", *backends.NAMES))
+    raise ConfigError([f"backend: unknown backend {name!r}; valid: {valid}"], "cluster config")
 
 
 def detect_backend() -> str:
-    for command, backend in _DETECT:
-        if shutil.which(command) and backend in SCHEDULERS:
-            return backend
+    """What ``backend: auto`` means here: the first backend whose client command is on PATH."""
+    for backend in backends.BACKENDS:
+        if backend.detect and shutil.which(backend.detect):
+            return backend.name
     return "local"
 
 
 def make_scheduler(name: str, settings: dict[str, Any]) -> Scheduler:
-    if name == "auto":
-        name = detect_backend()
-    try:
-        return SCHEDULERS[name](settings)
-    except KeyError:
-        from hpcdet.errors import ConfigError
-
-        valid = ", ".join(sorted(SCHEDULERS))
-        raise ConfigError([f"backend: unknown backend {name!r}; valid: auto, {valid}"],
-                          "cluster config") from None
+    return scheduler_class(detect_backend() if name == "auto" else name)(settings)
 
 
-__all__ = ["SCHEDULERS", "JobRequest", "JobState", "JobStatus", "Scheduler", "detect_backend",
-           "make_scheduler"]
+__all__ = ["JobRequest", "JobState", "JobStatus", "Scheduler", "detect_backend",
+           "make_scheduler", "scheduler_class"]

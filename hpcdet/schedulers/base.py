@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from hpcdet.config import ExperimentConfig
 from hpcdet.config.directives import problem
 from hpcdet.errors import ConfigError
 from hpcdet.states import JobState
@@ -57,6 +58,33 @@ def fit_problem(nodes: int, per_node: int, partition: Partition) -> str | None:
         f"{partition.name!r} has {partition.nodes} node(s) with {cap} {kind}(s) each; lower "
         "resources.slots_per_trial, set slurm.slots_per_node, or choose another resource_pool"
     )
+
+
+@dataclass(frozen=True)
+class SiteLimits:
+    """What the site's scheduler allows, as far as hpcdet plans by it (None: not known)."""
+
+    max_array_size: int | None = None  # tasks per array: indices 0 .. max_array_size-1
+    max_jobs: int | None = None
+    accounting: bool = False  # finished jobs can be asked about after the queue forgets them
+
+
+@dataclass(frozen=True)
+class BatchOptions:
+    """The experiment config's section of one backend (``slurm:`` or ``pbs:``), in common terms.
+
+    ``pool`` is the partition (Slurm) or queue (PBS) the section names; ``section`` names the
+    section in messages.
+    """
+
+    section: str
+    slots_per_node: int | None = None
+    walltime_seconds: int | None = None
+    pool: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    gpu_type: str | None = None
+    extra_args: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -140,11 +168,20 @@ def check_request(job: JobRequest, header: bool = True) -> None:
 
 
 class Scheduler(abc.ABC):
+    """One batch system. Methods build commands as data and parse their output; none runs
+    anything. ``limits`` is what the site allows, once the daemon has read it
+    (``limits_command``/``parse_limits``)."""
+
     name: ClassVar[str]
     supports_arrays: ClassVar[bool] = False
 
     def __init__(self, settings: dict[str, Any] | None = None) -> None:
         self.settings = settings or {}
+        self.limits = SiteLimits()
+
+    @abc.abstractmethod
+    def options(self, cfg: ExperimentConfig) -> BatchOptions:
+        """The experiment config's section of this backend."""
 
     @abc.abstractmethod
     def render_script(self, job: JobRequest) -> str: ...
@@ -168,6 +205,30 @@ class Scheduler(abc.ABC):
     def array_task_id(self, job_id: str, index: int) -> str:
         """How the status query names task ``index`` of array ``job_id``."""
         return f"{job_id}_{index}"
+
+    def array_of(self, job_id: str) -> str:
+        """The id of the array a task id belongs to; any other job id as it is."""
+        return job_id.split("_")[0]
+
+    def job_number(self, job_id: str) -> int:
+        """The number in a job id, by which the scheduler breaks ties (0 if none)."""
+        base = self.array_of(job_id)
+        return int(base) if base.isdigit() else 0
+
+    def limits_command(self) -> list[str] | None:
+        """A command whose output ``parse_limits`` reads (None: nothing to ask)."""
+        return None
+
+    def parse_limits(self, stdout: str) -> SiteLimits:
+        return SiteLimits()
+
+    def hold_command(self, job_ids: Collection[str]) -> list[str] | None:
+        """Keep pending jobs from starting (None: not supported)."""
+        return None
+
+    def release_command(self, job_ids: Collection[str]) -> list[str] | None:
+        """Let held jobs start again (None: not supported)."""
+        return None
 
     def nice_command(self, job_ids: Collection[str], nice: int) -> list[str] | None:
         """Set the nice value of jobs (arrays: all their tasks). None: not supported."""

@@ -6,8 +6,10 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import ClassVar
 
+from hpcdet.config import ExperimentConfig
 from hpcdet.private import hpcdet_command
-from hpcdet.schedulers.base import JobRequest, JobStatus, Scheduler, check_request
+from hpcdet.schedulers.base import BatchOptions, JobRequest, JobStatus, Scheduler, check_request
+from hpcdet.schedulers.slurm import slurm_options
 from hpcdet.schedulers.templating import render
 from hpcdet.states import JobState
 
@@ -23,6 +25,10 @@ _STATE_MAP = {
 
 class LocalScheduler(Scheduler):
     name: ClassVar[str] = "local"
+
+    def options(self, cfg: ExperimentConfig) -> BatchOptions:
+        # Off-cluster, slurm.slots_per_node and slurm.walltime still shape the run.
+        return slurm_options(cfg)
 
     @property
     def jobs_dir(self) -> str:

@@ -8,11 +8,14 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import ClassVar
 
+from hpcdet.config import ExperimentConfig
 from hpcdet.schedulers.base import (
+    BatchOptions,
     JobRequest,
     JobStatus,
     Partition,
     Scheduler,
+    SiteLimits,
     check_request,
 )
 from hpcdet.schedulers.templating import render, shq
@@ -102,9 +105,19 @@ def walltime(seconds: int) -> str:
     return f"{days}-{hours:02d}:{mins:02d}:00"
 
 
+def slurm_options(cfg: ExperimentConfig) -> BatchOptions:
+    """The ``slurm:`` section (the local backend reads it too, for slots_per_node)."""
+    s = cfg.slurm
+    return BatchOptions("slurm", s.slots_per_node, s.walltime_seconds, s.partition, s.account,
+                        s.qos, s.gpu_type, tuple(s.sbatch_args))
+
+
 class SlurmScheduler(Scheduler):
     name: ClassVar[str] = "slurm"
     supports_arrays: ClassVar[bool] = True
+
+    def options(self, cfg: ExperimentConfig) -> BatchOptions:
+        return slurm_options(cfg)
 
     def render_script(self, job: JobRequest) -> str:
         check_request(job)
@@ -191,9 +204,28 @@ class SlurmScheduler(Scheduler):
         # Answers e.g. "allocation failure: User's group not permitted to use this partition".
         return ["sbatch", "--test-only", f"--partition={partition}", str(script)]
 
+    def hold_command(self, job_ids: Collection[str]) -> list[str] | None:
+        return ["scontrol", "hold", ",".join(sorted(job_ids))]
+
+    def release_command(self, job_ids: Collection[str]) -> list[str] | None:
+        return ["scontrol", "release", ",".join(sorted(job_ids))]
+
+    def limits_command(self) -> list[str] | None:
+        return ["scontrol", "show", "config"]
+
+    def parse_limits(self, stdout: str) -> SiteLimits:
+        found = parse_config_limits(stdout)
+        storage = found.get("AccountingStorageType", "")
+
+        def number(key: str) -> int | None:
+            return int(found[key]) if found.get(key, "").isdigit() else None
+
+        return SiteLimits(number("MaxArraySize"), number("MaxJobCount"),
+                          bool(storage) and not storage.endswith("/none"))
+
     def final_status_command(self, job_ids: Collection[str]) -> list[str] | None:
         # Finished jobs leave squeue after MinJobAge; only accounting remembers them.
-        if not self.settings.get("accounting") or not job_ids:
+        if not self.limits.accounting or not job_ids:
             return None
         return ["sacct", "-X", "-P", "-n", "-j", ",".join(sorted(job_ids)),
                 "-o", "JobID,State,ExitCode"]

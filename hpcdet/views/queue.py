@@ -5,6 +5,7 @@ answer), and which experiment a job id names."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -81,7 +82,7 @@ def queue(
             scheduler_ids=tuple(sorted({r.job_id for r in jobs if r.job_id})),
         )
         group = 2 if running and not pending else (1 if jobs else 0)
-        # Slurm starts the highest priority first and, on a tie, the lowest job id.
+        # Schedulers start the highest priority first and, on a tie, the lowest job id.
         first = min(((-(s.priority or 0), _number(r.job_id)) for r in jobs
                      if (s := statuses.get(r.job_id)) and s.state == JobState.PENDING),
                     default=(0, 0))
@@ -90,8 +91,9 @@ def queue(
 
 
 def _number(job_id: str) -> int:
-    base = job_id.split("_")[0]
-    return int(base) if base.isdigit() else 0
+    """The number a job id starts with: Slurm's ``123_4``, PBS's ``123[4].server``."""
+    found = re.match(r"\d+", job_id)
+    return int(found.group()) if found else 0
 
 
 def scheduler_statuses(scheduler: Scheduler) -> tuple[dict[str, JobStatus], str]:
@@ -112,8 +114,9 @@ def job_queue(store: Store, statuses: Mapping[str, JobStatus],
             if resource_pool is None or r.in_pool(resource_pool)]
 
 
-def experiment_of(store: Store, job_id: str) -> int:
-    """The experiment an hpcdet job id (the experiment id) or a scheduler job id names."""
+def experiment_of(store: Store, job_id: str, scheduler: Scheduler) -> int:
+    """The experiment an hpcdet job id (the experiment id) or a scheduler job id names (a task
+    of an array, or the array)."""
     experiments = store.experiments()
     if job_id.isdigit() and any(e.id == int(job_id) for e in experiments):
         return int(job_id)
@@ -121,6 +124,7 @@ def experiment_of(store: Store, job_id: str) -> int:
     owners = [(a.job_id, a.experiment_id) for a in store.arrays()]
     owners += [(r.job_id, experiment_of[r.trial_id]) for r in store.runs() if r.job_id]
     for scheduler_id, exp_id in owners:
-        if job_id in (scheduler_id, scheduler_id.split("_")[0]):
+        if scheduler_id in (job_id, scheduler.array_of(job_id)) or (
+                job_id == scheduler.array_of(scheduler_id)):
             return int(exp_id)
     raise NotFoundError(f"no job {job_id!r}; see `hpcdet job list`")

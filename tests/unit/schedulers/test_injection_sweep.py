@@ -154,7 +154,8 @@ def _scripts(
 ) -> list[tuple[Scheduler, JobRequest, Path]]:
     paths = StatePaths(root)
     trial = {"id": 2, "trial_seed": 1, "hparams": cfg.hyperparameters}
-    spec = run_spec(cfg, paths, 1, trial, 1, "slurm", cluster)
+    options = SlurmScheduler().options(cfg)
+    spec = run_spec(cfg, paths, 1, trial, 1, options, cluster)
     run_dir = Path(spec.run_dir)
     array_dir = paths.experiment(1) / "array"
     for d in (run_dir, array_dir):
@@ -163,9 +164,9 @@ def _scripts(
     # The daemon hands variables to the harness in the run spec; the script's own exports
     # (a site template may use them) get them too, to run their quoting.
     stub = {"python": python, "environment": dict(cfg.environment.variables)}
-    single = dataclasses.replace(job_request(spec, cfg, cluster, "slurm", True, 5), **stub)
+    single = dataclasses.replace(job_request(spec, cfg, cluster, options, True, 5), **stub)
     array = dataclasses.replace(
-        array_request(1, 0, array_dir, ArraySpec(4, 3, 2), cfg, cluster, "slurm", False, 0),
+        array_request(1, 0, array_dir, ArraySpec(4, 3, 2), cfg, cluster, options, False, 0),
         **stub)
     local = LocalScheduler({"jobs_dir": str(root / "jobs")})
     return [(SlurmScheduler(), single, run_dir), (SlurmScheduler(), array, run_dir),

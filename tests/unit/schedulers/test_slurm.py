@@ -6,7 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from hpcdet.schedulers.base import ArraySpec, JobRequest, JobState, Partition, fit_problem
+from hpcdet.schedulers.base import (
+    ArraySpec,
+    JobRequest,
+    JobState,
+    Partition,
+    SiteLimits,
+    fit_problem,
+)
 from hpcdet.schedulers.slurm import SlurmScheduler, parse_config_limits, walltime
 
 GOLDEN = Path(__file__).parents[2] / "golden"
@@ -116,7 +123,9 @@ def test_parse_config_limits() -> None:
 
 def test_accounting_is_asked_only_when_it_exists() -> None:
     assert SlurmScheduler().final_status_command(["5"]) is None
-    cmd = SlurmScheduler({"accounting": True}).final_status_command(["7", "5"])
+    slurm = SlurmScheduler()
+    slurm.limits = slurm.parse_limits("AccountingStorageType = accounting_storage/slurmdbd\n")
+    cmd = slurm.final_status_command(["7", "5"])
     assert cmd == ["sacct", "-X", "-P", "-n", "-j", "5,7", "-o", "JobID,State,ExitCode"]
 
 
@@ -145,3 +154,17 @@ def test_fit_problem_names_the_partition_limits() -> None:
     gpu = Partition("gpu", 2, 32, 4)
     assert fit_problem(1, 8, gpu) is not None and "GPU" in (fit_problem(1, 8, gpu) or "")
     assert fit_problem(2, 4, gpu) is None
+
+
+def test_site_limits_from_scontrol_show_config() -> None:
+    text = ("MaxArraySize            = 1001\nMaxJobCount             = 10000\n"
+            "AccountingStorageType   = accounting_storage/none\n")
+    assert SlurmScheduler().parse_limits(text) == SiteLimits(1001, 10000, accounting=False)
+    assert SlurmScheduler().parse_limits("") == SiteLimits()
+
+
+def test_array_ids() -> None:
+    slurm = SlurmScheduler()
+    assert slurm.array_task_id("300", 4) == "300_4"
+    assert [slurm.array_of(j) for j in ("300_4", "300", "x")] == ["300", "300", "x"]
+    assert slurm.job_number("300_4") == 300

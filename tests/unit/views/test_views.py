@@ -9,6 +9,7 @@ import pytest
 
 from hpcdet.errors import NotFoundError, StateError
 from hpcdet.paths import StatePaths
+from hpcdet.schedulers.slurm import SlurmScheduler
 from hpcdet.views.checkpoints import ranked_checkpoints, stored_checkpoint
 from hpcdet.views.experiments import describe_experiment, experiment_rows
 from hpcdet.views.logs import new_log_lines
@@ -93,9 +94,11 @@ def test_a_stored_checkpoint_to_download(j: Journaled, tmp_path: Path) -> None:
 
 def test_experiment_of_a_job_id(j: Journaled) -> None:
     j.record(1, "array_submitted", job_id="300", offset=0, count=2, throttle=0)
-    assert [experiment_of(j.store, job) for job in ("1", "101", "102", "300")] == [1, 1, 1, 1]
+    slurm = SlurmScheduler()
+    found = [experiment_of(j.store, job, slurm) for job in ("1", "101", "102", "300", "300_1")]
+    assert found == [1, 1, 1, 1, 1]
     with pytest.raises(NotFoundError, match="no job '999'"):
-        experiment_of(j.store, "999")
+        experiment_of(j.store, "999", slurm)
 
 
 def test_new_log_lines_are_whole_lines_read_once(tmp_path: Path) -> None:

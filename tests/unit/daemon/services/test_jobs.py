@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from hpcdet.schedulers.base import SiteLimits
 from tests.unit.daemon.services.support import World, squeue_line
 
 
@@ -59,7 +60,7 @@ def test_a_job_missing_from_two_polls_in_a_row_has_vanished(tmp_path: Path) -> N
 
 def test_accounting_is_asked_about_jobs_gone_from_the_queue(tmp_path: Path) -> None:
     w = _world(tmp_path)
-    w.scheduler.settings["accounting"] = True
+    w.scheduler.limits = SiteLimits(accounting=True)
     w.runner.squeue = [squeue_line("102")]
     w.runner.sacct = "101|COMPLETED|0:0\n"
     jobs = w.jobs()

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from hpcdet.config import ExperimentConfig
 from hpcdet.config.cluster import ClusterConfig
+from hpcdet.schedulers.base import SiteLimits
 from tests.unit.daemon.services.support import CONFIG, World
 
 
@@ -21,8 +22,7 @@ def test_read_learns_partitions_limits_and_accounting(tmp_path: Path) -> None:
     site = w.site()
     site.read()
     assert sorted(site.partitions) == ["debug", "gpu"]
-    assert site.limits == {"MaxArraySize": 501, "MaxJobCount": 10000}
-    assert w.scheduler.settings["accounting"] is True
+    assert w.scheduler.limits == SiteLimits(max_array_size=501, max_jobs=10000, accounting=True)
 
 
 def test_without_accounting_and_when_sinfo_fails(tmp_path: Path) -> None:
@@ -30,8 +30,8 @@ def test_without_accounting_and_when_sinfo_fails(tmp_path: Path) -> None:
     w.runner.refuse.add("sinfo")
     site = w.site()
     site.read()
-    assert site.partitions == {} and site.limits == {"MaxArraySize": 1001}
-    assert w.scheduler.settings["accounting"] is False
+    assert site.partitions == {}
+    assert w.scheduler.limits == SiteLimits(max_array_size=1001, accounting=False)
     assert site.fit_problem(_cfg(slots_per_trial=64)) is None  # nothing known: nothing refused
 
 
