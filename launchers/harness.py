@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO
 
+from hpcdet.node_env import NodeEnv
 from hpcdet.private import tighten_umask
 from hpcdet.rundir import layout
 from hpcdet.rundir.exchange import dumps, write_text_atomic
@@ -34,18 +35,11 @@ from hpcdet.rundir.spec import CLUSTER_INFO_ENV, RUN_DIR_ENV, ClusterInfoRecord,
 RENDEZVOUS_TIMEOUT = 300.0
 
 
-def node_rank(env: Mapping[str, str]) -> int:
-    for key in ("SLURM_NODEID", "HPCDET_NODE_RANK"):
-        if env.get(key, "").isdigit():
-            return int(env[key])
-    return 0
-
-
-def own_address(env: Mapping[str, str], num_nodes: int) -> str:
+def own_address(node: NodeEnv, num_nodes: int) -> str:
     """The address the other nodes can reach this one at."""
     if num_nodes == 1:
         return "127.0.0.1"
-    chief = env.get("SLURM_LAUNCH_NODE_IPADDR")
+    chief = node.route_to
     if chief:
         # A UDP connect sends nothing; it asks the kernel which source address routes to the
         # chief, which is the interface the other nodes share with this one.
@@ -53,6 +47,16 @@ def own_address(env: Mapping[str, str], num_nodes: int) -> str:
             s.connect((chief, 9))
             return str(s.getsockname()[0])
     return socket.gethostbyname(socket.gethostname())
+
+
+def deadline_notice(run_dir: Path, deadline: float) -> threading.Timer:
+    """Ask the trial to checkpoint and exit at ``deadline`` (epoch seconds), as the scheduler's
+    early signal does where there is one (PBS sends none before the walltime)."""
+    timer = threading.Timer(max(0.0, deadline - time.time()),
+                            lambda: (run_dir / PREEMPT_FILE).touch())
+    timer.daemon = True
+    timer.start()
+    return timer
 
 
 def rendezvous(run_dir: Path, rank: int, address: str, num_nodes: int) -> list[str]:
@@ -78,7 +82,8 @@ def entrypoint_argv(entrypoint: str | list[str], has_hook: bool) -> list[str]:
 
 
 def trial_environment(
-    spec: RunSpec, info_path: Path, record: ClusterInfoRecord, base: Mapping[str, str]
+    spec: RunSpec, info_path: Path, record: ClusterInfoRecord, base: Mapping[str, str],
+    node: NodeEnv,
 ) -> dict[str, str]:
     env = dict(base)
     env.update(spec.environment)
@@ -102,14 +107,13 @@ def trial_environment(
             "DET_ALLOCATION_ID": record.allocation_id,
             "DET_AGENT_ID": record.agent_id,
             "DET_CHIEF_IP": record.container_addrs[0],
-            "DET_RESOURCES_TYPE": "slurm-job" if "SLURM_JOB_ID" in base else "local",
+            "DET_RESOURCES_TYPE": node.resources_type,
         }
     )
     if spec.latest_checkpoint:
         env["DET_LATEST_CHECKPOINT"] = spec.latest_checkpoint
     # Trials sharing a node must not share rendezvous ports; the user's own settings win.
-    job_id = base.get("SLURM_JOB_ID") or base.get("PBS_JOBID", "").split(".")[0]
-    for key, port in trial_ports(job_id or spec.run_dir).items():
+    for key, port in trial_ports(node.job_id or spec.run_dir).items():
         env.setdefault(key, str(port))
     return env
 
@@ -215,21 +219,24 @@ def main(argv: list[str]) -> int:
     run_dir = Path(argv[0])
     spec = RunSpec.load(run_dir)
     os.umask(spec.umask)  # the batch script set it; a site's own template may not
-    rank = node_rank(os.environ)
+    node = NodeEnv.detect(os.environ)
+    rank = node.node_rank
 
     def preempt_notice(signum: int, _frame: object) -> None:
         (run_dir / PREEMPT_FILE).touch()
 
     signal.signal(signal.SIGUSR2, preempt_notice)
     signal.signal(signal.SIGTERM, preempt_notice)
+    if node.deadline is not None and rank == 0:
+        deadline_notice(run_dir, node.deadline)
 
-    addrs = rendezvous(run_dir, rank, own_address(os.environ, spec.num_nodes), spec.num_nodes)
+    addrs = rendezvous(run_dir, rank, own_address(node, spec.num_nodes), spec.num_nodes)
     record = ClusterInfoRecord(
         spec=spec.__dict__,
         container_addrs=addrs,
         container_rank=rank,
         slot_ids=list(range(spec.slots_per_node)),
-        agent_id=os.environ.get("SLURMD_NODENAME", socket.gethostname()),
+        agent_id=node.node_name or socket.gethostname(),
         allocation_id=f"{spec.trial_id}.{spec.run_id}",
         task_id=f"{spec.experiment_id}.{spec.trial_id}",
     )
@@ -240,7 +247,7 @@ def main(argv: list[str]) -> int:
     try:
         shutil.copytree(spec.context_dir, workdir, dirs_exist_ok=True, symlinks=True)
         has_hook = (workdir / "startup-hook.sh").exists()
-        env = trial_environment(spec, info_path, record, os.environ)
+        env = trial_environment(spec, info_path, record, os.environ, node)
         sinks = [OutputSink.file(layout.node_log(run_dir, rank)),
                  OutputSink.fd(sys.stdout.fileno())]
         child = subprocess.Popen(

@@ -1,0 +1,98 @@
+"""Where a harness runs, read from what its batch system sets (pure functions of a mapping).
+
+One constructor per scheduler; ``NodeEnv.detect`` picks by the variables present. The harness
+and the launchers learn their node rank, the job, the array index and the walltime deadline
+here and nowhere else. Trial-side: standard library only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+# Set by hpcdet's own batch scripts: the node's rank where the scheduler gives none (local,
+# PBS's pbsdsh), and when the trial must be told to checkpoint (PBS sends no signal before the
+# walltime; the script computes it from the job's start).
+NODE_RANK_VAR = "HPCDET_NODE_RANK"
+DEADLINE_VAR = "HPCDET_DEADLINE"
+
+
+@dataclass(frozen=True)
+class NodeEnv:
+    """One node of one job, as the batch system describes it."""
+
+    scheduler: str  # "slurm", "pbs" or "local"
+    resources_type: str  # Determined's DET_RESOURCES_TYPE
+    job_id: str  # the job's number ("" off-cluster)
+    node_rank: int
+    node_name: str  # "" if the scheduler does not say
+    nodes: tuple[str, ...] = ()  # the job's hosts in order, when the scheduler lists them
+    array_index: int | None = None
+    deadline: float | None = None  # epoch seconds by which the trial should have checkpointed
+    route_to: str | None = None  # an address on the network the job's nodes share
+
+    @classmethod
+    def detect(cls, env: Mapping[str, str]) -> NodeEnv:
+        if "SLURM_JOB_ID" in env:
+            return cls.from_slurm(env)
+        if "PBS_JOBID" in env:
+            return cls.from_pbs(env)
+        return cls.from_local(env)
+
+    @classmethod
+    def from_slurm(cls, env: Mapping[str, str]) -> NodeEnv:
+        return cls(
+            scheduler="slurm", resources_type="slurm-job", job_id=env.get("SLURM_JOB_ID", ""),
+            node_rank=_first_int(env, "SLURM_NODEID", NODE_RANK_VAR),
+            node_name=env.get("SLURMD_NODENAME", ""),
+            array_index=_int(env.get("SLURM_ARRAY_TASK_ID")),
+            deadline=_float(env.get(DEADLINE_VAR)),
+            route_to=env.get("SLURM_LAUNCH_NODE_IPADDR") or None,
+        )
+
+    @classmethod
+    def from_pbs(cls, env: Mapping[str, str]) -> NodeEnv:
+        # PBS_JOBID is "123.server" or "123[4].server"; the number alone spreads ports.
+        job = env.get("PBS_JOBID", "")
+        return cls(
+            scheduler="pbs", resources_type="pbs-job", job_id=job.split(".")[0].split("[")[0],
+            node_rank=_first_int(env, NODE_RANK_VAR),
+            node_name="",
+            nodes=_unique_hosts(env.get("PBS_NODEFILE")),
+            array_index=_int(env.get("PBS_ARRAY_INDEX")),
+            deadline=_float(env.get(DEADLINE_VAR)),
+        )
+
+    @classmethod
+    def from_local(cls, env: Mapping[str, str]) -> NodeEnv:
+        return cls(scheduler="local", resources_type="local", job_id="",
+                   node_rank=_first_int(env, NODE_RANK_VAR), node_name="",
+                   deadline=_float(env.get(DEADLINE_VAR)))
+
+
+def _first_int(env: Mapping[str, str], *keys: str) -> int:
+    """The first of ``keys`` that holds a number (0 if none does)."""
+    return next((int(env[k]) for k in keys if env.get(k, "").isdigit()), 0)
+
+
+def _int(text: str | None) -> int | None:
+    return int(text) if text is not None and text.isdigit() else None
+
+
+def _float(text: str | None) -> float | None:
+    try:
+        return float(text) if text else None
+    except ValueError:
+        return None
+
+
+def _unique_hosts(nodefile: str | None) -> tuple[str, ...]:
+    """$PBS_NODEFILE's hosts in order, once each (it has a line per MPI process)."""
+    if not nodefile:
+        return ()
+    try:
+        lines = Path(nodefile).read_text().split()
+    except OSError:
+        return ()
+    return tuple(dict.fromkeys(lines))
