@@ -190,7 +190,7 @@ PBS_SPECS: dict[str, Spec] = {
     "slots_per_node": Int(None, minimum=1),
     "pbsbatch_args": Custom(check_pbsbatch_args),
     "walltime": Walltime(None),
-    # No PBS backend renders these yet; they must at least stay on their line.
+    # They reach #PBS lines (pbs.j2), which the directive filter checks again.
     "queue": Directive("text"),
     "account": Directive("text"),
 }

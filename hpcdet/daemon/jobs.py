@@ -9,7 +9,7 @@ from pathlib import Path
 
 from hpcdet.errors import SchedulerCommandError
 from hpcdet.schedulers import JobStatus, Scheduler
-from hpcdet.schedulers.runner import CommandRunner
+from hpcdet.schedulers.runner import CommandRunner, Result
 from hpcdet.states import JobState, RunState
 from hpcdet.store.repository import Store
 
@@ -38,7 +38,7 @@ class Jobs:
         self.last_poll = time.time()
         live = [r.job_id for r in self.store.runs(live_only=True) if r.job_id]
         try:
-            result = self.runner.run(self.scheduler.status_command(live))
+            result = self._ask(self.scheduler.status_command(live))
         except SchedulerCommandError as e:
             # Back off: the next poll waits twice as long, up to five minutes.
             self.last_poll += min(300.0, self.poll_interval)
@@ -50,7 +50,7 @@ class Jobs:
         final_cmd = self.scheduler.final_status_command(gone)
         if final_cmd is not None:
             try:
-                out = self.runner.run(final_cmd).stdout
+                out = self._ask(final_cmd).stdout
                 self.statuses.update(self.scheduler.parse_final_status(out))
             except SchedulerCommandError as e:
                 log.warning("accounting query failed: %s", e)
@@ -63,6 +63,12 @@ class Jobs:
             if status is not None and status.state in (JobState.PENDING, JobState.RUNNING):
                 self.store.set_run_state(run, RunState(status.state.value), status.reason)
         return True
+
+    def _ask(self, cmd: list[str]) -> Result:
+        result = self.runner.run(cmd, check=False)
+        if not self.scheduler.answered(result.exit_code, result.stderr):
+            raise SchedulerCommandError(cmd, result.exit_code, result.stdout, result.stderr)
+        return result
 
     def vanished(self, job_id: str) -> bool:
         """Whether the scheduler has stopped listing the job for good."""

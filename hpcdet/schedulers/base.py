@@ -199,6 +199,11 @@ class Scheduler(abc.ABC):
     @abc.abstractmethod
     def parse_status(self, stdout: str) -> dict[str, JobStatus]: ...
 
+    def answered(self, exit_code: int, stderr: str) -> bool:
+        """Whether a status query's output can be read (some schedulers exit non-zero when a
+        job asked about is no longer known, and still report the others)."""
+        return exit_code == 0
+
     @abc.abstractmethod
     def cancel_command(self, job_ids: Collection[str]) -> list[str]: ...
 

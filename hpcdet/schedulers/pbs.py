@@ -1,0 +1,157 @@
+"""PBS Pro / OpenPBS: ``#PBS`` scripts (``-J`` arrays), qstat's JSON, qdel, qhold/qrls, qalter.
+
+The parsers are in ``pbs_status``; this module builds the commands and renders the script.
+Facts: OpenPBS man pages qsub.1B, qstat.1B, qalter.1B, qmove.1B (cited where used).
+"""
+
+from __future__ import annotations
+
+import getpass
+from collections.abc import Collection
+from pathlib import Path
+from typing import ClassVar
+
+from hpcdet.config import ExperimentConfig
+from hpcdet.schedulers import pbs_status
+from hpcdet.schedulers.base import (
+    BatchOptions,
+    JobRequest,
+    JobStatus,
+    Scheduler,
+    SiteLimits,
+    check_request,
+)
+from hpcdet.schedulers.templating import render
+
+# qalter.1B -p: the range of a job's Priority.
+PRIORITY_RANGE = (-1024, 1023)
+# qstat.1B: the exit status when an id it was given is not (or no longer) known; the others
+# are still printed.
+UNKNOWN_JOB_EXIT = 153
+
+
+def walltime(seconds: int) -> str:
+    """Seconds as PBS's HH:MM:SS."""
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours:02d}:{rest // 60:02d}:{rest % 60:02d}"
+
+
+def select(num_nodes: int, slots_per_node: int, gpus: bool) -> str:
+    """The chunk request: one chunk per node holding all its slots, one MPI process each (the
+    harness); slots are GPUs where the queue has GPUs, else CPUs."""
+    per_chunk = (f"ncpus={slots_per_node}:ngpus={slots_per_node}" if gpus
+                 else f"ncpus={slots_per_node}")
+    return f"select={num_nodes}:{per_chunk}:mpiprocs=1"
+
+
+def priority_of(nice: int) -> int:
+    """Slurm-style nice (higher: later) as PBS's Priority (higher: sooner), within range."""
+    low, high = PRIORITY_RANGE
+    return max(low, min(high, -nice))
+
+
+class PbsScheduler(Scheduler):
+    name: ClassVar[str] = "pbs"
+    supports_arrays: ClassVar[bool] = True
+
+    def options(self, cfg: ExperimentConfig) -> BatchOptions:
+        p = cfg.pbs
+        return BatchOptions("pbs", p.slots_per_node, p.walltime_seconds, p.queue, p.account,
+                            None, None, tuple(p.pbsbatch_args))
+
+    def render_script(self, job: JobRequest) -> str:
+        check_request(job)
+        limit = job.walltime_seconds
+        return render(
+            "pbs.j2",
+            {
+                "name": job.name,
+                "run_dir": job.run_dir,
+                "python": job.python,
+                "num_nodes": job.num_nodes,
+                "select": select(job.num_nodes, job.slots_per_node, job.gpus),
+                "partition": job.partition,
+                "account": job.account,
+                "walltime": walltime(limit) if limit else None,
+                "deadline_after": max(0, limit - job.preempt_grace_seconds) if limit else 0,
+                "priority": priority_of(job.nice) if job.nice else None,
+                "extra_args": job.extra_args,
+                "environment": job.environment,
+                "launch": "on_every_node" if job.num_nodes > 1 else "",
+                "job_id_var": "PBS_JOBID",
+                "array": job.array,
+            },
+            self.settings.get("template_dir"),
+        )
+
+    def submit_command(self, script: Path) -> list[str]:
+        return ["qsub", str(script)]
+
+    def parse_job_id(self, stdout: str) -> str:
+        return pbs_status.parse_qsub_output(stdout)
+
+    def status_command(self, job_ids: Collection[str]) -> list[str]:
+        # One call for all of the user's queued and running jobs, subjobs included (-t); jobs
+        # that have left it are asked about by id, in history (final_status_command).
+        return ["qstat", "-f", "-F", "json", "-t", "-u", getpass.getuser()]
+
+    def parse_status(self, stdout: str) -> dict[str, JobStatus]:
+        return pbs_status.parse_qstat_json(stdout)
+
+    def answered(self, exit_code: int, stderr: str) -> bool:
+        return exit_code == 0 or (exit_code == UNKNOWN_JOB_EXIT and "Unknown Job Id" in stderr)
+
+    def final_status_command(self, job_ids: Collection[str]) -> list[str] | None:
+        # -x: finished jobs too, while the server keeps history (job_history_enable).
+        if not job_ids:
+            return None
+        return ["qstat", "-f", "-F", "json", "-x", "-t", *sorted(job_ids)]
+
+    def parse_final_status(self, stdout: str) -> dict[str, JobStatus]:
+        return pbs_status.parse_qstat_json(stdout)
+
+    def cancel_command(self, job_ids: Collection[str]) -> list[str]:
+        return ["qdel", *sorted(job_ids)]
+
+    def array_task_id(self, job_id: str, index: int) -> str:
+        return pbs_status.subjob_id(job_id, index)
+
+    def array_of(self, job_id: str) -> str:
+        try:
+            return pbs_status.array_id(job_id)
+        except ValueError:
+            return job_id
+
+    def job_number(self, job_id: str) -> int:
+        try:
+            return int(pbs_status.job_number(job_id))
+        except ValueError:
+            return 0
+
+    def hold_command(self, job_ids: Collection[str]) -> list[str] | None:
+        return ["qhold", "-h", "u", *sorted(job_ids)]
+
+    def release_command(self, job_ids: Collection[str]) -> list[str] | None:
+        return ["qrls", "-h", "u", *sorted(job_ids)]
+
+    def move_command(self, job_ids: Collection[str], partition: str) -> list[str] | None:
+        # qmove.1B: queued jobs only; a running job is refused ("Request invalid for state").
+        return ["qmove", partition, *sorted(job_ids)]
+
+    def limits_command(self) -> list[str] | None:
+        return ["qmgr", "-c", "list server"]
+
+    def parse_limits(self, stdout: str) -> SiteLimits:
+        found = pbs_status.parse_qmgr_server(stdout)
+
+        def number(key: str) -> int | None:
+            return int(found[key]) if found.get(key, "").isdigit() else None
+
+        return SiteLimits(number("max_array_size"), number("max_queued"),
+                          found.get("job_history_enable", "").lower() == "true")
+
+    def info_commands(self) -> list[list[str]]:
+        return [["qmgr", "-c", "list server"]]
+
+    def parse_info(self, outputs: list[str]) -> list[tuple[str, str]]:
+        return sorted(pbs_status.parse_qmgr_server(outputs[0]).items())

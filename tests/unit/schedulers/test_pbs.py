@@ -1,0 +1,118 @@
+"""The PBS backend: rendered scripts against golden files, and the commands it builds."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from hpcdet.config import ExperimentConfig
+from hpcdet.errors import ConfigError
+from hpcdet.schedulers import make_scheduler, scheduler_class
+from hpcdet.schedulers.base import ArraySpec, JobRequest, SiteLimits
+from hpcdet.schedulers.pbs import PbsScheduler, priority_of, walltime
+
+GOLDEN = Path(__file__).parents[2] / "golden"
+
+
+def _request(**kw: object) -> JobRequest:
+    base: dict[str, object] = {
+        "name": "hpcdet-e1-t2-r3", "run_dir": Path("/shared/runs/exp-1/trials/2/run-3"),
+        "python": "/opt/py/bin/python3", "num_nodes": 1, "slots_per_node": 1,
+        "partition": "workq", "walltime_seconds": 3600, "preempt_grace_seconds": 120,
+    }
+    base.update(kw)
+    return JobRequest(**base)  # type: ignore[arg-type]
+
+
+CASES = {
+    "pbs_one_slot.pbs": _request(),
+    "pbs_two_nodes_gpus.pbs": _request(num_nodes=2, slots_per_node=4, gpus=True, account="lab",
+                                       nice=5000),
+    "pbs_array.pbs": _request(run_dir=Path("/shared/runs/exp-4/array"), name="hpcdet-e4-array0",
+                              array=ArraySpec(count=10, offset=20, throttle=3),
+                              walltime_seconds=None),
+    "pbs_extra_args.pbs": _request(extra_args=["-l mem=16gb", "-W group_list=lab"],
+                                   environment={"FOO": "$(touch /tmp/owned)"}),
+}
+
+
+@pytest.mark.parametrize("golden", sorted(CASES))
+def test_script_matches_golden_file(golden: str) -> None:
+    text = PbsScheduler().render_script(CASES[golden])
+    path = GOLDEN / golden
+    if os.environ.get("HPCDET_REGEN_GOLDEN"):
+        path.write_text(text)
+    assert text == path.read_text(), (
+        "the rendered script changed; if that is intended, regenerate with "
+        "HPCDET_REGEN_GOLDEN=1 pytest tests/unit/schedulers/test_pbs.py"
+    )
+    subprocess.run(["bash", "-n"], input=text, text=True, check=True)
+
+
+def test_what_the_scripts_ask_for() -> None:
+    one = PbsScheduler().render_script(CASES["pbs_one_slot.pbs"])
+    assert "#PBS -l select=1:ncpus=1:mpiprocs=1\n" in one
+    assert "#PBS -l walltime=01:00:00\n" in one and "#PBS -r n\n" in one
+    assert "-V" not in one.split("set -u")[0]
+    assert "HPCDET_DEADLINE=$(( $(date +%s) + 3480 ))" in one
+    two = PbsScheduler().render_script(CASES["pbs_two_nodes_gpus.pbs"])
+    assert "#PBS -l select=2:ncpus=4:ngpus=4:mpiprocs=1\n#PBS -l place=scatter\n" in two
+    assert "#PBS -A lab\n" in two and "#PBS -p -1024\n" in two
+    assert "on_every_node " in two and 'pbsdsh -n "$index"' in two
+    array = PbsScheduler().render_script(CASES["pbs_array.pbs"])
+    assert "#PBS -J 0-9%3\n" in array and "-r n" not in array
+    assert "slot-$(( PBS_ARRAY_INDEX + 20 ))" in array
+    single = PbsScheduler().render_script(_request(array=ArraySpec(count=1)))
+    assert "#PBS -J 0-1:2\n" in single
+
+
+def test_a_pbsbatch_args_option_hpcdet_owns_is_refused_with_what_to_set() -> None:
+    raw = {"entrypoint": "python3 train.py", "searcher": {"name": "single", "metric": "loss",
+           "max_length": 1}, "pbs": {"pbsbatch_args": ["-l mem=4gb", "-J 0-9"]}}
+    with pytest.raises(ConfigError) as err:
+        ExperimentConfig.from_dict(raw)
+    said = str(err.value)
+    assert "pbs.pbsbatch_args[1]" in said and "-J" in said
+    assert "searcher.max_concurrent_trials" in said
+    raw["pbs"] = {"pbsbatch_args": ["-l walltime=1:00:00"]}
+    with pytest.raises(ConfigError, match="use pbs.walltime"):
+        ExperimentConfig.from_dict(raw)
+
+
+def test_commands() -> None:
+    pbs = PbsScheduler()
+    assert pbs.submit_command(Path("/r/job.pbs")) == ["qsub", "/r/job.pbs"]
+    assert pbs.parse_job_id("12.pbsdouble\n") == "12.pbsdouble"
+    assert pbs.parse_job_id("13[].pbsdouble\n") == "13[].pbsdouble"
+    with pytest.raises(ValueError, match="qsub output"):
+        pbs.parse_job_id("qsub: Unknown queue\n")
+    assert pbs.status_command([])[:6] == ["qstat", "-f", "-F", "json", "-t", "-u"]
+    assert pbs.final_status_command([]) is None
+    assert pbs.final_status_command(["9.s", "8.s"]) == [
+        "qstat", "-f", "-F", "json", "-x", "-t", "8.s", "9.s"]
+    assert pbs.cancel_command(["9.s", "13[].s"]) == ["qdel", "13[].s", "9.s"]
+    assert pbs.hold_command(["9.s"]) == ["qhold", "-h", "u", "9.s"]
+    assert pbs.release_command(["9.s"]) == ["qrls", "-h", "u", "9.s"]
+    assert pbs.move_command(["9.s"], "gpuq") == ["qmove", "gpuq", "9.s"]
+    assert pbs.array_task_id("13[].s", 4) == "13[4].s"
+    assert [pbs.array_of(j) for j in ("13[4].s", "13[].s", "9.s")] == ["13[].s"] * 2 + ["9.s"]
+    assert pbs.job_number("13[4].s") == 13
+    assert pbs.answered(153, "qstat: Unknown Job Id 8.s\n") and not pbs.answered(1, "")
+
+
+def test_priority_and_walltime_and_limits() -> None:
+    assert [priority_of(n) for n in (0, 100, -5000, 5000)] == [0, -100, 1023, -1024]
+    assert walltime(3600 * 30 + 61) == "30:01:01"
+    text = ("Server pbsdouble\n\tserver_state = Active\n\tmax_array_size = 10000\n"
+            "\tjob_history_enable = True\n")
+    assert PbsScheduler().parse_limits(text) == SiteLimits(10000, None, accounting=True)
+
+
+def test_the_registry_names_pbs() -> None:
+    assert scheduler_class("pbs") is PbsScheduler
+    assert make_scheduler("pbs", {}).name == "pbs"
+    with pytest.raises(ConfigError, match="valid: auto, slurm, pbs, local"):
+        make_scheduler("lsf", {})
