@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -13,18 +12,11 @@ from hpcdet.config.cluster import ClusterConfig
 from hpcdet.paths import StatePaths
 from hpcdet.private import umask_in_force
 from hpcdet.rundir.spec import RunSpec
-from hpcdet.schedulers.base import ArraySpec, BatchOptions, JobRequest
+from hpcdet.schedulers.base import ArraySpec, BatchOptions, JobRequest, Placement
 
 
 def shim_dir() -> str:
     return str(Path(hpcdet.__file__).parent / "shim")
-
-
-def layout(cfg: ExperimentConfig, options: BatchOptions) -> tuple[int, int]:
-    """(nodes, slots per node) for the trial's slots_per_trial."""
-    slots = max(cfg.resources.slots_per_trial, 1)
-    per_node = min(options.slots_per_node or slots, slots)
-    return math.ceil(slots / per_node), per_node
 
 
 def walltime(options: BatchOptions, cluster: ClusterConfig) -> int | None:
@@ -33,9 +25,8 @@ def walltime(options: BatchOptions, cluster: ClusterConfig) -> int | None:
 
 def run_spec(
     cfg: ExperimentConfig, paths: StatePaths, exp_id: int, trial: dict[str, Any], run_id: int,
-    options: BatchOptions, cluster: ClusterConfig,
+    options: BatchOptions, placement: Placement, cluster: ClusterConfig,
 ) -> RunSpec:
-    nodes, per_node = layout(cfg, options)
     return RunSpec(
         experiment_id=exp_id,
         trial_id=trial["id"],
@@ -50,8 +41,8 @@ def run_spec(
         checkpoint_dir=str(cfg.checkpoint_dir(paths.default_checkpoints())),
         latest_checkpoint=trial.get("latest_checkpoint"),
         steps_completed=trial.get("steps_completed", 0),
-        num_nodes=nodes,
-        slots_per_node=per_node,
+        num_nodes=placement.nodes,
+        slots_per_node=placement.slots_per_node,
         python=sys.executable,
         shim_dir=shim_dir(),
         walltime_seconds=walltime(options, cluster),
@@ -69,39 +60,37 @@ def array_job_name(exp_id: int, index: int) -> str:
 
 def job_request(
     spec: RunSpec, cfg: ExperimentConfig, cluster: ClusterConfig, options: BatchOptions,
-    gpus: bool, nice: int,
+    placement: Placement, nice: int,
 ) -> JobRequest:
     """The request of a single job that runs one run of one trial."""
     return _request(
         run_job_name(spec.experiment_id, spec.trial_id, spec.run_id), Path(spec.run_dir),
-        cfg, cluster, options, None, gpus, nice,
+        cfg, cluster, options, None, placement, nice,
     )
 
 
 def array_request(
     exp_id: int, index: int, array_dir: Path, array: ArraySpec, cfg: ExperimentConfig,
-    cluster: ClusterConfig, options: BatchOptions, gpus: bool, nice: int,
+    cluster: ClusterConfig, options: BatchOptions, placement: Placement, nice: int,
 ) -> JobRequest:
     """The request of the ``index``-th job array of an experiment's search."""
     return _request(
-        array_job_name(exp_id, index), array_dir, cfg, cluster, options, array, gpus, nice
+        array_job_name(exp_id, index), array_dir, cfg, cluster, options, array, placement, nice
     )
 
 
 def _request(
     name: str, run_dir: Path, cfg: ExperimentConfig, cluster: ClusterConfig,
-    options: BatchOptions, array: ArraySpec | None, gpus: bool, nice: int,
+    options: BatchOptions, array: ArraySpec | None, placement: Placement, nice: int,
 ) -> JobRequest:
-    """Slots are GPUs when the partition has GPUs (``gpus``), else CPUs."""
-    nodes, per_node = layout(cfg, options)
     limit = walltime(options, cluster)
     return JobRequest(
         name=name,
         run_dir=run_dir,
         python=sys.executable,
-        num_nodes=nodes,
-        slots_per_node=per_node,
-        gpus=gpus,
+        num_nodes=placement.nodes,
+        slots_per_node=placement.slots_per_node,
+        gpus=placement.gpus,
         gpu_type=options.gpu_type or cluster.gpu_type,
         partition=options.pool or cluster.partition_for(cfg.resources.resource_pool),
         account=options.account or cluster.account,

@@ -7,10 +7,9 @@ import logging
 
 from hpcdet.config import ExperimentConfig
 from hpcdet.config.cluster import ClusterConfig
-from hpcdet.daemon.jobspec import layout
 from hpcdet.errors import SchedulerCommandError
 from hpcdet.schedulers import Scheduler
-from hpcdet.schedulers.base import Partition, fit_problem
+from hpcdet.schedulers.base import Partition, Placement, fit_problem, place
 from hpcdet.schedulers.runner import CommandRunner
 
 log = logging.getLogger(__name__)
@@ -52,13 +51,15 @@ class Site:
         """The partition the experiment's jobs go to, if the scheduler told us about it."""
         return self.partitions.get(self.partition_name(cfg))
 
-    def gpus(self, cfg: ExperimentConfig) -> bool:
-        partition = self.partition(cfg)
-        return partition is not None and partition.gpus_per_node > 0
+    def placement(self, cfg: ExperimentConfig) -> Placement:
+        """How the experiment's trials lay their slots over the partition's nodes."""
+        return place(cfg.resources.slots_per_trial, self.scheduler.options(cfg).slots_per_node,
+                     self.partition(cfg))
 
     def fit_problem(self, cfg: ExperimentConfig) -> str | None:
         """Why the experiment's trials can never run on its partition, or None."""
         partition = self.partition(cfg)
         if partition is None:
             return None
-        return fit_problem(*layout(cfg, self.scheduler.options(cfg)), partition)
+        placed = self.placement(cfg)
+        return fit_problem(placed.nodes, placed.slots_per_node, partition)

@@ -127,7 +127,7 @@ class Submission:
         script = layout.array_script(self.paths.experiment(exp.id), index)
         script.write_text(self.scheduler.render_script(array_request(
             exp.id, index, array_dir, spec, cfg, self.cluster, self.scheduler.options(cfg),
-            self.site.gpus(cfg), nice_for(exp.priority))))
+            self.site.placement(cfg), nice_for(exp.priority))))
         entry = {"index": index, "offset": chunk.offset, "count": chunk.count,
                  "throttle": spec.throttle}
         self.journal.record(exp.id, "array_submitting", **entry)
@@ -171,7 +171,7 @@ class Submission:
             "steps_completed": trial.steps_completed,
         }
         spec = run_spec(cfg, self.paths, exp.id, record, run_id, self.scheduler.options(cfg),
-                        self.cluster)
+                        self.site.placement(cfg), self.cluster)
         run_dir = Path(spec.run_dir)
         if run_dir.exists():
             shutil.rmtree(run_dir)  # left by a submission that never reached the scheduler
@@ -180,7 +180,7 @@ class Submission:
         spec.save(run_dir)
         script = run_dir / layout.SCRIPT_FILE
         script.write_text(self.scheduler.render_script(job_request(
-            spec, cfg, self.cluster, self.scheduler.options(cfg), self.site.gpus(cfg),
+            spec, cfg, self.cluster, self.scheduler.options(cfg), self.site.placement(cfg),
             nice_for(exp.priority))))
         self.journal.record(exp.id, "run_submitting", trial_id=trial.id, run_id=run_id,
                             first_op=trial.ops_completed)

@@ -44,6 +44,39 @@ class Partition:
     default: bool = False
 
 
+@dataclass(frozen=True)
+class Placement:
+    """How a trial's slots are laid over nodes: ``nodes`` x ``slots_per_node``; the slots are
+    GPUs where the partition has GPUs (``gpus``), else CPUs."""
+
+    nodes: int
+    slots_per_node: int
+    gpus: bool = False
+
+
+def place(slots: int, slots_per_node: int | None, partition: Partition | None) -> Placement:
+    """Where a trial of ``slots`` slots goes.
+
+    ``slots_per_node`` (the config's) forces the split. Without it, as Determined lets the
+    scheduler spread GPU slots over nodes, the trial takes as few nodes of the partition as
+    hold its slots in equal shares (8 slots on 4-slot nodes: 2 x 4); with no partition known,
+    or when no equal split fits, one node of all the slots (`fit_problem` then says why it
+    cannot run).
+    """
+    slots = max(slots, 1)
+    gpus = partition is not None and partition.gpus_per_node > 0
+    if slots_per_node:
+        per_node = min(slots_per_node, slots)
+        return Placement(-(-slots // per_node), per_node, gpus)
+    if partition is not None:
+        cap = partition.gpus_per_node or partition.cpus_per_node
+        if cap and slots > cap:
+            for nodes in range(-(-slots // cap), partition.nodes + 1):
+                if slots % nodes == 0:
+                    return Placement(nodes, slots // nodes, gpus)
+    return Placement(1, slots, gpus)
+
+
 def fit_problem(nodes: int, per_node: int, partition: Partition) -> str | None:
     """Why a trial of ``nodes`` x ``per_node`` slots can never run in ``partition``, or None.
 
@@ -56,7 +89,9 @@ def fit_problem(nodes: int, per_node: int, partition: Partition) -> str | None:
     return (
         f"the trial needs {nodes} node(s) x {per_node} {kind} slot(s), but partition "
         f"{partition.name!r} has {partition.nodes} node(s) with {cap} {kind}(s) each; lower "
-        "resources.slots_per_trial, set slurm.slots_per_node, or choose another resource_pool"
+        "resources.slots_per_trial (to a multiple of the slots one node has, or one its nodes"
+        " can share equally), set slots_per_node in the slurm: or pbs: section, or choose"
+        " another resource_pool"
     )
 
 

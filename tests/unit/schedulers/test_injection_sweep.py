@@ -27,7 +27,7 @@ from hpcdet.config.experiment import ExperimentConfig
 from hpcdet.daemon.jobspec import array_request, job_request, run_spec
 from hpcdet.errors import ConfigError
 from hpcdet.paths import StatePaths
-from hpcdet.schedulers.base import ArraySpec, JobRequest, Scheduler
+from hpcdet.schedulers.base import ArraySpec, JobRequest, Placement, Scheduler
 from hpcdet.schedulers.local import LocalScheduler
 from hpcdet.schedulers.slurm import SlurmScheduler
 
@@ -155,7 +155,7 @@ def _scripts(
     paths = StatePaths(root)
     trial = {"id": 2, "trial_seed": 1, "hparams": cfg.hyperparameters}
     options = SlurmScheduler().options(cfg)
-    spec = run_spec(cfg, paths, 1, trial, 1, options, cluster)
+    spec = run_spec(cfg, paths, 1, trial, 1, options, Placement(1, 1), cluster)
     run_dir = Path(spec.run_dir)
     array_dir = paths.experiment(1) / "array"
     for d in (run_dir, array_dir):
@@ -164,9 +164,11 @@ def _scripts(
     # The daemon hands variables to the harness in the run spec; the script's own exports
     # (a site template may use them) get them too, to run their quoting.
     stub = {"python": python, "environment": dict(cfg.environment.variables)}
-    single = dataclasses.replace(job_request(spec, cfg, cluster, options, True, 5), **stub)
+    gpus = Placement(1, 1, gpus=True)
+    single = dataclasses.replace(job_request(spec, cfg, cluster, options, gpus, 5), **stub)
     array = dataclasses.replace(
-        array_request(1, 0, array_dir, ArraySpec(4, 3, 2), cfg, cluster, options, False, 0),
+        array_request(1, 0, array_dir, ArraySpec(4, 3, 2), cfg, cluster, options,
+                      Placement(1, 1), 0),
         **stub)
     local = LocalScheduler({"jobs_dir": str(root / "jobs")})
     return [(SlurmScheduler(), single, run_dir), (SlurmScheduler(), array, run_dir),

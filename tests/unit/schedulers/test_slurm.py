@@ -11,8 +11,10 @@ from hpcdet.schedulers.base import (
     JobRequest,
     JobState,
     Partition,
+    Placement,
     SiteLimits,
     fit_problem,
+    place,
 )
 from hpcdet.schedulers.slurm import SlurmScheduler, parse_config_limits, walltime
 
@@ -168,3 +170,17 @@ def test_array_ids() -> None:
     assert slurm.array_task_id("300", 4) == "300_4"
     assert [slurm.array_of(j) for j in ("300_4", "300", "x")] == ["300", "300", "x"]
     assert slurm.job_number("300_4") == 300
+
+
+def test_placement_spreads_slots_over_the_fewest_nodes_that_hold_them_equally() -> None:
+    cpus = Partition("debug", nodes=2, cpus_per_node=4)
+    gpus = Partition("gpu", nodes=4, cpus_per_node=64, gpus_per_node=4)
+    assert place(8, None, cpus) == Placement(2, 4)  # the tutorial's stage 4, no slurm: section
+    assert place(6, None, cpus) == Placement(2, 3)
+    assert place(4, None, cpus) == Placement(1, 4)
+    assert place(8, None, None) == Placement(1, 8)  # nothing known: the scheduler says
+    assert place(12, None, gpus) == Placement(3, 4, gpus=True)
+    assert place(8, 2, cpus) == Placement(4, 2)  # slots_per_node forces the split
+    assert place(7, None, cpus) == Placement(1, 7)  # no equal split on 2 nodes
+    problem = fit_problem(1, 7, cpus) or ""
+    assert "1 node(s) x 7 CPU slot(s)" in problem and "slots_per_node" in problem

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from hpcdet.config import ExperimentConfig
 from hpcdet.config.cluster import ClusterConfig
-from hpcdet.schedulers.base import SiteLimits
+from hpcdet.schedulers.base import Placement, SiteLimits
 from tests.unit.daemon.services.support import CONFIG, World
 
 
@@ -42,7 +42,8 @@ def test_the_partition_of_an_experiment(tmp_path: Path) -> None:
     site.read()
     assert site.partition_name(_cfg()) == "debug"  # the default partition
     assert site.partition_name(_cfg(resource_pool="big")) == "gpu"
-    assert site.gpus(_cfg(resource_pool="big")) and not site.gpus(_cfg())
+    assert site.placement(_cfg(resource_pool="big")).gpus
+    assert not site.placement(_cfg()).gpus
 
 
 def test_a_trial_that_can_never_fit_is_named(tmp_path: Path) -> None:
@@ -50,5 +51,7 @@ def test_a_trial_that_can_never_fit_is_named(tmp_path: Path) -> None:
     site = w.site()
     site.read()  # debug: 2 nodes, 4 CPUs each
     assert site.fit_problem(_cfg(slots_per_trial=2)) is None
+    assert site.fit_problem(_cfg(slots_per_trial=8)) is None  # spread: 2 nodes x 4
+    assert site.placement(_cfg(slots_per_trial=8)) == Placement(2, 4)
     problem = site.fit_problem(_cfg(slots_per_trial=12))
     assert problem is not None and "debug" in problem

@@ -1,0 +1,442 @@
+"""Tests of pbsdouble, the OpenPBS test double in tests/doubles/pbs.
+
+They run the real executables in tests/doubles/pbs/bin with subprocess, each test with its own
+PBS_DOUBLE_HOME.  Jobs are kept to a second or less so the file runs in a few seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+BIN = Path(__file__).resolve().parents[2] / "doubles" / "pbs" / "bin"
+
+
+class Pbs:
+    def __init__(self, home: Path, work: Path, config: dict | None = None) -> None:
+        self.home = home
+        self.work = work
+        home.mkdir(parents=True, exist_ok=True)
+        work.mkdir(parents=True, exist_ok=True)
+        cfg = {"kill_delay": 1}
+        cfg.update(config or {})
+        (home / "config.json").write_text(json.dumps(cfg))
+        self.env = dict(os.environ)
+        # `#!/usr/bin/env python3` finds this interpreter first (pyenv shims add ~100 ms).
+        self.env["PATH"] = f"{BIN}:{Path(sys.executable).parent}:{os.environ['PATH']}"
+        self.env["PBS_DOUBLE_HOME"] = str(home)
+        self.env.pop("PBS_JOBID", None)
+
+    def run(self, cmd: str, *args: str, env: dict | None = None,
+            input: str | None = None) -> subprocess.CompletedProcess:
+        return subprocess.run([str(BIN / cmd), *args], cwd=self.work, env=env or self.env,
+                              capture_output=True, text=True, timeout=30, input=input)
+
+    def qsub(self, *args: str, **kw) -> str:
+        p = self.run("qsub", *args, **kw)
+        assert p.returncode == 0, p.stderr
+        return p.stdout.strip()
+
+    def script(self, name: str, body: str) -> str:
+        path = self.work / name
+        path.write_text(body)
+        return str(path)
+
+    def jobs(self, *ids: str, x: bool = True, t: bool = False) -> dict:
+        args = ["-f", "-F", "json"] + (["-x"] if x else []) + (["-t"] if t else []) + list(ids)
+        p = self.run("qstat", *args)
+        return json.loads(p.stdout).get("Jobs", {})
+
+    def job(self, jid: str) -> dict:
+        return self.jobs(jid)[jid]
+
+    def wait_state(self, jid: str, states: str, timeout: float = 10.0) -> dict:
+        deadline = time.time() + timeout
+        while True:
+            j = self.job(jid)
+            if j["job_state"] in states:
+                return j
+            if time.time() > deadline:
+                raise AssertionError(f"{jid} still {j['job_state']}, wanted {states}: {j}")
+            time.sleep(0.1)
+
+
+@pytest.fixture
+def pbs(tmp_path: Path) -> Pbs:
+    p = Pbs(tmp_path / "pbshome", tmp_path / "work")
+    yield p
+    kill_all(p.home)
+
+
+def kill_all(home: Path) -> None:
+    """Leave no job processes behind (reads the double's state file directly)."""
+    try:
+        state = json.loads((home / "state.json").read_text())
+    except FileNotFoundError:
+        return
+    for job in state["jobs"].values():
+        units = [job] + list((job.get("array") or {}).get("subjobs", {}).values())
+        for u in units:
+            for pid, kill in ((u.get("session_id"), os.killpg), (u.get("runner_pid"), os.kill)):
+                if pid and u.get("state") in ("R", "E"):
+                    try:
+                        kill(int(pid), signal.SIGKILL)
+                    except OSError:
+                        pass
+
+
+def test_home_must_be_set(pbs: Pbs) -> None:
+    env = dict(pbs.env)
+    del env["PBS_DOUBLE_HOME"]
+    p = pbs.run("qstat", env=env)
+    assert p.returncode == 1
+    assert "PBS_DOUBLE_HOME" in p.stderr
+
+
+def test_job_runs_with_the_pbs_environment(pbs: Pbs, tmp_path: Path) -> None:
+    script = pbs.script("env.sh", """#!/bin/bash
+#PBS -N envjob
+#PBS -l select=2:ncpus=2:mpiprocs=3
+#PBS -l place=scatter
+echo "cwd=$(pwd)"
+env | sort
+echo "NODEFILE"; cat "$PBS_NODEFILE"
+test -d "$TMPDIR" && echo tmpdir-exists
+pbsdsh -- bash -c 'echo "task=$PBS_TASKNUM node=$PBS_NODENUM host=$PBS_DOUBLE_HOST"'
+#PBS -N ignored_after_first_command
+""")
+    env = dict(pbs.env, SECRET_FROM_QSUB="leak", HOME=str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    jid = pbs.qsub("-A", "acct1", "-v", "FOO=bar,QUOTED='a,b'", script, env=env)
+    assert jid.endswith(".pbsdouble") and jid.split(".")[0].isdigit()
+    j = pbs.wait_state(jid, "F")
+    assert j["Job_Name"] == "envjob"
+    assert j["Exit_status"] == 0
+    assert j["Resource_List"]["select"] == "2:ncpus=2:mpiprocs=3"
+    assert j["Resource_List"]["ncpus"] == 4 and j["Resource_List"]["nodect"] == 2
+    assert j["exec_host"] == "pbs-a/0*2+pbs-b/0*2"
+    assert j["exec_vnode"] == "(pbs-a:ncpus=2)+(pbs-b:ncpus=2)"
+    assert j["Variable_List"]["FOO"] == "bar"
+    assert j["Variable_List"]["PBS_O_WORKDIR"] == str(pbs.work)
+    out = (pbs.work / f"envjob.o{jid.split('.')[0]}").read_text()
+    env_lines = dict(ln.split("=", 1) for ln in out.splitlines() if "=" in ln and
+                     not ln.startswith(("task=", "cwd=")))
+    assert f"cwd={tmp_path / 'home'}" in out  # jobs start in $HOME
+    assert env_lines["PBS_JOBID"] == jid
+    assert env_lines["PBS_JOBNAME"] == "envjob"
+    assert env_lines["PBS_QUEUE"] == "workq"
+    assert env_lines["PBS_ENVIRONMENT"] == "PBS_BATCH"
+    assert env_lines["PBS_O_WORKDIR"] == str(pbs.work)
+    assert env_lines["PBS_ACCOUNT"] == "acct1"
+    assert env_lines["FOO"] == "bar" and env_lines["QUOTED"] == "a,b"
+    assert env_lines["PBS_NODENUM"] == "0" and env_lines["PBS_TASKNUM"] == "1"
+    assert env_lines["PBS_DOUBLE_HOST"] == "pbs-a"
+    assert env_lines["PATH"].startswith(f"{BIN}:/usr/local/bin:/usr/bin:/bin")
+    assert "SECRET_FROM_QSUB" not in env_lines  # qsub's environment is not inherited
+    assert "tmpdir-exists" in out
+    nodes = out.split("NODEFILE\n")[1].splitlines()[:6]
+    assert nodes == ["pbs-a"] * 3 + ["pbs-b"] * 3
+    tasks = sorted(ln for ln in out.splitlines() if ln.startswith("task="))
+    assert len(tasks) == 6
+    assert {t.split()[2] for t in tasks} == {"host=pbs-a", "host=pbs-b"}
+    assert len({t.split()[0] for t in tasks}) == 6  # PBS_TASKNUM unique per task
+    assert "node=3 host=pbs-b" in " ".join(tasks)
+
+
+def test_exit_codes_signals_and_walltime(pbs: Pbs) -> None:
+    ok = pbs.qsub("-l", "select=1:ncpus=1", "--", "/bin/sh", "-c", "exit 3")
+    killed = pbs.qsub("-l", "select=1:ncpus=1", "--", "/bin/sh", "-c", "kill -9 $$")
+    wall = pbs.qsub("-l", "walltime=00:00:01", "-N", "wall", "--", "/bin/sleep", "30")
+    assert pbs.wait_state(ok, "F")["Exit_status"] == 3
+    assert pbs.wait_state(killed, "F")["Exit_status"] == 256 + 9
+    w = pbs.wait_state(wall, "F", timeout=8)
+    assert w["Exit_status"] == -29  # JOB_EXEC_KILL_WALLTIME
+    assert "walltime" in w["comment"]
+    err = (pbs.work / f"wall.e{wall.split('.')[0]}").read_text()
+    assert "=>> PBS: job killed: walltime" in err
+
+
+def test_qdel_running_queued_and_finished(pbs: Pbs) -> None:
+    run = pbs.qsub("-l", "select=1:ncpus=4", "--", "/bin/sleep", "30")
+    pbs.wait_state(run, "R")
+    queued = pbs.qsub("-h", "--", "/bin/sleep", "30")
+    assert pbs.job(queued)["job_state"] == "H"
+    assert pbs.run("qdel", run, queued).returncode == 0
+    j = pbs.wait_state(run, "F")
+    assert j["Exit_status"] == 256 + signal.SIGTERM  # 271
+    q = pbs.job(queued)
+    assert q["job_state"] == "F" and "Exit_status" not in q
+    p = pbs.run("qdel", run)
+    assert p.returncode == 35 and p.stderr.strip() == f"qdel: Job has finished {run}"
+    p = pbs.run("qstat", run)
+    assert p.returncode == 35
+    assert "Job has finished, use -x or -H" in p.stderr
+
+
+def test_qdel_escalates_to_sigkill(pbs: Pbs) -> None:
+    s = pbs.script("stubborn.sh", "trap '' TERM\nsleep 30 & wait; sleep 30\n")
+    jid = pbs.qsub(s)
+    pbs.wait_state(jid, "R")
+    t0 = time.time()
+    pbs.run("qdel", jid)
+    assert pbs.job(jid)["job_state"] in "EF"
+    j = pbs.wait_state(jid, "F", timeout=8)
+    assert j["Exit_status"] == 256 + 9
+    assert time.time() - t0 >= 0.9  # kill_delay = 1
+
+
+def test_array_jobs(pbs: Pbs) -> None:
+    s = pbs.script("arr.sh", "#!/bin/bash\necho \"$PBS_ARRAY_INDEX $PBS_ARRAY_ID $PBS_JOBID\"\n"
+                   "sleep 0.5\n")
+    jid = pbs.qsub("-J", "0-6:2%2", "-l", "select=1:ncpus=1", s)
+    seq = jid.split("[")[0]
+    assert jid == f"{seq}[].pbsdouble"
+    seen_running = 0
+    deadline = time.time() + 15
+    while time.time() < deadline:
+        jobs = pbs.jobs(jid, x=True, t=True)
+        parent = jobs[jid]
+        running = [k for k, v in jobs.items() if v["job_state"] == "R"]
+        assert len(running) <= 2  # %2 = max_run_subjobs
+        seen_running = max(seen_running, len(running))
+        if parent["job_state"] == "F":
+            break
+        assert parent["job_state"] in "QB"
+        time.sleep(0.1)
+    assert seen_running == 2
+    assert parent["array"] == "True"
+    assert parent["array_indices_submitted"] == "0-6:2"
+    assert parent["array_state_count"] == "Queued:0 Running:0 Exiting:0 Expired:4 "
+    assert parent["Exit_status"] == 0
+    sub = jobs[f"{seq}[4].pbsdouble"]
+    assert sub["job_state"] == "X" and sub["array_index"] == 4
+    assert sub["array_id"] == jid
+    out = (pbs.work / f"arr.sh.o{seq}.4").read_text()
+    assert out.split() == ["4", jid, f"{seq}[4].pbsdouble"]
+
+
+def test_array_parent_json_while_running(pbs: Pbs) -> None:
+    jid = pbs.qsub("-J", "1-5", "-l", "select=1:ncpus=4", "--", "/bin/sleep", "5")
+    seq = jid.split("[")[0]
+    parent = pbs.wait_state(jid, "B")
+    assert parent["array_state_count"] == "Queued:3 Running:2 Exiting:0 Expired:0 "
+    assert parent["array_indices_remaining"] == "3-5"
+    assert pbs.run("qdel", f"{seq}[4]").returncode == 0
+    assert pbs.job(jid)["array_indices_remaining"] == "3,5"
+    assert pbs.run("qdel", jid).returncode == 0
+    parent = pbs.wait_state(jid, "F")
+    assert parent["array_state_count"].endswith("Expired:5 ")
+
+
+def test_scheduling_order_priority_qorder_and_holds(pbs: Pbs) -> None:
+    blocker = pbs.qsub("-l", "select=2:ncpus=4", "-l", "place=scatter", "--", "/bin/sleep", "30")
+    pbs.wait_state(blocker, "R")
+    a = pbs.qsub("-N", "a", "-l", "select=1:ncpus=4", "--", "/bin/true")
+    b = pbs.qsub("-N", "b", "-l", "select=1:ncpus=4", "--", "/bin/true")
+    c = pbs.qsub("-N", "c", "-p", "10", "-l", "select=1:ncpus=4", "--", "/bin/true")
+    never = pbs.qsub("-l", "select=1:ncpus=5", "--", "/bin/true")
+    assert pbs.job(a)["comment"].startswith("Not Running: Insufficient amount of resource: "
+                                            "ncpus (R: 4 A: 0 T: 8)")
+    assert pbs.job(never)["comment"].startswith("Can Never Run: Insufficient amount of "
+                                                "resource: ncpus (R: 5")
+    assert pbs.run("qorder", a, b).returncode == 0
+    assert pbs.run("qhold", c).returncode == 0
+    assert pbs.job(c)["job_state"] == "H"
+    p = pbs.run("qorder", a, blocker)
+    assert p.returncode == 168 and "Request invalid for state of job" in p.stderr
+    assert pbs.run("qdel", blocker).returncode == 0
+    pbs.wait_state(a, "F")
+    stimes = {n: pbs.job(j).get("stime") for n, j in (("a", a), ("b", b), ("c", c))}
+    assert stimes["c"] is None  # held
+    bj = pbs.wait_state(b, "F")
+    aj = pbs.job(a)
+    # b was moved ahead of a by qorder; with one free host at a time b runs first.
+    assert time.strptime(bj["stime"]) <= time.strptime(aj["stime"])
+    assert pbs.run("qrls", c).returncode == 0
+    assert pbs.wait_state(c, "F")["Exit_status"] == 0
+    assert pbs.job(never)["job_state"] == "Q"
+
+
+def test_priority_orders_the_queue(pbs: Pbs) -> None:
+    blocker = pbs.qsub("-l", "select=2:ncpus=4", "--", "/bin/sleep", "30")
+    pbs.wait_state(blocker, "R")
+    low = pbs.qsub("-l", "select=2:ncpus=4", "--", "/bin/sleep", "30")
+    high = pbs.qsub("-l", "select=2:ncpus=4", "--", "/bin/sleep", "30")
+    p = pbs.run("qalter", "-p", "1024", high)
+    assert p.returncode == 2 and "qalter: illegal -p value" in p.stderr
+    assert pbs.job(high)["Priority"] == 0
+    assert pbs.run("qalter", "-p", "1023", high).returncode == 0
+    assert pbs.run("qalter", "-p", "-5", blocker).returncode == 0  # running jobs too
+    assert pbs.job(blocker)["Priority"] == -5
+    pbs.run("qdel", blocker)
+    pbs.wait_state(high, "R")
+    assert pbs.job(low)["job_state"] == "Q"
+    pbs.run("qdel", high, low)
+
+
+def test_qalter_walltime_and_qmove(pbs: Pbs) -> None:
+    q = pbs.qsub("-h", "-l", "walltime=10:00", "--", "/bin/true")
+    assert pbs.run("qalter", "-l", "walltime=00:00:30", q).returncode == 0
+    assert pbs.job(q)["Resource_List"]["walltime"] == "00:00:30"
+    assert pbs.run("qmove", "gpuq", q).returncode == 0
+    assert pbs.job(q)["queue"] == "gpuq"
+    p = pbs.run("qmove", "nosuch", q)
+    assert p.returncode == 170 and p.stderr.strip() == f"qmove: Unknown queue {q}"
+    p = pbs.run("qmove", "closedq", q)
+    assert p.returncode == 159 and "Unauthorized Request" in p.stderr
+    r = pbs.qsub("--", "/bin/sleep", "30")
+    pbs.wait_state(r, "R")
+    p = pbs.run("qmove", "gpuq", r)
+    assert p.returncode == 168 and "Request invalid for state of job" in p.stderr
+    p = pbs.run("qalter", "-l", "walltime=1:00:00", r)
+    assert p.returncode == 167
+    pbs.run("qdel", r, q)
+
+
+def test_qsig(pbs: Pbs) -> None:
+    s = pbs.script("sig.sh", "trap 'echo got-usr1' USR1\nfor i in $(seq 50); do sleep 0.1; done\n")
+    jid = pbs.qsub("-N", "sig", s)
+    pbs.wait_state(jid, "R")
+    time.sleep(0.3)
+    assert pbs.run("qsig", "-s", "USR1", jid).returncode == 0
+    assert pbs.run("qsig", "-s", "SIGNULL", jid).returncode == 0
+    p = pbs.run("qsig", "-s", "BOGUS", jid)
+    assert p.returncode == 165 and "Unknown/illegal signal name" in p.stderr
+    assert pbs.run("qsig", "-s", "9", jid).returncode == 0
+    j = pbs.wait_state(jid, "F")
+    assert j["Exit_status"] == 265
+    assert "got-usr1" in (pbs.work / f"sig.o{jid.split('.')[0]}").read_text()
+    p = pbs.run("qsig", jid)
+    assert p.returncode == 35
+
+
+def test_qsub_errors(pbs: Pbs) -> None:
+    s = pbs.script("j.sh", "true\n")
+    p = pbs.run("qsub", "-q", "nosuch", s)
+    assert (p.returncode, p.stderr.strip()) == (170, "qsub: Unknown queue")
+    p = pbs.run("qsub", "-q", "closedq", s)
+    assert p.returncode == 159 and p.stderr.startswith("qsub: Unauthorized Request")
+    p = pbs.run("qsub", "-Y", s)
+    assert p.returncode == 2 and "usage: qsub" in p.stderr
+    p = pbs.run("qsub", "-J", "0-20000", s)
+    assert p.returncode == 3
+    assert p.stderr.strip() == "qsub: Array job exceeds server or queue size limit"
+    p = pbs.run("qsub", "-r", "n", "-J", "0-3", s)
+    assert p.returncode == 2 and "cannot submit non-rerunable Array Job" in p.stderr
+    p = pbs.run("qsub", "-l", "select=1:ncpus=1:bogus=3", s)
+    assert p.returncode != 0 and "Unknown resource" in p.stderr
+    p = pbs.run("qsub", "-p", "2000", s)
+    assert p.returncode == 2
+    p = pbs.run("qsub", str(pbs.work / "missing.sh"))
+    assert p.returncode != 0 and "No such file" in p.stderr
+    assert pbs.jobs() == {}
+
+
+def test_qstat_ids_and_unknown(pbs: Pbs) -> None:
+    a = pbs.qsub("-h", "--", "/bin/true")
+    arr = pbs.qsub("-h", "-J", "1-3", "--", "/bin/true")
+    seq, aseq = a.split(".")[0], arr.split("[")[0]
+    p = pbs.run("qstat", seq, "99", f"{aseq}[]", f"{aseq}[2]")
+    assert p.returncode == 153
+    assert p.stderr.strip() == "qstat: Unknown Job Id 99.pbsdouble"
+    ids = [ln.split()[0] for ln in p.stdout.splitlines()[2:]]
+    assert ids == [a, arr, f"{aseq}[2].pbsdouble"]
+    assert pbs.run("qstat", aseq).returncode == 153  # an array needs its "[]"
+    p = pbs.run("qstat", "-f", "-F", "json", "99")
+    assert p.returncode == 153
+    assert "Jobs" not in json.loads(p.stdout)
+    p = pbs.run("qstat", "-t")
+    assert len(p.stdout.splitlines()) == 2 + 1 + 1 + 3
+    p = pbs.run("qstat", "-f", a)
+    assert p.stdout.startswith(f"Job Id: {a}\n    Job_Name = STDIN\n")
+    assert pbs.run("qstat", "-J").stdout.count("\n") == 3
+    pbs.run("qdel", a, arr)
+
+
+def test_json_leading_zero_defect(pbs: Pbs) -> None:
+    jid = pbs.qsub("-h", "-v", "FOO=005,BAR=7,BAZ=x", "--", "/bin/true")
+    p = pbs.run("qstat", "-f", "-F", "json", jid)
+    assert '"FOO":005' in p.stdout  # openpbs issue #1255, on purpose
+    assert '"BAR":7' in p.stdout and '"BAZ":"x"' in p.stdout
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(p.stdout)
+    pbs.run("qdel", jid)
+
+
+def test_history_disabled(tmp_path: Path) -> None:
+    pbs = Pbs(tmp_path / "h", tmp_path / "w", {"job_history_enable": False})
+    jid = pbs.qsub("--", "/bin/true")
+    deadline = time.time() + 10
+    while pbs.run("qstat", jid).returncode == 0:
+        assert time.time() < deadline
+        time.sleep(0.1)
+    p = pbs.run("qstat", "-x", jid)
+    assert p.returncode == 153
+
+
+def test_qmgr(pbs: Pbs) -> None:
+    p = pbs.run("qmgr", "-c", "list server")
+    assert p.returncode == 0
+    lines = p.stdout.splitlines()
+    assert lines[0] == "Server pbsdouble"
+    assert "    server_state = Active" in lines
+    assert "    default_queue = workq" in lines
+    assert "    max_array_size = 10000" in lines
+    assert "    job_history_enable = True" in lines
+    p = pbs.run("qmgr", "-c", "print server")
+    assert "create queue workq" in p.stdout and "set server default_queue = workq" in p.stdout
+    p = pbs.run("qmgr", "-c", "list queue closedq")
+    assert "    acl_users = nobody" in p.stdout
+    p = pbs.run("qmgr", "-c", "list queue nosuch")
+    assert p.returncode == 170 and "Unknown queue" in p.stderr
+    p = pbs.run("qmgr", "-c", "set server scheduling = False")
+    assert p.returncode == 159
+
+
+def test_pbsdsh_needs_a_job(pbs: Pbs) -> None:
+    env = {k: v for k, v in pbs.env.items() if not k.startswith("PBS_") or k ==
+           "PBS_DOUBLE_HOME"}
+    p = pbs.run("pbsdsh", "--", "true", env=env)
+    assert p.returncode == 1 and "not executing under PBS" in p.stderr
+    s = pbs.script("dsh.sh", "pbsdsh -n 1 -- bash -c 'echo one $PBS_DOUBLE_HOST'\n"
+                   "pbsdsh -c 3 -s -- bash -c 'echo c $PBS_NODENUM'\n"
+                   "pbsdsh -- bash -c 'exit 4'; echo rc=$?\n")
+    jid = pbs.qsub("-N", "dsh", "-l", "select=2:ncpus=1", "-l", "place=scatter", s)
+    pbs.wait_state(jid, "F")
+    out = (pbs.work / f"dsh.o{jid.split('.')[0]}").read_text().splitlines()
+    assert "one pbs-b" in out
+    assert [ln for ln in out if ln.startswith("c ")] == ["c 0", "c 1", "c 0"]
+    # src/cmds/pbsdsh.c reports failed tasks but exits 0.
+    assert sum("exit status 4" in ln for ln in out) == 2 and "rc=0" in out
+
+
+def test_concurrent_submissions(pbs: Pbs) -> None:
+    with ThreadPoolExecutor(8) as ex:
+        ids = list(ex.map(lambda _: pbs.qsub("-h", "--", "/bin/true"), range(16)))
+    assert len(set(ids)) == 16
+    assert len(pbs.jobs()) == 16
+    t0 = time.time()
+    assert pbs.run("qstat").returncode == 0
+    assert time.time() - t0 < 1.0
+    assert pbs.run("qdel", *ids).returncode == 0
+
+
+def test_qsub_directives_and_defaults(pbs: Pbs) -> None:
+    s = pbs.script("d.sh", "#!/bin/bash\n# comment\n\n#PBS -N fromscript\n#PBS -j oe\n"
+                   "#PBS -r n\n#PBS -o out.txt\necho hello; echo err >&2\n#PBS -N late\n")
+    jid = pbs.qsub("-N", "cmdline", s)
+    j = pbs.wait_state(jid, "F")
+    assert j["Job_Name"] == "cmdline"  # command line beats directives
+    assert j["Rerunable"] == "False" and j["Join_Path"] == "oe"
+    assert j["Output_Path"].endswith(":" + str(pbs.work / "out.txt"))
+    assert (pbs.work / "out.txt").read_text() == "hello\nerr\n"
+    p = pbs.run("qsub", input="#PBS -N fromstdin\ntrue\n")
+    assert pbs.job(p.stdout.strip())["Job_Name"] == "fromstdin"
