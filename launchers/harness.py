@@ -260,7 +260,9 @@ def main(argv: list[str]) -> int:
         pump.start()
         rc = child.wait()
         pump.join(timeout=5)
-        return 128 - rc if rc < 0 else rc
+        rc = 128 - rc if rc < 0 else rc
+        write_text_atomic(layout.node_exit(run_dir, rank), f"{rc}\n")
+        return rc
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 

@@ -9,8 +9,9 @@
         control.json   daemon -> trial: carry on, or checkpoint and exit (atomic replace)
         preempt        harness -> trial, created when the scheduler signals preemption
         events.jsonl   trial -> daemon event log (append-only, sequence numbers)
-        nodes/         per node: its address (<rank>.addr) and cluster info (<rank>.json);
-                       the directory exists once the job has started
+        nodes/         per node: its address (<rank>.addr), cluster info (<rank>.json) and
+                       the harness's exit code (<rank>.exit); the directory exists once the
+                       job has started
         logs/          per node: the entrypoint's output (node-<rank>.log)
         exit.json      how the job ended, written by the batch script
 
@@ -43,6 +44,12 @@ def node_address(run_dir: Path, rank: int) -> Path:
 
 def node_info(run_dir: Path, rank: int) -> Path:
     return run_dir / NODES_DIR / f"{rank}.json"
+
+
+def node_exit(run_dir: Path, rank: int) -> Path:
+    """The harness's exit code on that node, for a batch script whose node launcher does not
+    pass it on (PBS's pbsdsh exits 0 whatever its tasks did)."""
+    return run_dir / NODES_DIR / f"{rank}.exit"
 
 
 def node_log(run_dir: Path, rank: int) -> Path:

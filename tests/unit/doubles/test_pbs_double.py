@@ -237,32 +237,34 @@ def test_array_parent_json_while_running(pbs: Pbs) -> None:
 
 
 def test_scheduling_order_priority_qorder_and_holds(pbs: Pbs) -> None:
-    blocker = pbs.qsub("-l", "select=2:ncpus=4", "-l", "place=scatter", "--", "/bin/sleep", "30")
-    pbs.wait_state(blocker, "R")
-    a = pbs.qsub("-N", "a", "-l", "select=1:ncpus=4", "--", "/bin/true")
-    b = pbs.qsub("-N", "b", "-l", "select=1:ncpus=4", "--", "/bin/true")
-    c = pbs.qsub("-N", "c", "-p", "10", "-l", "select=1:ncpus=4", "--", "/bin/true")
+    block_a = pbs.qsub("-l", "select=1:ncpus=4", "--", "/bin/sleep", "30")
+    block_b = pbs.qsub("-l", "select=1:ncpus=4", "--", "/bin/sleep", "30")
+    pbs.wait_state(block_b, "R")
+    a = pbs.qsub("-N", "a", "-l", "select=1:ncpus=4", "--", "/bin/sleep", "30")
+    b = pbs.qsub("-N", "b", "-l", "select=1:ncpus=4", "--", "/bin/sleep", "30")
+    c = pbs.qsub("-N", "c", "-p", "10", "-l", "select=1:ncpus=4", "--", "/bin/sleep", "1")
     never = pbs.qsub("-l", "select=1:ncpus=5", "--", "/bin/true")
-    assert pbs.job(a)["comment"].startswith("Not Running: Insufficient amount of resource: "
-                                            "ncpus (R: 4 A: 0 T: 8)")
-    assert pbs.job(never)["comment"].startswith("Can Never Run: Insufficient amount of "
-                                                "resource: ncpus (R: 5")
-    assert pbs.run("qorder", a, b).returncode == 0
-    assert pbs.run("qhold", c).returncode == 0
+    assert pbs.job(a)["comment"] == ("Not Running: Insufficient amount of resource: "
+                                     "ncpus (R: 4 A: 0 T: 8)")
+    assert pbs.job(never)["comment"] == ("Can Never Run: Insufficient amount of resource: "
+                                         "ncpus (R: 5 A: 0 T: 4)")
+    assert pbs.run("qhold", c).returncode == 0  # c has the highest priority, but is held
     assert pbs.job(c)["job_state"] == "H"
-    p = pbs.run("qorder", a, blocker)
-    assert p.returncode == 168 and "Request invalid for state of job" in p.stderr
-    assert pbs.run("qdel", blocker).returncode == 0
-    pbs.wait_state(a, "F")
-    stimes = {n: pbs.job(j).get("stime") for n, j in (("a", a), ("b", b), ("c", c))}
-    assert stimes["c"] is None  # held
-    bj = pbs.wait_state(b, "F")
-    aj = pbs.job(a)
-    # b was moved ahead of a by qorder; with one free host at a time b runs first.
-    assert time.strptime(bj["stime"]) <= time.strptime(aj["stime"])
+    assert pbs.run("qorder", a, b).returncode == 0
+    p = pbs.run("qorder", a, block_a)
+    assert p.returncode == 168
+    assert p.stderr.strip() == f"qorder: Request invalid for state of job {block_a}"
+    assert pbs.run("qdel", block_a).returncode == 0  # frees one host
+    pbs.wait_state(b, "R")  # b was put ahead of a by qorder
+    assert pbs.job(a)["job_state"] == "Q"
     assert pbs.run("qrls", c).returncode == 0
+    pbs.run("qdel", block_b)
+    pbs.wait_state(c, "RF")
+    assert pbs.job(a)["job_state"] == "Q"  # priority 10 went first
     assert pbs.wait_state(c, "F")["Exit_status"] == 0
+    pbs.wait_state(a, "R")
     assert pbs.job(never)["job_state"] == "Q"
+    pbs.run("qdel", a, b)
 
 
 def test_priority_orders_the_queue(pbs: Pbs) -> None:
