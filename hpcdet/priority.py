@@ -39,11 +39,12 @@ def validate(priority: int) -> int:
     return priority
 
 
-def nice_for(priority: int | None) -> int:
-    """The scheduler nice value for a Determined priority (0 for the default and above)."""
+def nice_for(priority: int | None, per_step: int = NICE_PER_STEP) -> int:
+    """The scheduler nice value for a Determined priority (0 for the default and above);
+    ``per_step``: the scheduler's units per priority step (``Scheduler.nice_per_step``)."""
     if priority is None or priority <= DEFAULT_PRIORITY:
         return 0
-    return (priority - DEFAULT_PRIORITY) * NICE_PER_STEP
+    return (priority - DEFAULT_PRIORITY) * per_step
 
 
 @dataclass(frozen=True)
@@ -59,10 +60,12 @@ class PendingJob:
 
 
 def _job_number(job_id: str) -> int:
-    return int(job_id) if job_id.isdigit() else 0
+    """The number a job id starts with (Slurm ``123``, PBS ``123[].server``)."""
+    digits = job_id[:len(job_id) - len(job_id.lstrip("0123456789"))]
+    return int(digits) if digits else 0
 
 
-def plan_nice(jobs: Sequence[PendingJob]) -> dict[str, int]:
+def plan_nice(jobs: Sequence[PendingJob], per_step: int = NICE_PER_STEP) -> dict[str, int]:
     """The nice value each pending job should have so that Slurm starts them in hpcdet's order.
 
     Slurm starts the higher priority first and, on a tie, the lower job id. A job's priority
@@ -77,7 +80,7 @@ def plan_nice(jobs: Sequence[PendingJob]) -> dict[str, int]:
         last: tuple[int, int] | None = None  # Slurm's sort key of the last job placed
         for job in group:
             raw = job.scheduler_priority + job.nice
-            nice = nice_for(job.priority)
+            nice = nice_for(job.priority, per_step)
             number = _job_number(job.job_id)
             if last is not None:
                 # Needs (nice - raw, number) > last: behind it on priority or, tied, on id.

@@ -75,7 +75,7 @@ class Queue:
         jobs = list(self._pending_jobs(exps))
         current = {j.job_id: j.nice for j in jobs}
         by_nice: dict[int, list[str]] = {}
-        for job_id, nice in plan_nice(jobs).items():
+        for job_id, nice in plan_nice(jobs, self.scheduler.nice_per_step).items():
             if nice != current[job_id] and (strict or (job_id, nice) not in self.nice_refused):
                 by_nice.setdefault(nice, []).append(job_id)
         done: list[str] = []

@@ -127,7 +127,7 @@ class Submission:
         script = layout.array_script(self.paths.experiment(exp.id), index)
         script.write_text(self.scheduler.render_script(array_request(
             exp.id, index, array_dir, spec, cfg, self.cluster, self.scheduler.options(cfg),
-            self.site.placement(cfg), nice_for(exp.priority))))
+            self.site.placement(cfg), nice_for(exp.priority, self.scheduler.nice_per_step))))
         entry = {"index": index, "offset": chunk.offset, "count": chunk.count,
                  "throttle": spec.throttle}
         self.journal.record(exp.id, "array_submitting", **entry)
@@ -181,7 +181,7 @@ class Submission:
         script = run_dir / layout.SCRIPT_FILE
         script.write_text(self.scheduler.render_script(job_request(
             spec, cfg, self.cluster, self.scheduler.options(cfg), self.site.placement(cfg),
-            nice_for(exp.priority))))
+            nice_for(exp.priority, self.scheduler.nice_per_step))))
         self.journal.record(exp.id, "run_submitting", trial_id=trial.id, run_id=run_id,
                             first_op=trial.ops_completed)
         submitting = self.store.run(trial.id, run_id)

@@ -209,6 +209,8 @@ class Scheduler(abc.ABC):
 
     name: ClassVar[str]
     supports_arrays: ClassVar[bool] = False
+    # Nice units per Determined priority step above the default (`hpcdet.priority.nice_for`).
+    nice_per_step: ClassVar[int] = 100
 
     def __init__(self, settings: dict[str, Any] | None = None) -> None:
         self.settings = settings or {}

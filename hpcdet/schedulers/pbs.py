@@ -6,6 +6,7 @@ Facts: OpenPBS man pages qsub.1B, qstat.1B, qalter.1B, qmove.1B (cited where use
 
 from __future__ import annotations
 
+import dataclasses
 import getpass
 from collections.abc import Collection
 from pathlib import Path
@@ -53,6 +54,8 @@ def priority_of(nice: int) -> int:
 class PbsScheduler(Scheduler):
     name: ClassVar[str] = "pbs"
     supports_arrays: ClassVar[bool] = True
+    # Priority is the nice's negative and has 1024 steps below 0: priority 99 is -570.
+    nice_per_step: ClassVar[int] = 10
 
     def options(self, cfg: ExperimentConfig) -> BatchOptions:
         p = cfg.pbs
@@ -96,7 +99,9 @@ class PbsScheduler(Scheduler):
         return ["qstat", "-f", "-F", "json", "-t", "-u", getpass.getuser()]
 
     def parse_status(self, stdout: str) -> dict[str, JobStatus]:
-        return pbs_status.parse_qstat_json(stdout)
+        # The queue order is kept as nice values (hpcdet.priority): PBS's Priority, negated.
+        return {job_id: dataclasses.replace(s, nice=None if s.priority is None else -s.priority)
+                for job_id, s in pbs_status.parse_qstat_json(stdout).items()}
 
     def answered(self, exit_code: int, stderr: str) -> bool:
         return exit_code == 0 or (exit_code == UNKNOWN_JOB_EXIT and "Unknown Job Id" in stderr)
@@ -127,6 +132,10 @@ class PbsScheduler(Scheduler):
             return int(pbs_status.job_number(job_id))
         except ValueError:
             return 0
+
+    def nice_command(self, job_ids: Collection[str], nice: int) -> list[str] | None:
+        # qalter.1B -p: a job's Priority, which a user may set on their own queued jobs.
+        return ["qalter", "-p", str(priority_of(nice)), *sorted(job_ids)]
 
     def hold_command(self, job_ids: Collection[str]) -> list[str] | None:
         return ["qhold", "-h", "u", *sorted(job_ids)]

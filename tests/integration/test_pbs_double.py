@@ -111,3 +111,63 @@ def test_trial_longer_than_walltime_completes_across_jobs(
     training = [(r["steps_completed"], r["metrics"]["x"]) for r in rows
                 if r["group"] == "training"]
     assert training == [(s, s) for s in range(10, 81, 10)]
+
+
+# ---- the job queue: qalter -p and qmove ---------------------------------------------------------
+
+def _qstat(h: Hpcdet) -> dict[int, dict[str, object]]:
+    """hpcdet's jobs on the double by experiment id: state, Priority, queue."""
+    import subprocess
+
+    out = subprocess.run(["qstat", "-f", "-F", "json", "-t"], env=h.env(), capture_output=True,
+                         text=True, check=True).stdout
+    jobs = json.loads(out).get("Jobs", {})
+    return {int(a["Job_Name"].split("-")[1][1:]): {"state": a["job_state"],
+                                                   "priority": a["Priority"],
+                                                   "queue": a["queue"]}
+            for a in jobs.values() if str(a["Job_Name"]).startswith("hpcdet-e")}
+
+
+def test_job_update_sets_priority_and_moves_queues_with_refusals_undone(
+    pbs_hpcdet: Hpcdet, tmp_path: Path
+) -> None:
+    import subprocess
+
+    h = pbs_hpcdet
+    env = h.env()
+    blocker = tmp_path / "blocker.sh"
+    blocker.write_text("#!/bin/bash\n#PBS -l select=2:ncpus=4\n#PBS -l place=scatter\n"
+                       "sleep 600\n")
+    subprocess.run(["qsub", str(blocker)], env=env, check=True, capture_output=True)
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    (ctx / "x.py").write_text("print('ran')\n")
+
+    def config(name: str) -> Path:
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(f"name: {name}\nentrypoint: python3 x.py\nmax_restarts: 0\n"
+                        "searcher: {name: single, metric: x, max_length: 1}\n")
+        return path
+
+    a, b, c = (h.create(config(n), ctx) for n in "abc")
+    h.wait_for("three queued jobs", lambda: len(_qstat(h)) == 3, timeout=60)
+    assert {j["priority"] for j in _qstat(h).values()} == {0}  # the default costs nothing
+    h.run("job", "update", str(b), "--priority", "45")  # 3 steps worse: Priority -30
+    h.run("job", "update", str(c), "--ahead-of", str(a))
+    jobs = _qstat(h)
+    assert (jobs[a]["priority"], jobs[b]["priority"], jobs[c]["priority"]) == (-1, -30, 0)
+
+    h.run("job", "update", str(a), "--resource-pool", "gpuq")
+    # Alone in its queue, a need not sort behind c any more.
+    assert (_qstat(h)[a]["queue"], _qstat(h)[a]["priority"]) == ("gpuq", 0)
+    refused = h.run("job", "update", str(a), "--resource-pool", "closedq", check=False)
+    assert refused.returncode == 1, refused
+    assert "Unauthorized Request" in refused.stderr and "Traceback" not in refused.stderr
+    assert "Nothing was changed" in refused.stderr, refused.stderr
+    refused = h.run("job", "update-batch", f"{a}.priority=50", f"{a}.resource-pool=closedq",
+                    check=False)
+    assert refused.returncode == 1, refused
+    jobs = _qstat(h)
+    assert (jobs[a]["queue"], jobs[a]["priority"]) == ("gpuq", 0)
+    rows = {r["job_id"]: r for r in json.loads(h.run("job", "list", "--json").stdout)}
+    assert (rows[str(a)]["resource_pool"], rows[str(a)]["priority"]) == ("gpuq", 42)
