@@ -138,7 +138,8 @@ def test_job_update_sets_priority_and_moves_queues_with_refusals_undone(
     blocker = tmp_path / "blocker.sh"
     blocker.write_text("#!/bin/bash\n#PBS -l select=2:ncpus=4\n#PBS -l place=scatter\n"
                        "sleep 600\n")
-    subprocess.run(["qsub", str(blocker)], env=env, check=True, capture_output=True)
+    subprocess.run(["qsub", str(blocker)], env=env, check=True, capture_output=True,
+                   cwd=tmp_path)  # its output goes to qsub's directory
     ctx = tmp_path / "ctx"
     ctx.mkdir()
     (ctx / "x.py").write_text("print('ran')\n")
