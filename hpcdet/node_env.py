@@ -7,7 +7,7 @@ here and nowhere else. Trial-side: standard library only.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +16,61 @@ from pathlib import Path
 # walltime; the script computes it from the job's start).
 NODE_RANK_VAR = "HPCDET_NODE_RANK"
 DEADLINE_VAR = "HPCDET_DEADLINE"
+
+
+@dataclass(frozen=True)
+class MpiStep:
+    """How a batch system starts one MPI step over all of a job's nodes from the chief node.
+
+    Slurm: one job step inside the allocation,
+
+        srun --overlap --mpi=pmi2 --nodes=N --ntasks=N*S --ntasks-per-node=S --cpus-per-task=1
+             --distribution=block --kill-on-bad-exit=1 --export=ALL [OVERRIDES] COMMAND...
+
+    * ``--overlap``: the step that runs the harnesses holds every CPU of the allocation until
+      the trial ends; without it the new step would wait for CPUs that are never freed.
+    * ``--ntasks`` and ``--cpus-per-task=1``: srun inherits the harness step's
+      ``SLURM_NTASKS`` and ``SLURM_CPUS_PER_TASK`` (one task of S CPUs per node) and would size
+      the step by them; options given on the command line win over those variables.
+    * ``--distribution=block``: ranks ``k*S .. k*S+S-1`` on node ``k``, the layout
+      ``DistributedContext`` assumes (Slurm 22.05 dealt them out cyclically here without it).
+    * ``--mpi=pmi2``: Slurm gives every rank its place in the world (``PMI_RANK``,
+      ``PMI_SIZE``, ``PMI_FD``); MPICH, the ``mpich`` wheel mpi4py uses, joins through it.
+    * ``--kill-on-bad-exit=1``: a rank that fails ends the whole step, so none blocks forever
+      on a dead peer. srun's exit code is the highest of all ranks', where a rank Slurm ended
+      counts as 143 (128 + SIGTERM), so a failure usually surfaces as 143.
+    """
+
+    tool: str  # the program the chief runs; it must be on PATH there
+    node_var: str  # tells each rank which node it is on
+    rank_vars: str  # where a rank finds its place in the world, first found wins
+    before: tuple[str, ...]  # options before the step's size
+    after: tuple[str, ...]  # options after it
+
+    def command(self, num_nodes: int, procs_per_node: int, overrides: Sequence[str],
+                ranks: Sequence[str]) -> list[str]:
+        """The step's command line: ``ranks`` (what every rank runs) last, the caller's
+        ``overrides`` after hpcdet's options so that they win."""
+        return [
+            self.tool, *self.before,
+            f"--nodes={num_nodes}",
+            f"--ntasks={num_nodes * procs_per_node}",
+            f"--ntasks-per-node={procs_per_node}",
+            *self.after, *overrides, *ranks,
+        ]  # fmt: skip
+
+
+# PMI_RANK comes from PMI (srun --mpi=pmi2); SLURM_PROCID covers an --mpi override such as
+# pmix, which sets PMIX_RANK instead.
+SLURM_MPI_STEP = MpiStep(
+    tool="srun", node_var="SLURM_NODEID", rank_vars="PMI_RANK,SLURM_PROCID",
+    before=("--overlap", "--mpi=pmi2"),
+    after=("--cpus-per-task=1", "--distribution=block", "--kill-on-bad-exit=1", "--export=ALL"),
+)
+
+# Variables that describe one process of a job step, not the node: a launcher that copies the
+# chief's environment to the other nodes leaves them out.
+PER_PROCESS_VARS = ("SLURM_PROCID",)
 
 
 @dataclass(frozen=True)
@@ -31,6 +86,7 @@ class NodeEnv:
     array_index: int | None = None
     deadline: float | None = None  # epoch seconds by which the trial should have checkpointed
     route_to: str | None = None  # an address on the network the job's nodes share
+    mpi_step: MpiStep | None = None  # how one MPI step spans the job's nodes (None: it cannot)
 
     @classmethod
     def detect(cls, env: Mapping[str, str]) -> NodeEnv:
@@ -49,6 +105,7 @@ class NodeEnv:
             array_index=_int(env.get("SLURM_ARRAY_TASK_ID")),
             deadline=_float(env.get(DEADLINE_VAR)),
             route_to=env.get("SLURM_LAUNCH_NODE_IPADDR") or None,
+            mpi_step=SLURM_MPI_STEP,
         )
 
     @classmethod

@@ -1,8 +1,8 @@
 """What the distributed launchers share: their command line, the node layout, one child.
 
 Every launcher takes ``[OVERRIDES... --] SCRIPT...``: arguments before the first ``--`` go to
-the underlying tool (torchrun, srun, deepspeed) after hpcdet's own, so a later flag overrides
-an earlier one; the rest is the script each worker runs under ``wrap_rank``.
+the underlying tool (torchrun, the MPI step, deepspeed) after hpcdet's own, so a later flag
+overrides an earlier one; the rest is the script each worker runs under ``wrap_rank``.
 """
 
 from __future__ import annotations

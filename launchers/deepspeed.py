@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from hpcdet.errors import UsageError
+from hpcdet.node_env import PER_PROCESS_VARS
 from hpcdet.rundir.exchange import write_text_atomic
 
 from ._launch import (
@@ -50,9 +51,10 @@ HOSTFILE_ENV = "DET_DEEPSPEED_HOSTFILE_PATH"
 ENV_FILE = ".deepspeed_env"
 # Variables that describe one node or one process; copying the chief's to every worker
 # would mislead the others.
-_NOT_SHARED = re.compile(
-    r"BASH_FUNC_.*|OLDPWD|HOSTNAME|.*CUDA_VISIBLE_DEVICES|SLURM_PROCID|DET_SLOT_IDS|DET_AGENT_ID"
-)
+_NOT_SHARED = re.compile("|".join((
+    r"BASH_FUNC_.*", "OLDPWD", "HOSTNAME", r".*CUDA_VISIBLE_DEVICES", "DET_SLOT_IDS",
+    "DET_AGENT_ID", *PER_PROCESS_VARS,
+)))
 
 
 def hostfile_text(addrs: Sequence[str], slots_per_node: int) -> str:

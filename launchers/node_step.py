@@ -1,18 +1,18 @@
 """A step the chief node starts on every node, and the other nodes' part in it.
 
-Some tools start all of a trial's workers from one node: ``srun`` (the MPI launcher) and
-deepspeed's pdsh runner. The harness still runs the entrypoint, hence the launcher, on every
-node, so the launchers of the other nodes ("peers") publish what their node's workers need and
-then wait until the chief's step has ended. They must not exit earlier: each harness deletes
-its node's working directory (the copy of the context the workers run in) as soon as its
-entrypoint exits, and an early exit would also end the harness step on that node while its
-workers still run.
+Some tools start all of a trial's workers from one node: the batch system's MPI step (the MPI
+launcher) and deepspeed's pdsh runner. The harness still runs the entrypoint, hence the
+launcher, on every node, so the launchers of the other nodes ("peers") publish what their
+node's workers need and then wait until the chief's step has ended. They must not exit earlier:
+each harness deletes its node's working directory (the copy of the context the workers run in)
+as soon as its entrypoint exits, and an early exit would also end the harness step on that node
+while its workers still run.
 
 A step started from the chief inherits the chief's working directory and environment, which
 are wrong on the other nodes: working directories are node-local temporary directories, and
 ``HPCDET_CLUSTER_INFO`` names each node's own cluster info (``container_rank`` differs). So
 every worker starts as ``python -m hpcdet.launch.node_step --node-var VAR STEP_DIR -- CMD...``,
-which finds its node from ``$VAR`` (``SLURM_NODEID`` under srun, ``CROSS_RANK`` under
+which finds its node from ``$VAR`` (the MPI step's node variable, ``CROSS_RANK`` under
 deepspeed), enters that node's published directory and variables, and execs CMD.
 
 Files in ``STEP_DIR = RUN_DIR/launch/<launcher>-<n>/`` (``n`` counts a node's launches, so an

@@ -1,4 +1,4 @@
-"""mpi: the srun and mpiexec commands as data, then real MPI ranks on this machine."""
+"""mpi: the Slurm step and mpiexec commands as data, then real MPI ranks on this machine."""
 
 from __future__ import annotations
 
@@ -8,15 +8,18 @@ from pathlib import Path
 
 import pytest
 
-from hpcdet.launch.mpi import build_env, build_mpiexec_command, build_srun_command
+from hpcdet.launch.mpi import build_env, build_mpiexec_command, build_step_command
+from hpcdet.node_env import SLURM_MPI_STEP, NodeEnv
 from tests.unit.launch.launch_support import PY, make_layout, trial_env, write_info
 
 MPI = [PY, "-m", "hpcdet.launch.mpi"]
 
 
 def test_srun_command() -> None:
-    assert build_srun_command(
-        num_nodes=2, procs_per_node=4, step_dir="/runs/7/1/launch/mpi-0",
+    assert NodeEnv.detect({"SLURM_JOB_ID": "5"}).mpi_step is SLURM_MPI_STEP
+    assert NodeEnv.detect({"PBS_JOBID": "5.s"}).mpi_step is None
+    assert build_step_command(
+        SLURM_MPI_STEP, num_nodes=2, procs_per_node=4, step_dir="/runs/7/1/launch/mpi-0",
         script=["python3", "train.py"], overrides=["--mpi=pmix"], python="/py",
     ) == [
         "srun", "--overlap", "--mpi=pmi2", "--nodes=2", "--ntasks=8", "--ntasks-per-node=4",
@@ -32,7 +35,7 @@ def test_srun_command() -> None:
 def test_mpiexec_command() -> None:
     assert build_mpiexec_command(procs=3, script=["python3", "t.py"], overrides=["-v"]) == [
         "mpiexec", "-n", "3", "-v",
-        "python3", "-I", "-m", "hpcdet.launch.wrap_rank", "PMI_RANK,SLURM_PROCID", "--",
+        "python3", "-I", "-m", "hpcdet.launch.wrap_rank", "PMI_RANK", "--",
         "python3", "t.py",
     ]  # fmt: skip
 
@@ -46,7 +49,7 @@ def test_empty_script(tmp_path: Path) -> None:
                        env=trial_env(write_info(tmp_path)))
     assert p.returncode == 1
     assert p.stderr.splitlines() == [
-        "usage: python3 -m hpcdet.launch.mpi [[SRUN_OVERRIDES...] --] SCRIPT...",
+        "usage: python3 -m hpcdet.launch.mpi [[STEP_OVERRIDES...] --] SCRIPT...",
         "error: empty script is not allowed",
     ]
 
@@ -55,7 +58,7 @@ def test_several_nodes_need_slurm(tmp_path: Path) -> None:
     info = write_info(tmp_path, addrs=["10.0.0.1", "10.0.0.2"])
     p = subprocess.run([*MPI, "python3", "t.py"], capture_output=True, text=True,
                        env=trial_env(info))
-    assert p.returncode == 1 and "needs Slurm (srun)" in p.stderr
+    assert p.returncode == 1 and "needs a batch system that starts one" in p.stderr
 
 
 def test_ranks_form_one_world(tmp_path: Path) -> None:

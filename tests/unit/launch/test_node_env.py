@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hpcdet.node_env import NodeEnv
+from hpcdet.node_env import SLURM_MPI_STEP, NodeEnv
 
 
 def test_slurm() -> None:
@@ -14,7 +14,7 @@ def test_slurm() -> None:
     node = NodeEnv.detect(env)
     assert node == NodeEnv(scheduler="slurm", resources_type="slurm-job", job_id="598",
                            node_rank=0, node_name="node2", array_index=7,
-                           route_to="10.0.0.1")
+                           route_to="10.0.0.1", mpi_step=SLURM_MPI_STEP)
 
 
 def test_pbs_reads_the_node_file_and_the_deadline(tmp_path: Path) -> None:
