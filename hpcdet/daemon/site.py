@@ -22,6 +22,7 @@ class Site:
         self.runner = runner
         self.cluster = cluster
         self.partitions: dict[str, Partition] = {}
+        self.nodes: Partition | None = None  # what any pool's jobs may use (PBS's nodes)
 
     def read(self) -> None:
         cmd = self.scheduler.partitions_command()
@@ -31,6 +32,12 @@ class Site:
                 self.partitions = {p.name: p for p in parts}
             except SchedulerCommandError as e:
                 log.warning("could not list partitions: %s", e)
+        cmd = self.scheduler.nodes_command()
+        if cmd is not None:
+            try:
+                self.nodes = self.scheduler.parse_nodes(self.runner.run(cmd).stdout)
+            except (SchedulerCommandError, ValueError) as e:
+                log.warning("could not list the %s nodes: %s", self.scheduler.name, e)
         cmd = self.scheduler.limits_command()
         if cmd is None:
             return
@@ -49,7 +56,7 @@ class Site:
 
     def partition(self, cfg: ExperimentConfig) -> Partition | None:
         """The partition the experiment's jobs go to, if the scheduler told us about it."""
-        return self.partitions.get(self.partition_name(cfg))
+        return self.partitions.get(self.partition_name(cfg)) or self.nodes
 
     def placement(self, cfg: ExperimentConfig) -> Placement:
         """How the experiment's trials lay their slots over the partition's nodes."""

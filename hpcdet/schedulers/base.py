@@ -299,6 +299,14 @@ class Scheduler(abc.ABC):
         """(what, value) rows: partitions, nodes, slots and limits the scheduler reports."""
         return []
 
+    def nodes_command(self) -> list[str] | None:
+        """A command listing the nodes any job may use, where the scheduler's pools (PBS
+        queues) do not own nodes (None: the partitions say it all)."""
+        return None
+
+    def parse_nodes(self, stdout: str) -> Partition | None:
+        return None
+
     def partitions_command(self) -> list[str] | None:
         """A command listing partitions (None: nothing to ask, e.g. the local backend)."""
         return None

@@ -18,6 +18,7 @@ from hpcdet.schedulers.base import (
     BatchOptions,
     JobRequest,
     JobStatus,
+    Partition,
     Scheduler,
     SiteLimits,
     check_request,
@@ -146,6 +147,12 @@ class PbsScheduler(Scheduler):
     def move_command(self, job_ids: Collection[str], partition: str) -> list[str] | None:
         # qmove.1B: queued jobs only; a running job is refused ("Request invalid for state").
         return ["qmove", partition, *sorted(job_ids)]
+
+    def nodes_command(self) -> list[str] | None:
+        return ["pbsnodes", "-a", "-F", "json"]
+
+    def parse_nodes(self, stdout: str) -> Partition | None:
+        return pbs_status.parse_pbsnodes(stdout)
 
     def limits_command(self) -> list[str] | None:
         return ["qmgr", "-c", "list server"]

@@ -623,8 +623,33 @@ def parse_queues(text: str, default_queue: str = "") -> list[Partition]:
     return result
 
 
+ALL_NODES = "(all nodes)"
+
+
+def parse_pbsnodes(text: str) -> Partition | None:
+    """The execution hosts of ``pbsnodes -a -F json`` as one node set that any queue's jobs
+    may use: how many, and the most CPUs and GPUs one offers (``resources_available``).
+    Nodes that are down or offline still count, as Slurm's partitions count theirs.
+
+    Raises:
+        ValueError: the JSON cannot be read.
+    """
+    doc = _load_json(text)
+    if not isinstance(doc, dict):
+        raise _unreadable("pbsnodes JSON output", text)
+    nodes = doc.get("nodes")
+    found: list[dict[str, Any]] = [
+        n["resources_available"] for n in (nodes.values() if isinstance(nodes, dict) else ())
+        if isinstance(n, dict) and isinstance(n.get("resources_available"), dict)
+    ]
+    if not found:
+        return None
+    return Partition(ALL_NODES, len(found), max(_int(r.get("ncpus")) or 0 for r in found),
+                     max(_int(r.get("ngpus")) or 0 for r in found), default=True)
+
+
 __all__ = [
-    "STATE_MAP", "array_id", "exit_code", "final_state", "job_number", "parse_qmgr_server",
-    "parse_qstat_json", "parse_qstat_text", "parse_qsub_output", "parse_queues",
-    "reason_in_words", "subjob_id",
+    "ALL_NODES", "STATE_MAP", "array_id", "exit_code", "final_state", "job_number",
+    "parse_pbsnodes", "parse_qmgr_server", "parse_qstat_json", "parse_qstat_text",
+    "parse_qsub_output", "parse_queues", "reason_in_words", "subjob_id",
 ]

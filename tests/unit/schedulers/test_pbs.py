@@ -116,3 +116,31 @@ def test_the_registry_names_pbs() -> None:
     assert make_scheduler("pbs", {}).name == "pbs"
     with pytest.raises(ConfigError, match="valid: auto, slurm, pbs, local"):
         make_scheduler("lsf", {})
+
+
+PBSNODES = """{
+    "timestamp":1795539250,
+    "pbs_version":"23.06.06",
+    "pbs_server":"pbsdouble",
+    "nodes":{
+        "pbs-a":{"Mom":"pbs-a", "ntype":"PBS", "state":"job-busy", "pcpus":4,
+            "jobs":["3.pbsdouble/0"],
+            "resources_available":{"arch":"linux", "host":"pbs-a", "ncpus":4, "vnode":"pbs-a"},
+            "resources_assigned":{"ncpus":1}},
+        "pbs-b":{"Mom":"pbs-b", "ntype":"PBS", "state":"free", "pcpus":8,
+            "resources_available":{"arch":"linux", "host":"pbs-b", "ncpus":8, "ngpus":2,
+                                   "vnode":"pbs-b"},
+            "resources_assigned":{}}
+    }
+}"""
+
+
+def test_pbsnodes_is_the_node_set_any_queue_may_use() -> None:
+    pbs = PbsScheduler()
+    assert pbs.nodes_command() == ["pbsnodes", "-a", "-F", "json"]
+    nodes = pbs.parse_nodes(PBSNODES)
+    assert nodes is not None
+    assert (nodes.nodes, nodes.cpus_per_node, nodes.gpus_per_node) == (2, 8, 2)
+    assert pbs.parse_nodes('{"timestamp": 1, "nodes": {}}') is None
+    with pytest.raises(ValueError, match="pbsnodes"):
+        pbs.parse_nodes("pbsnodes: Server has no node list")
