@@ -10,7 +10,7 @@ import dataclasses
 import getpass
 from collections.abc import Collection
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from hpcdet.config import ExperimentConfig
 from hpcdet.schedulers import pbs_status
@@ -94,26 +94,39 @@ class PbsScheduler(Scheduler):
     def parse_job_id(self, stdout: str) -> str:
         return pbs_status.parse_qsub_output(stdout)
 
+    def __init__(self, settings: dict[str, Any] | None = None) -> None:
+        super().__init__(settings)
+        # Servers before PBS Pro 18 have no -F json: the first refusal turns it off.
+        self.json = True
+
+    def _format(self) -> list[str]:
+        return ["-F", "json"] if self.json else []
+
     def status_command(self, job_ids: Collection[str]) -> list[str]:
         # One call for all of the user's queued and running jobs, subjobs included (-t); jobs
         # that have left it are asked about by id, in history (final_status_command).
-        return ["qstat", "-f", "-F", "json", "-t", "-u", getpass.getuser()]
+        return ["qstat", "-f", *self._format(), "-t", "-u", getpass.getuser()]
 
     def parse_status(self, stdout: str) -> dict[str, JobStatus]:
         # The queue order is kept as nice values (hpcdet.priority): PBS's Priority, negated.
         return {job_id: dataclasses.replace(s, nice=None if s.priority is None else -s.priority)
-                for job_id, s in pbs_status.parse_qstat_json(stdout).items()}
+                for job_id, s in self.parse_final_status(stdout).items()}
 
     def answered(self, exit_code: int, stderr: str) -> bool:
+        """Also learns, from qstat refusing ``-F``, to ask in plain ``qstat -f`` next time."""
+        if exit_code != 0 and "invalid option -- 'F'" in stderr:  # getopt's words
+            self.json = False
         return exit_code == 0 or (exit_code == UNKNOWN_JOB_EXIT and "Unknown Job Id" in stderr)
 
     def final_status_command(self, job_ids: Collection[str]) -> list[str] | None:
         # -x: finished jobs too, while the server keeps history (job_history_enable).
         if not job_ids:
             return None
-        return ["qstat", "-f", "-F", "json", "-x", "-t", *sorted(job_ids)]
+        return ["qstat", "-f", *self._format(), "-x", "-t", *sorted(job_ids)]
 
     def parse_final_status(self, stdout: str) -> dict[str, JobStatus]:
+        if stdout.lstrip().startswith("Job Id:"):
+            return pbs_status.parse_qstat_text(stdout)
         return pbs_status.parse_qstat_json(stdout)
 
     def cancel_command(self, job_ids: Collection[str]) -> list[str]:

@@ -13,6 +13,7 @@ from hpcdet.errors import ConfigError
 from hpcdet.schedulers import make_scheduler, scheduler_class
 from hpcdet.schedulers.base import ArraySpec, JobRequest, SiteLimits
 from hpcdet.schedulers.pbs import PbsScheduler, priority_of, walltime
+from hpcdet.states import JobState
 
 GOLDEN = Path(__file__).parents[2] / "golden"
 
@@ -144,3 +145,16 @@ def test_pbsnodes_is_the_node_set_any_queue_may_use() -> None:
     assert pbs.parse_nodes('{"timestamp": 1, "nodes": {}}') is None
     with pytest.raises(ValueError, match="pbsnodes"):
         pbs.parse_nodes("pbsnodes: Server has no node list")
+
+
+def test_a_server_without_json_is_asked_in_plain_qstat_f() -> None:
+    pbs = PbsScheduler()
+    assert "-F" in pbs.status_command([])
+    assert not pbs.answered(2, "qstat: invalid option -- 'F'\nusage: qstat ...\n")
+    assert "-F" not in pbs.status_command([]) and "-F" not in (
+        pbs.final_status_command(["5.s"]) or [])
+    text = ("Job Id: 5.s\n    Job_Name = hpcdet-e1-t1-r1\n    job_state = R\n"
+            "    queue = workq\n    Priority = -30\n")
+    status = pbs.parse_status(text)["5.s"]
+    assert (status.state, status.name, status.priority, status.nice) == (
+        JobState.RUNNING, "hpcdet-e1-t1-r1", -30, 30)
