@@ -59,12 +59,14 @@ class Queue:
         self.site = site
         self.controls = controls
         self.nice_refused: set[tuple[str, int]] = set()  # (job, nice) the scheduler refused
+        self.order_refused: set[tuple[str, str]] = set()  # place exchanges it refused
 
     # ------------------------------------------------------------------ the order, every poll
 
     def order(self, experiments: dict[int, Experiment] | None = None,
               strict: bool = False) -> None:
-        """Give the user's pending jobs the nice values of hpcdet's order.
+        """Give the user's pending jobs the nice values of hpcdet's order (and, where the
+        scheduler lets the user exchange queue places, those places).
 
         ``strict``: a refused change undoes the others and raises; otherwise it is logged and
         not asked again (the same nice for the same jobs) while this daemon runs.
@@ -92,6 +94,52 @@ class Queue:
                     self.runner.run(self._nice([job_id], current[job_id]), check=False)
                 raise
             done += ids
+        if self.scheduler.order_command("", "") is None:
+            return
+        try:
+            self._reorder(jobs, strict)
+        except SchedulerCommandError:  # strict: nothing of this request stays applied
+            for job_id in done:
+                self.runner.run(self._nice([job_id], current[job_id]), check=False)
+            raise
+
+    def _reorder(self, jobs: list[PendingJob], strict: bool) -> None:
+        """Where the scheduler lets the user exchange queue places (PBS's qorder), also put
+        the user's queued jobs in hpcdet's order: schedulers that go by queue order and not by
+        Priority then start them in it too. Only places the user's jobs hold are exchanged."""
+        by_partition: dict[str, list[tuple[int, PendingJob]]] = {}
+        for job in jobs:
+            status = self.jobs.statuses.get(job.job_id)
+            if status is not None and status.position is not None:
+                by_partition.setdefault(job.partition, []).append((status.position, job))
+        done: list[tuple[str, str]] = []
+        for group in by_partition.values():
+            current = [job.job_id for _, job in sorted(group, key=lambda pj: pj[0])]
+            wanted = [job.job_id for job in sorted(
+                (job for _, job in group), key=lambda j: (j.priority, j.position,
+                                                          self.scheduler.job_number(j.job_id)))]
+            for i, want in enumerate(wanted):
+                there = current[i]
+                if there == want or (not strict and (want, there) in self.order_refused):
+                    continue
+                cmd = self.scheduler.order_command(want, there)
+                assert cmd is not None, "checked by order"
+                try:
+                    self.runner.run(cmd)
+                except SchedulerCommandError as e:
+                    if strict:
+                        for first, second in reversed(done):
+                            undo = self.scheduler.order_command(first, second)
+                            if undo is not None:
+                                self.runner.run(undo, check=False)
+                        raise
+                    log.warning("could not exchange the queue places of %s and %s: %s",
+                                want, there, _said(e))
+                    self.order_refused.add((want, there))
+                    continue
+                done.append((want, there))
+                k = current.index(want)
+                current[i], current[k] = want, there
 
     def _nice(self, job_ids: list[str], nice: int) -> list[str]:
         cmd = self.scheduler.nice_command(job_ids, nice)

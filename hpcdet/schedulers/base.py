@@ -31,6 +31,9 @@ class JobStatus:
     partition: str = ""
     start: float | None = None  # when it started or, pending, is expected to (if known)
     workdir: str = ""  # where it runs, if the scheduler says
+    # Its place in the scheduler's queue, where the user may exchange places (PBS's qorder);
+    # None elsewhere.
+    position: int | None = None
 
 
 @dataclass(frozen=True)
@@ -274,6 +277,10 @@ class Scheduler(abc.ABC):
 
     def nice_command(self, job_ids: Collection[str], nice: int) -> list[str] | None:
         """Set the nice value of jobs (arrays: all their tasks). None: not supported."""
+        return None
+
+    def order_command(self, first: str, second: str) -> list[str] | None:
+        """Exchange the queue places of two pending jobs (None: not supported)."""
         return None
 
     def move_command(self, job_ids: Collection[str], partition: str) -> list[str] | None:

@@ -109,8 +109,15 @@ class PbsScheduler(Scheduler):
 
     def parse_status(self, stdout: str) -> dict[str, JobStatus]:
         # The queue order is kept as nice values (hpcdet.priority): PBS's Priority, negated.
-        return {job_id: dataclasses.replace(s, nice=None if s.priority is None else -s.priority)
-                for job_id, s in self.parse_final_status(stdout).items()}
+        # qstat lists jobs in queue order; qorder can exchange the places of queued jobs and
+        # arrays, not of subjobs (qorder.1B).
+        found = {}
+        for place, (job_id, s) in enumerate(self.parse_final_status(stdout).items()):
+            orderable = s.native == "Q" and self.array_of(job_id) == job_id
+            found[job_id] = dataclasses.replace(
+                s, nice=None if s.priority is None else -s.priority,
+                position=place if orderable else None)
+        return found
 
     def answered(self, exit_code: int, stderr: str) -> bool:
         """Also learns, from qstat refusing ``-F``, to ask in plain ``qstat -f`` next time."""
@@ -150,6 +157,10 @@ class PbsScheduler(Scheduler):
     def nice_command(self, job_ids: Collection[str], nice: int) -> list[str] | None:
         # qalter.1B -p: a job's Priority, which a user may set on their own queued jobs.
         return ["qalter", "-p", str(priority_of(nice)), *sorted(job_ids)]
+
+    def order_command(self, first: str, second: str) -> list[str] | None:
+        # qorder.1B: both queued, both the user's; their places are exchanged, nothing else.
+        return ["qorder", first, second]
 
     def hold_command(self, job_ids: Collection[str]) -> list[str] | None:
         return ["qhold", "-h", "u", *sorted(job_ids)]

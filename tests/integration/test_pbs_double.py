@@ -157,6 +157,8 @@ def test_job_update_sets_priority_and_moves_queues_with_refusals_undone(
     h.run("job", "update", str(c), "--ahead-of", str(a))
     jobs = _qstat(h)
     assert (jobs[a]["priority"], jobs[b]["priority"], jobs[c]["priority"]) == (-1, -30, 0)
+    # qstat lists the queue in order: qorder put c ahead of a, and b (priority 45) last.
+    assert list(jobs) == [c, a, b], jobs
 
     h.run("job", "update", str(a), "--resource-pool", "gpuq")
     # Alone in its queue, a need not sort behind c any more.
