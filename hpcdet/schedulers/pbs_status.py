@@ -475,7 +475,8 @@ ALL_NODES = "(all nodes)"
 def parse_pbsnodes(text: str) -> Partition | None:
     """The execution hosts of ``pbsnodes -a -F json`` as one node set that any queue's jobs
     may use: how many, and the most CPUs and GPUs one offers (``resources_available``).
-    Nodes that are down or offline still count, as Slurm's partitions count theirs.
+    Nodes tied to a queue (``queue``, pbs_node_attributes.7B) are left out; nodes that are
+    down or offline still count, as Slurm's partitions count theirs.
 
     Raises:
         ValueError: the JSON cannot be read.
@@ -487,6 +488,7 @@ def parse_pbsnodes(text: str) -> Partition | None:
     found: list[dict[str, Any]] = [
         n["resources_available"] for n in (nodes.values() if isinstance(nodes, dict) else ())
         if isinstance(n, dict) and isinstance(n.get("resources_available"), dict)
+        and not n.get("queue")  # a node tied to one queue takes only that queue's jobs
     ]
     if not found:
         return None

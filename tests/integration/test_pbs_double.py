@@ -66,10 +66,12 @@ def test_stage3_search_is_one_array(pbs_hpcdet: Hpcdet, tmp_path: Path) -> None:
 
 
 def test_stage4_over_two_hosts(pbs_hpcdet: Hpcdet, tmp_path: Path) -> None:
+    """The tutorial's config as it is (8 slots, no pbs: section): pbsnodes says the hosts have
+    4 CPUs each, so the trial takes both."""
     h = pbs_hpcdet
     ctx = copy_examples(tmp_path / "ctx")
     out = h.run("experiment", "create", str(ctx / "4_distributed.yaml"), str(ctx), "-f",
-                "--config", "pbs.slots_per_node=4", timeout=300).stdout
+                timeout=300).stdout
     d = h.describe(1)
     assert d["experiment"]["state"] == "COMPLETED", (d, out[-3000:])
     for rank in range(8):

@@ -442,3 +442,109 @@ def test_qsub_directives_and_defaults(pbs: Pbs) -> None:
     assert (pbs.work / "out.txt").read_text() == "hello\nerr\n"
     p = pbs.run("qsub", input="#PBS -N fromstdin\ntrue\n")
     assert pbs.job(p.stdout.strip())["Job_Name"] == "fromstdin"
+
+
+def test_pbsnodes_json_and_text(pbs: Pbs) -> None:
+    jid = pbs.qsub("-l", "select=1:ncpus=2", "--", "/bin/sleep", "30")
+    pbs.wait_state(jid, "R")
+    p = pbs.run("pbsnodes", "-a", "-F", "json")
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)  # the leading-zero check of pbs_json.c keeps this valid JSON
+    assert (doc["pbs_version"], doc["pbs_server"]) == ("23.06.06", "pbsdouble")
+    assert list(doc["nodes"]) == ["pbs-a", "pbs-b"]
+    a, b = doc["nodes"]["pbs-a"], doc["nodes"]["pbs-b"]
+    assert list(a) == ["Mom", "ntype", "state", "pcpus", "jobs", "resources_available",
+                       "resources_assigned", "resv_enable", "sharing", "license",
+                       "last_state_change_time", "last_used_time"]
+    assert "Port" not in a and "pbs_version" not in a  # Operator/Manager only
+    assert (a["Mom"], a["ntype"], a["state"], a["pcpus"]) == ("pbs-a", "PBS", "free", 4)
+    assert a["jobs"] == [jid]
+    assert a["resources_available"] == {"arch": "linux", "host": "pbs-a", "ncpus": 4,
+                                        "vnode": "pbs-a"}
+    assert a["resources_assigned"] == {"ncpus": 2}  # only non-zero values in JSON
+    assert b["resources_assigned"] == {} and "jobs" not in b
+    assert '"resources_assigned":{\n            },' in p.stdout  # generate_json's empty object
+    assert isinstance(a["last_state_change_time"], int)
+    p = pbs.run("pbsnodes", "-a")
+    assert p.stdout.startswith("pbs-a\n     Mom = pbs-a\n     ntype = PBS\n     state = free\n")
+    assert f"     jobs = {jid}/0, {jid}/1\n" in p.stdout
+    assert "     resources_assigned.ncpus = 2\n     resources_assigned.vmem = 0kb\n" in p.stdout
+    assert "     resources_assigned.mem = 0kb\n" in p.stdout  # zeros are printed in text
+    assert "\n\npbs-b\n     Mom = pbs-b\n" in p.stdout  # an empty line after each node
+    assert p.stdout.endswith("\n\n") and "last_used_time = " in p.stdout
+    assert pbs.run("pbsnodes", "-av").stdout.split("last_state")[0] == \
+        p.stdout.split("last_state")[0]
+    p = pbs.run("pbsnodes", "-a", "-F", "dsv", "-D", ";")
+    assert p.stdout.startswith(f"Name=pbs-a;Mom=pbs-a;ntype=PBS;state=free;pcpus=4;"
+                               f"jobs={jid}/0,{jid}/1;resources_available.arch=linux;")
+    before = a["last_used_time"]
+    time.sleep(1.1)
+    pbs.run("qdel", jid)
+    pbs.wait_state(jid, "F")
+    a = json.loads(pbs.run("pbsnodes", "-F", "json", "pbs-a").stdout)["nodes"]["pbs-a"]
+    assert "jobs" not in a and a["resources_assigned"] == {}
+    assert a["last_used_time"] > before  # "finished being used for a job"
+
+
+def test_pbsnodes_states_options_and_errors(pbs: Pbs) -> None:
+    busy = pbs.qsub("-l", "select=1:ncpus=4", "--", "/bin/sleep", "30")
+    excl = pbs.qsub("-l", "select=1:ncpus=1", "-l", "place=excl", "--", "/bin/sleep", "30")
+    pbs.wait_state(excl, "R")
+    nodes = json.loads(pbs.run("pbsnodes", "-a", "-F", "json").stdout)["nodes"]
+    assert nodes["pbs-a"]["state"] == "job-busy"  # all CPUs allocated
+    assert nodes["pbs-b"]["state"] == "job-exclusive"  # place=excl
+    assert nodes["pbs-b"]["jobs"] == [excl]
+    p = pbs.run("pbsnodes", "pbs-a", "nosuch")  # host operands
+    assert p.returncode == 1 and p.stdout.startswith("pbs-a\n")
+    assert p.stderr == "Node: nosuch,  Error: Unknown node \n"
+    p = pbs.run("pbsnodes", "nosuch", "PBS-B", "-F", "json")  # options after operands too
+    assert p.returncode == 0  # in JSON an unknown node is an entry, not a failure
+    nodes = json.loads(p.stdout)["nodes"]
+    assert list(nodes) == ["nosuch", "pbs-b"]  # operand order; host names ignore case
+    assert nodes["nosuch"] == {"Error": "Unknown node "}
+    assert pbs.run("pbsnodes", "-v", "pbs-b").stdout.startswith("pbs-b\n     Mom = pbs-b\n")
+    for args in ([], ["-v"], ["-a", "-l"], ["-F", "xml", "-a"], ["-H"]):
+        p = pbs.run("pbsnodes", *args)
+        assert p.returncode == 1 and p.stderr.startswith("usage:\tpbsnodes "), args
+    p = pbs.run("pbsnodes", "-o", "pbs-a")
+    assert (p.returncode, p.stderr) == (1, "Error marking node pbs-a - Unauthorized Request \n")
+    p = pbs.run("pbsnodes", "-l")
+    assert (p.returncode, p.stdout, p.stderr) == (0, "", "")  # nothing is down or offline
+    assert pbs.run("pbsnodes", "--version").stdout == "pbs_version = 23.06.06\n"
+    assert pbs.run("pbsnodes", "-H", "pbs-b").stdout.startswith("pbs-b\n")
+    pbs.run("qdel", busy, excl)
+
+
+def test_queue_associated_node(tmp_path: Path) -> None:
+    pbs = Pbs(tmp_path / "h", tmp_path / "w", {"hosts": [
+        {"name": "pbs-a", "ncpus": 2, "ngpus": 0},
+        {"name": "pbs-g", "ncpus": 2, "ngpus": 1, "mem": "8gb", "queue": "gpuq"}]})
+    try:
+        g = pbs.qsub("-q", "gpuq", "-l", "select=1:ncpus=1:ngpus=1:mem=1gb", "--",
+                     "/bin/sleep", "30")
+        w1 = pbs.qsub("-l", "select=1:ncpus=2", "--", "/bin/sleep", "30")
+        w2 = pbs.qsub("-l", "select=1:ncpus=1", "--", "/bin/sleep", "30")
+        big = pbs.qsub("-q", "gpuq", "-l", "select=1:ncpus=3", "--", "/bin/true")
+        assert pbs.wait_state(g, "R")["exec_host"] == "pbs-g/0"
+        assert pbs.wait_state(w1, "R")["exec_host"] == "pbs-a/0*2"
+        # pbs_node_attributes.7B queue: only gpuq's jobs on pbs-g, gpuq's jobs only there.
+        assert pbs.job(w2)["job_state"] == "Q"
+        assert pbs.job(w2)["comment"] == ("Not Running: Insufficient amount of resource: "
+                                          "ncpus (R: 1 A: 0 T: 2)")
+        assert pbs.job(big)["comment"] == ("Can Never Run: Insufficient amount of resource: "
+                                           "ncpus (R: 3 A: 1 T: 2)")
+        nodes = json.loads(pbs.run("pbsnodes", "-a", "-F", "json").stdout)["nodes"]
+        assert "queue" not in nodes["pbs-a"] and "ngpus" not in nodes["pbs-a"][
+            "resources_available"]
+        n = nodes["pbs-g"]
+        assert n["queue"] == "gpuq"
+        assert n["resources_available"]["mem"] == "8388608kb"
+        assert n["resources_available"]["ngpus"] == 1
+        assert n["resources_assigned"] == {"mem": "1048576kb", "ncpus": 1, "ngpus": 1}
+        text = pbs.run("pbsnodes", "pbs-g").stdout
+        assert "     queue = gpuq\n" in text and "resources_assigned.ngpus = 1\n" in text
+        assert "    hasnodes = True\n" in pbs.run("qmgr", "-c", "list queue gpuq").stdout
+        assert "hasnodes" not in pbs.run("qmgr", "-c", "list queue workq").stdout
+        pbs.run("qdel", g, w1, w2, big)
+    finally:
+        kill_all(pbs.home)

@@ -131,7 +131,9 @@ PBSNODES = """{
         "pbs-b":{"Mom":"pbs-b", "ntype":"PBS", "state":"free", "pcpus":8,
             "resources_available":{"arch":"linux", "host":"pbs-b", "ncpus":8, "ngpus":2,
                                    "vnode":"pbs-b"},
-            "resources_assigned":{}}
+            "resources_assigned":{}},
+        "gpu-1":{"Mom":"gpu-1", "ntype":"PBS", "state":"free", "pcpus":64, "queue":"gpuq",
+            "resources_available":{"host":"gpu-1", "ncpus":64, "ngpus":8, "vnode":"gpu-1"}}
     }
 }"""
 

@@ -2,8 +2,8 @@
 
 This is not PBS.  It is a small stand-in so that hpcdet's PBS backend can be tested end to end
 on a machine where no PBS server can be installed.  The executables in ``bin/`` (qsub, qstat,
-qdel, qalter, qorder, qmove, qhold, qrls, qsig, qmgr, pbsdsh) each call one ``*_main`` function
-of this package, re-exported here.  There is no long-lived server: the queue lives in
+qdel, qalter, qorder, qmove, qhold, qrls, qsig, qmgr, pbsnodes, pbsdsh) each call one ``*_main``
+function of this package, re-exported here.  There is no long-lived server: the queue lives in
 ``$PBS_DOUBLE_HOME/state.json`` guarded by ``fcntl.flock`` on ``$PBS_DOUBLE_HOME/state.lock``;
 every command does its own work and then a scheduling pass under that lock, and every job's
 detached runner process does one more pass when its job ends.
@@ -25,12 +25,13 @@ from .control import (
     qsig_main,
 )
 from .dsh import pbsdsh_main
-from .query import qmgr_main, qstat_main
+from .query import pbsnodes_main, qmgr_main, qstat_main
 from .runner import runner_main
 from .submit import qsub_main
 
 __all__ = [
     "pbsdsh_main",
+    "pbsnodes_main",
     "qalter_main",
     "qdel_main",
     "qhold_main",

@@ -20,6 +20,7 @@ PBSE_MODATRRUN = 15015
 PBSE_BADSTATE = 15016
 PBSE_UNKQUE = 15018
 PBSE_UNKRESC = 15035
+PBSE_UNKNODE = 15062
 PBSE_MAXARRAYSIZE = 15107
 PBSE_HISTJOBID = 15139
 
@@ -33,6 +34,8 @@ MESSAGES = {
     PBSE_BADSTATE: "Request invalid for state of job",
     PBSE_UNKQUE: "Unknown queue",
     PBSE_UNKRESC: "Unknown resource",
+    # src/lib/Liblog/pbs_messages.c msg_unknode, with its trailing blank.
+    PBSE_UNKNODE: "Unknown node ",
     PBSE_MAXARRAYSIZE: "Array job exceeds server or queue size limit",
     PBSE_HISTJOBID: "Job has finished",
 }

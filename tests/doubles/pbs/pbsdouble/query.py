@@ -1,4 +1,4 @@
-"""Read-only commands: qstat (qstat.1B) and qmgr (qmgr.8B)."""
+"""Read-only commands: qstat (qstat.1B), qmgr (qmgr.8B) and pbsnodes (pbsnodes.8B)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from .errors import (
     MESSAGES,
     PBSE_HISTJOBID,
     PBSE_PERM,
+    PBSE_UNKNODE,
     PBSE_UNKQUE,
     PbsError,
     UsageError,
@@ -15,6 +16,8 @@ from .errors import (
 )
 from .ids import ID_RE, JobRef, job_id
 from .jobs import active_units, ordered_jobs
+from .nodes import Str as JsonStr
+from .nodes import all_nodes, find_node, node_attrs, node_dsv, node_json, node_text, nodes_document
 from .plumbing import report, resolve
 from .render import job_attrs, render_dsv, render_full, render_json, render_table
 from .schedule import schedule_pass
@@ -194,6 +197,10 @@ def _queue_attrs(store: Store, name: str) -> list[tuple[str, str]]:
     if q.get("max_array_size"):
         out.append(("max_array_size", str(q["max_array_size"])))
     out.append(("kill_delay", str(q.get("kill_delay", store.cfg.get("kill_delay", 2)))))
+    if any(h.get("queue") == name for h in store.cfg["hosts"]):
+        # pbs_queue_attributes.7B hasnodes: "When True, there are vnodes associated with this
+        # queue." (set by PBS; shown only when True).
+        out.append(("hasnodes", "True"))
     out += [("enabled", "True"), ("started", "True")]
     return out
 
@@ -292,3 +299,155 @@ def _print_server(store: Store) -> str:
         if v is not None and k not in _READONLY_SERVER_ATTRS:
             text += f"set server {k} = {v}\n"
     return text.rstrip("\n")
+
+
+# ---------------------------------------------------------------------------------------------
+# pbsnodes (pbsnodes.8B; option handling and messages from src/cmds/pbsnodes.c main())
+# ---------------------------------------------------------------------------------------------
+PBSNODES_USAGE = ("usage:\tpbsnodes [-{o|r}][-C comment][-s server] host host ...\n"
+                  "\tpbsnodes -l [-s server]\n"
+                  "\tpbsnodes [-s server] -v vnode vnode ...\n"
+                  "\tpbsnodes -a[v][S[j][L]][-F format][-D delim][-s server]\n"
+                  "\tpbsnodes -[H][S[j][L]][-F format][-D delim] host host ...\n"
+                  "\tpbsnodes --version\n")
+_MARKING = ("DOWN", "CLEAR", "OFFLINE", "RESET", "UPDATE_COMMENT")
+
+
+def _permuting_getopt(argv: list[str], spec: str) -> tuple[list[tuple[str, str]], list[str]]:
+    """glibc getopt() as pbsnodes calls it: options may follow operands ('pbsnodes pbs-a -F
+    json'); '--' ends the options."""
+    pairs: list[tuple[str, str]] = []
+    operands: list[str] = []
+    rest = list(argv)
+    while rest:
+        got, left, dashdash = getopt("pbsnodes", rest, spec)
+        pairs += got
+        if dashdash or not left:
+            operands += left
+            break
+        operands.append(left[0])
+        rest = left[1:]
+    return pairs, operands
+
+
+def pbsnodes_main(argv: list[str]) -> int:
+    if argv == ["--version"]:
+        print(f"pbs_version = {PBS_VERSION}")
+        return 0
+    home = double_home("pbsnodes")
+    cfg = load_config(home)
+    oper, do_vnodes, errflg, quiet = "LISTSP", False, not argv, False
+    fmt, delim, summary = "default", "|", False
+    try:
+        pairs, operands = _permuting_getopt(argv, "acC:dD:F:HjlLoqrs:Sv")
+    except UsageError as e:
+        eprint(str(e))
+        pairs, operands, errflg = [], [], True
+    listing = ("LISTSP", "ALL", "LISTSPNV")
+    for c, v in pairs:
+        # Each option is only valid in some "operations"; anything else is a usage error.
+        if c == "a":
+            oper, errflg = ("ALL", errflg) if oper == "LISTSP" else (oper, True)
+        elif c in "cdl":
+            new = {"c": "CLEAR", "d": "DOWN", "l": "LISTMRK"}[c]
+            oper, errflg = (new, errflg) if oper == "LISTSP" or do_vnodes else (oper, True)
+        elif c == "C":
+            if oper == "LISTSP":
+                oper = "UPDATE_COMMENT"
+            elif oper not in ("OFFLINE", "RESET"):
+                errflg = True
+        elif c in "or":
+            new = "OFFLINE" if c == "o" else "RESET"
+            ok = oper in ("LISTSP", "UPDATE_COMMENT") or do_vnodes
+            oper, errflg = (new, errflg) if ok else (oper, True)
+        elif c == "D":
+            delim, errflg = (v, errflg) if oper in listing else (delim, True)
+        elif c == "F":
+            if v.lower() in ("default", "dsv", "json"):
+                fmt = v.lower()
+            else:
+                errflg = True
+        elif c == "H":
+            oper, errflg = ("LISTSPNV", errflg) if oper == "LISTSP" else (oper, True)
+        elif c in "jLS":
+            errflg = errflg or oper not in listing
+            summary = summary or c == "S"
+        elif c == "q":
+            quiet = True
+        elif c == "v":
+            do_vnodes, errflg = (True, errflg) if oper in ("LISTSP", "ALL") else (do_vnodes, True)
+        # -s <server>: there is only the one (double) server; the value is ignored.
+    needs_operands = ("CLEAR", "OFFLINE", "RESET", "LISTSPNV", "LISTSP", "UPDATE_COMMENT")
+    if (errflg or (oper == "LISTMRK" and operands)
+            or (oper in needs_operands and not operands)
+            or (summary and oper not in listing)):
+        # Note: pbsnodes.8B says "-v" alone lists every vnode, but pbsnodes.c main() treats
+        # "pbsnodes -v" without operands as a usage error; the double follows the source.
+        if not quiet:
+            eprint(PBSNODES_USAGE)
+        return 1
+    if summary:
+        eprint("pbsnodes: pbsdouble does not implement -S")
+        return 2
+    rc = 0
+    with Store(home, cfg) as store:
+        schedule_pass(store)
+        if oper in _MARKING:
+            # marknode(): pbs_manager() needs Operator or Manager privilege (pbsnodes.8B
+            # PERMISSIONS), which nobody has on the double.
+            for name in operands:
+                if oper == "DOWN" and find_node(store, name, True) is None:
+                    continue
+                if not quiet:
+                    eprint(f"Error marking node {name} - {MESSAGES[PBSE_PERM]}")
+                rc = 1
+            return rc
+        if oper in ("ALL", "LISTMRK", "LISTSPNV") or do_vnodes:
+            if not all_nodes(store):
+                if not quiet:
+                    eprint("pbsnodes: No nodes found")
+                return 0
+        if oper == "LISTMRK":
+            # "Lists all hosts marked as DOWN or OFFLINE": the fake hosts never are.
+            return 0
+        shown: list[tuple[str, list]] = []
+
+        def show(host: dict, use: dict) -> None:
+            attrs = node_attrs(store, host, use)
+            if fmt == "json":
+                shown.append((host["name"], node_json(attrs)))
+            elif fmt == "dsv":
+                print(node_dsv(host["name"], attrs, delim))
+            else:
+                print(node_text(host["name"], attrs), end="")
+
+        def unknown(name: str) -> None:
+            nonlocal rc
+            text = MESSAGES[PBSE_UNKNODE]
+            if fmt == "json":
+                # In JSON the error is an entry of "nodes" and the exit status stays 0.
+                shown.append((name, [("Error", JsonStr(text))]))
+            else:
+                eprint(f"Node: {name},  Error: {text}")
+                rc = 1
+
+        if oper == "ALL":
+            for host, use in all_nodes(store):
+                show(host, use)
+        elif oper == "LISTSP":
+            for name in operands:
+                found = find_node(store, name, not do_vnodes)
+                if found is None:
+                    unknown(name)
+                else:
+                    show(*found)
+        else:  # LISTSPNV (-H): the vnodes whose resources_available.host is an operand
+            for host, use in all_nodes(store):
+                if host["name"] in operands:
+                    show(host, use)
+            for name in operands:
+                if find_node(store, name, True) is None:
+                    unknown(name)
+        if fmt == "json":
+            print(nodes_document(cfg["server"], shown))
+    return 1 if rc else 0

@@ -162,8 +162,18 @@ def host_table(cfg: dict) -> list[dict]:
     for h in cfg["hosts"]:
         hosts.append({"name": h["name"], "ncpus": int(h.get("ncpus", 0)),
                       "ngpus": int(h.get("ngpus", 0)),
-                      "mem": parse_size(h["mem"]) if h.get("mem") else None})
+                      "mem": parse_size(h["mem"]) if h.get("mem") else None,
+                      "queue": h.get("queue") or None})
     return hosts
+
+
+def hosts_for_queue(hosts: list[dict], queue: str) -> list[dict]:
+    """The hosts a job of this queue may run on.  pbs_node_attributes.7B queue: "Any jobs in a
+    queue that has associated vnodes can run only on those vnodes.  If a vnode has an associated
+    queue, only jobs in that queue can run on that vnode." (Unset: "Any job in any queue that
+    does not have associated vnodes can run on this vnode.")"""
+    own = [h for h in hosts if h["queue"] == queue]
+    return own or [h for h in hosts if not h["queue"]]
 
 
 def fits(res: dict, free: dict) -> str | None:
@@ -250,8 +260,8 @@ def shortage_comment(chunks: list[dict], free: dict, hosts: list[dict], never: b
     for c in chunks:
         for k in kinds:
             need = c["res"].get(k, 0)
-            best_total = max(h[k] for h in hosts)
-            best_free = max(max(0, free[h["name"]][k]) for h in hosts)
+            best_total = max((h[k] for h in hosts), default=0)
+            best_free = max((max(0, free[h["name"]][k]) for h in hosts), default=0)
             if need > best_total or (need > best_free and not never):
                 return (f"{prefix}: Insufficient amount of resource: {k} "
                         f"(R: {fmt(k, need)} A: {fmt(k, best_free)} T: {fmt(k, best_total)})")

@@ -23,8 +23,9 @@ from .jobs import (
     queued_indices,
     refresh_array_state,
 )
+from .nodes import track_nodes
 from .procs import killpg, pid_alive, proc_start_time, spawn_detached
-from .resources import exec_strings, host_table, shortage_comment, try_place
+from .resources import exec_strings, host_table, hosts_for_queue, shortage_comment, try_place
 from .state import RUNNER_PATH, Store
 from .units import comment_time
 
@@ -34,8 +35,9 @@ from .units import comment_time
 
 
 def schedule_pass(store: Store, now: float | None = None) -> None:
-    """One scheduling cycle: reap lost runners, then start queued jobs that fit, in order
-    Priority (higher first) then queue order (as changed by qorder.1B)."""
+    """One scheduling cycle: reap lost runners, then start queued jobs that fit on the hosts
+    their queue may use, in order Priority (higher first) then queue order (as changed by
+    qorder.1B), then record the hosts' states for pbsnodes."""
     now = now or time.time()
     cfg = store.cfg
     reap_lost_runners(store, now)
@@ -72,6 +74,7 @@ def schedule_pass(store: Store, now: float | None = None) -> None:
         if job["hold"] != "n" or job.get("deleted"):
             continue
         chunks, place = job["chunks"], job["place"]
+        eligible = hosts_for_queue(hosts, job["queue"])
         slots = 1
         arr = job.get("array")
         if arr is not None:
@@ -85,10 +88,10 @@ def schedule_pass(store: Store, now: float | None = None) -> None:
                 continue
         started = 0
         while started < slots:
-            alloc = try_place(chunks, place, free, busy, exclusive, hosts)
+            alloc = try_place(chunks, place, free, busy, exclusive, eligible)
             if alloc is None:
-                never = try_place(chunks, place, empty, set(), set(), hosts) is None
-                comment = shortage_comment(chunks, free, hosts, never)
+                never = try_place(chunks, place, empty, set(), set(), eligible) is None
+                comment = shortage_comment(chunks, free, eligible, never)
                 # An array that has begun keeps "Job Array Began at ...".
                 if started == 0 and job["state"] == "Q" and job.get("comment") != comment:
                     job["comment"] = comment
@@ -105,6 +108,7 @@ def schedule_pass(store: Store, now: float | None = None) -> None:
             index = queued_indices(job)[0] if arr is not None else None
             start_unit(store, job, index, alloc, now)
             started += 1
+    track_nodes(store, now)
 
 
 def start_unit(store: Store, job: dict, index: int | None, alloc: list, now: float) -> None:
