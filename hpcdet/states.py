@@ -133,6 +133,7 @@ class RunEnd:
     closed: bool = False  # the searcher has closed the trial
     pending_ops: bool = False  # the searcher has issued an operation not run yet
     reported: bool = True  # the trial wrote any event (metrics, checkpoint, progress, ...)
+    hook_failed: int | None = None  # startup-hook.sh's exit code, when it failed
 
 
 @dataclass(frozen=True)
@@ -175,6 +176,9 @@ def decide_run_end(
     reason = f"exited with code {end.exit_code}" if end.exit_code is not None else (
         f"job ended as {end.job_state.value} without an exit status"
     )
+    if end.hook_failed is not None:
+        reason = (f"startup-hook.sh failed with exit code {end.hook_failed} (its output is in "
+                  "`hpcdet trial logs`)")
     if restarts + 1 > max_restarts:
         return Decision(TrialState.ERROR, restarts,
                         f"{reason}; max_restarts ({max_restarts}) used up")

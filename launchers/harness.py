@@ -73,12 +73,18 @@ def rendezvous(run_dir: Path, rank: int, address: str, num_nodes: int) -> list[s
         time.sleep(0.2)
 
 
-def entrypoint_argv(entrypoint: str | list[str], has_hook: bool) -> list[str]:
-    """Determined's rule: a string runs through `sh -c`, a list runs as argv."""
+# Determined sources startup-hook.sh in bash and stops the trial when a command in it fails;
+# what it exports reaches the entrypoint. $1 is the file that says the hook has finished.
+_HOOK = 'done=$1; shift\nset -eE\n. ./startup-hook.sh\nset +eE\n: > "$done"\nexec "$@"\n'
+
+
+def entrypoint_argv(entrypoint: str | list[str], hook_done: Path | None) -> list[str]:
+    """Determined's rule: a string runs through `sh -c`, a list runs as argv; with a startup
+    hook (``hook_done``: the file written once it has finished), the hook runs first."""
     argv = ["sh", "-c", entrypoint] if isinstance(entrypoint, str) else list(entrypoint)
-    if not has_hook:
+    if hook_done is None:
         return argv
-    return ["sh", "-c", '. ./startup-hook.sh && exec "$@"', "startup-hook", *argv]
+    return ["bash", "-c", _HOOK, "startup-hook", str(hook_done), *argv]
 
 
 def trial_environment(
@@ -246,12 +252,13 @@ def main(argv: list[str]) -> int:
     workdir = Path(tempfile.mkdtemp(prefix=f"hpcdet-{spec.trial_id}-{spec.run_id}-{rank}-"))
     try:
         shutil.copytree(spec.context_dir, workdir, dirs_exist_ok=True, symlinks=True)
-        has_hook = (workdir / "startup-hook.sh").exists()
+        hook_done = (layout.node_hook_ok(run_dir, rank)
+                     if (workdir / "startup-hook.sh").exists() else None)
         env = trial_environment(spec, info_path, record, os.environ, node)
         sinks = [OutputSink.file(layout.node_log(run_dir, rank)),
                  OutputSink.fd(sys.stdout.fileno())]
         child = subprocess.Popen(
-            entrypoint_argv(spec.entrypoint, has_hook),
+            entrypoint_argv(spec.entrypoint, hook_done),
             cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         )
         # The trial checkpoints on request; SIGINT still goes through to it.
@@ -261,6 +268,11 @@ def main(argv: list[str]) -> int:
         rc = child.wait()
         pump.join(timeout=5)
         rc = 128 - rc if rc < 0 else rc
+        if hook_done is not None and rc != 0 and not hook_done.exists():
+            write_text_atomic(layout.node_hook_failed(run_dir, rank), f"{rc}\n")
+            for sink in sinks:
+                sink.write_line(f"[hpcdet] startup-hook.sh failed with exit code {rc}; the "
+                                "entrypoint did not run")
         write_text_atomic(layout.node_exit(run_dir, rank), f"{rc}\n")
         return rc
     finally:

@@ -258,6 +258,33 @@ def startup_hook_and_list_entrypoint(h: Hpcdet, tmp: Path) -> None:
     assert "hook: hooked args: ['a b', '$(x)']" in out
 
 
+def startup_hooks_run_in_bash_and_stop_at_a_failure(h: Hpcdet, tmp: Path) -> None:
+    """startup-hook.sh runs in bash with set -e, as in Determined: bash syntax works, and a
+    failing command stops the hook and the trial, which ends with the hook's exit code."""
+    ctx = tmp / "ctx"
+    ctx.mkdir()
+    (ctx / "run.py").write_text("import os\nprint('entrypoint ran', os.environ['FROM_HOOK'])\n")
+    (ctx / "startup-hook.sh").write_text(
+        'if [[ -n "${HOME:-}" ]]; then export FROM_HOOK=bash; fi\n')
+    cfg = tmp / "hook.yaml"
+    cfg.write_text("name: hook\nentrypoint: python3 run.py\nmax_restarts: 0\n"
+                   "searcher: {name: single, metric: x, max_length: 1}\n")
+    out = h.run("experiment", "create", str(cfg), str(ctx), "-f").stdout
+    assert "entrypoint ran bash" in out, out
+    (ctx / "startup-hook.sh").write_text(
+        "export FROM_HOOK=x\necho fetching the data\nfalse\necho the hook went on\n")
+    exp = h.create(cfg, ctx)
+    d = h.wait_state(exp, {"COMPLETED", "ERROR"})
+    assert d["experiment"]["state"] == "ERROR", d
+    trial = d["trials"][0]
+    assert "startup-hook.sh failed with exit code 1" in trial["end_reason"], trial
+    logs = h.run("trial", "logs", str(trial["id"])).stdout
+    assert "fetching the data" in logs and "startup-hook.sh failed with exit code 1" in logs
+    assert "the hook went on" not in logs and "entrypoint ran" not in logs, logs
+    described = h.run("experiment", "describe", str(exp)).stdout
+    assert "startup-hook.sh failed with exit code 1" in described, described
+
+
 def kill_running_experiment(h: Hpcdet, tmp: Path) -> None:
     ctx = copy_examples(tmp / "ctx")
     exp = h.create(ctx / "2_checkpoints.yaml", ctx)

@@ -12,6 +12,7 @@ from hpcdet.daemon.jobs import Jobs
 from hpcdet.daemon.journal import Journal
 from hpcdet.daemon.retention import Retention
 from hpcdet.paths import StatePaths
+from hpcdet.rundir import layout
 from hpcdet.rundir.exchange import read_json
 from hpcdet.rundir.layout import EXIT_FILE
 from hpcdet.states import FINAL_TRIAL_STATES, JobState, RunEnd, RunState, TrialState, decide_run_end
@@ -60,6 +61,7 @@ class RunEnds:
             closed=trial.closed,
             pending_ops=len(ops) > trial.ops_completed,
             reported=any(r.event_seq > 0 for r in self.store.runs([trial.id])),
+            hook_failed=layout.hook_failure(run_dir),
         )
         decision = decide_run_end(end, exp.state, trial.restarts,
                                   self.configs.get(exp).max_restarts)

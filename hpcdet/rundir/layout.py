@@ -9,9 +9,10 @@
         control.json   daemon -> trial: carry on, or checkpoint and exit (atomic replace)
         preempt        harness -> trial, created when the scheduler signals preemption
         events.jsonl   trial -> daemon event log (append-only, sequence numbers)
-        nodes/         per node: its address (<rank>.addr), cluster info (<rank>.json) and
-                       the harness's exit code (<rank>.exit); the directory exists once the
-                       job has started
+        nodes/         per node: its address (<rank>.addr), cluster info (<rank>.json), the
+                       harness's exit code (<rank>.exit) and, with a startup-hook.sh, whether
+                       it finished (<rank>.hook-ok) or the exit code it failed with
+                       (<rank>.hook-failed); the directory exists once the job has started
         logs/          per node: the entrypoint's output (node-<rank>.log)
         exit.json      how the job ended, written by the batch script
 
@@ -50,6 +51,23 @@ def node_exit(run_dir: Path, rank: int) -> Path:
     """The harness's exit code on that node, for a batch script whose node launcher does not
     pass it on (PBS's pbsdsh exits 0 whatever its tasks did)."""
     return run_dir / NODES_DIR / f"{rank}.exit"
+
+
+def node_hook_ok(run_dir: Path, rank: int) -> Path:
+    return run_dir / NODES_DIR / f"{rank}.hook-ok"
+
+
+def node_hook_failed(run_dir: Path, rank: int) -> Path:
+    return run_dir / NODES_DIR / f"{rank}.hook-failed"
+
+
+def hook_failure(run_dir: Path) -> int | None:
+    """The exit code ``startup-hook.sh`` failed with on any node of the run, or None."""
+    for path in sorted((run_dir / NODES_DIR).glob("*.hook-failed")):
+        text = path.read_text().strip()
+        if text.lstrip("-").isdigit():
+            return int(text)
+    return None
 
 
 def node_log(run_dir: Path, rank: int) -> Path:

@@ -75,6 +75,12 @@ def test_startup_hook_and_list_entrypoint(local_hpcdet: Hpcdet, tmp_path: Path) 
     scenarios.startup_hook_and_list_entrypoint(local_hpcdet, tmp_path)
 
 
+def test_startup_hooks_run_in_bash_and_stop_at_a_failure(
+    local_hpcdet: Hpcdet, tmp_path: Path
+) -> None:
+    scenarios.startup_hooks_run_in_bash_and_stop_at_a_failure(local_hpcdet, tmp_path)
+
+
 def test_kill_running_experiment(local_hpcdet: Hpcdet, tmp_path: Path) -> None:
     scenarios.kill_running_experiment(local_hpcdet, tmp_path)
 

@@ -1,6 +1,13 @@
 from __future__ import annotations
 
-from hpcdet.states import SILENT_EXIT, JobState, RunEnd, decide_run_end, experiment_end_state
+from hpcdet.states import (
+    SILENT_EXIT,
+    JobState,
+    RunEnd,
+    TrialState,
+    decide_run_end,
+    experiment_end_state,
+)
 
 OK = JobState.COMPLETED
 
@@ -73,3 +80,12 @@ def test_exit_zero_without_any_report_completes_with_a_word() -> None:
     assert (d.trial_state, d.reason) == ("COMPLETED", SILENT_EXIT)
     assert "without reporting any metrics" in SILENT_EXIT
     assert decide_run_end(RunEnd(0, OK, False, False), "ACTIVE", 0, 5).reason == ""
+
+
+def test_a_failed_startup_hook_is_named_in_the_reason() -> None:
+    end = RunEnd(exit_code=7, job_state=JobState.FAILED, preempt_acked=False,
+                 trial_killed=False, hook_failed=7)
+    decision = decide_run_end(end, "ACTIVE", restarts=0, max_restarts=0)
+    assert decision.trial_state == TrialState.ERROR
+    assert decision.reason.startswith("startup-hook.sh failed with exit code 7")
+    assert "max_restarts (0) used up" in decision.reason
