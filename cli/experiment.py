@@ -47,8 +47,8 @@ def create(
 
     created = connect(p).create(cfg.raw, context, on_snapshot=announce, warn=_warn)
     console.print(f"Created experiment {created.experiment_id}")
-    if created.warning:
-        console.print(f"Warning: {created.warning}")
+    for line in created.warning.splitlines():
+        console.print(f"Warning: {line}")
     if follow:
         code = follow_trial(p, created.trial_ids[0])
         raise typer.Exit(code)

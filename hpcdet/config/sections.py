@@ -186,8 +186,21 @@ _STORAGE_DEFAULTS: dict[str, Any] = {
 # -------------------------------------------------------------------------------- environment
 
 DEVICES = ("cpu", "cuda", "rocm")
-# difflib would suggest 'cpu' for 'gpu'; someone writing gpu means NVIDIA's cuda.
-_DEVICE_ALIASES = {"gpu": "unknown key; did you mean 'cuda'? (the keys are cpu, cuda, rocm)"}
+# Determined's other name for cuda (official examples such as iris_tf_keras use it).
+_GPU_ALIAS = "gpu"
+
+
+def _gpu_is_cuda(value: dict[str, Any], at: At) -> dict[str, Any]:
+    """A per-device map with Determined's ``gpu`` key read as ``cuda``."""
+    if _GPU_ALIAS not in value:
+        return value
+    value = dict(value)
+    gpu = value.pop(_GPU_ALIAS)
+    if value.get("cuda") not in (None, gpu):
+        (at / _GPU_ALIAS).error("gpu is Determined's other name for cuda, and both are set to"
+                                " different values; keep one of them")
+    value["cuda"] = gpu
+    return value
 
 
 def _image(value: Any, at: At) -> dict[str, str | None] | None:
@@ -196,8 +209,9 @@ def _image(value: Any, at: At) -> dict[str, str | None] | None:
     if isinstance(value, str):
         return dict.fromkeys(DEVICES, value)
     if isinstance(value, dict):
+        value = _gpu_is_cuda(value, at)
         specs: dict[str, Spec] = {d: Str(None) for d in DEVICES}
-        per_device = check_mapping(value, at, specs, removed=_DEVICE_ALIASES)
+        per_device = check_mapping(value, at, specs)
         return {d: per_device[d] for d in DEVICES}
     at.error(f"must be an image name or {{cpu: ..., cuda: ..., rocm: ...}}, got {show(value)}")
     return None
@@ -224,10 +238,10 @@ def _environment_variables(value: Any, at: At) -> dict[str, list[str]]:
     if value is None:
         return {d: [] for d in DEVICES}
     if isinstance(value, dict):
+        value = _gpu_is_cuda(value, at)
         for key in value:
             if key not in DEVICES:
-                hint = _DEVICE_ALIASES.get(key) or f"unknown key; {did_you_mean(key, DEVICES)}"
-                (at / key).error(hint)
+                (at / key).error(f"unknown key; {did_you_mean(key, DEVICES)}")
         return {d: _variable_list(value.get(d) or [], at / d) for d in DEVICES}
     variables = _variable_list(value, at)
     return {d: list(variables) for d in DEVICES}

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from hpcdet.config import ExperimentConfig
+from hpcdet.config.unapplied import not_applied
 from hpcdet.daemon.configs import Configs
 from hpcdet.daemon.guard import Guard
 from hpcdet.daemon.journal import Journal
@@ -104,7 +105,7 @@ class Creation:
         if cfg.resources.weight != 1:
             reasons.append(f"resources.weight {cfg.resources.weight:g} is stored but not "
                            f"applied: {self.backend} has no per-job fair-share weight")
-        warning = "; ".join(r for r in reasons if r)
+        warning = "\n".join([r for r in reasons if r] + not_applied(cfg.raw))
         return {"experiment_id": exp_id, "trial_ids": [t.id for t in trials],
                 "warning": warning}
 

@@ -122,9 +122,11 @@ def test_job_list_and_update_on_the_local_backend(local_hpcdet: Hpcdet, tmp_path
     assert "sleeper" in h.run("job", "list").stdout
 
     weighted = tmp_path / "w.yaml"
-    weighted.write_text(cfg.read_text() + "resources: {weight: 3}\n")
+    weighted.write_text(cfg.read_text() + "resources: {weight: 3}\n"
+                        "bind_mounts: [{host_path: /tmp, container_path: /data}]\n")
     said = h.run("experiment", "create", str(weighted), str(ctx)).stdout
-    assert "resources.weight 3 is stored but not applied" in said
+    assert "Warning: resources.weight 3 is stored but not applied" in said
+    assert "Warning: bind_mounts is accepted but not applied: trials run" in said, said
     other = int(said.split("Created experiment ")[1].split()[0])
     weight = h.run("job", "update", str(exp), "--weight", "2.5")
     assert "weight 2.5 is stored but not applied" in weight.stdout

@@ -714,18 +714,21 @@ def test_environment_is_normalised() -> None:
     """)).environment
     assert per_device.image == "cpu.sif" and per_device.variables == {"X": "cpu"}
     assert per_device.variables_by_device["cuda"] == {"X": "gpu"}
+    # Determined's official examples name the CUDA image gpu.
+    aliased = load(MINIMAL + "environment:\n  image: {cpu: c.sif, gpu: g.sif}\n")
+    assert aliased.raw["environment"]["image"] == {"cpu": "c.sif", "cuda": "g.sif", "rocm": None}
 
 
 def test_environment_mistakes() -> None:
     problems = problems_of(MINIMAL + textwrap.dedent("""\
     environment:
-      image: {gpu: x.sif}
+      image: {gpu: x.sif, cuda: y.sif}
       environment_variables: [NOEQUALS, =1]
       force_pull_image: yes please
     """))
     assert problems == [
-        "environment.image.gpu (line 4): unknown key; did you mean 'cuda'? (the keys are cpu,"
-        " cuda, rocm)",
+        "environment.image.gpu (line 4): gpu is Determined's other name for cuda, and both are"
+        " set to different values; keep one of them",
         "environment.environment_variables[0] (line 5): must be 'NAME=value', e.g."
         " 'OMP_NUM_THREADS=4'; got 'NOEQUALS' (a string)",
         "environment.environment_variables[1] (line 5): must be 'NAME=value', e.g."

@@ -1,0 +1,40 @@
+"""Keys hpcdet accepts from Determined's config but does not apply are named, with why."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hpcdet.config import ExperimentConfig
+from hpcdet.config.unapplied import NOT_APPLIED, not_applied
+
+BASE: dict[str, Any] = {"name": "x", "entrypoint": "python3 t.py",
+                        "searcher": {"name": "single", "metric": "x", "max_length": 1}}
+
+
+def _said(**extra: Any) -> list[str]:
+    return not_applied(ExperimentConfig.from_dict({**BASE, **extra}).raw)
+
+
+def test_nothing_is_said_of_a_config_that_sets_none_of_them() -> None:
+    assert _said() == []
+    # Determined's defaults, written out, say nothing either.
+    assert _said(environment={"force_pull_image": False, "proxy_ports": [], "image": None},
+                 bind_mounts=[], profiling={"enabled": False}) == []
+
+
+def test_each_key_set_is_named_with_why() -> None:
+    said = _said(environment={"image": {"cpu": "c.sif", "gpu": "g.sif"}},
+                 bind_mounts=[{"host_path": "/data", "container_path": "/data"}],
+                 min_validation_period={"batches": 10}, resources={"shm_size": "4G"})
+    assert [line.split(" is accepted")[0] for line in said] == [
+        "environment.image", "bind_mounts", "resources.shm_size", "min_validation_period"]
+    assert all(" is accepted but not applied: " in line for line in said)
+    assert "not in a container" in said[0] and "/dev/shm" in said[2]
+
+
+def test_every_listed_key_is_one_the_config_accepts() -> None:
+    for path, why in NOT_APPLIED:
+        assert why
+        top, _, key = path.partition(".")
+        from hpcdet.config.experiment import TOP_SPECS
+        assert top in TOP_SPECS, path
