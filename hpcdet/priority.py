@@ -59,7 +59,7 @@ class PendingJob:
     nice: int  # its nice value now
 
 
-def _job_number(job_id: str) -> int:
+def job_number(job_id: str) -> int:
     """The number a job id starts with (Slurm ``123``, PBS ``123[].server``)."""
     digits = job_id[:len(job_id) - len(job_id.lstrip("0123456789"))]
     return int(digits) if digits else 0
@@ -76,12 +76,12 @@ def plan_nice(jobs: Sequence[PendingJob], per_step: int = NICE_PER_STEP) -> dict
     for job in jobs:
         by_partition.setdefault(job.partition, []).append(job)
     for group in by_partition.values():
-        group.sort(key=lambda j: (j.priority, j.position, _job_number(j.job_id)))
+        group.sort(key=lambda j: (j.priority, j.position, job_number(j.job_id)))
         last: tuple[int, int] | None = None  # Slurm's sort key of the last job placed
         for job in group:
             raw = job.scheduler_priority + job.nice
             nice = nice_for(job.priority, per_step)
-            number = _job_number(job.job_id)
+            number = job_number(job.job_id)
             if last is not None:
                 # Needs (nice - raw, number) > last: behind it on priority or, tied, on id.
                 floor = last[0] + raw + (0 if number > last[1] else 1)

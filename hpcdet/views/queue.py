@@ -5,12 +5,11 @@ answer), and which experiment a job id names."""
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from hpcdet.errors import NotFoundError, SchedulerCommandError
-from hpcdet.priority import DEFAULT_PRIORITY, queue_key
+from hpcdet.priority import DEFAULT_PRIORITY, job_number, queue_key
 from hpcdet.schedulers import Scheduler
 from hpcdet.schedulers.base import JobStatus
 from hpcdet.schedulers.runner import CommandRunner
@@ -83,17 +82,11 @@ def queue(
         )
         group = 2 if running and not pending else (1 if jobs else 0)
         # Schedulers start the highest priority first and, on a tie, the lowest job id.
-        first = min(((-(s.priority or 0), _number(r.job_id)) for r in jobs
+        first = min(((-(s.priority or 0), job_number(r.job_id)) for r in jobs
                      if (s := statuses.get(r.job_id)) and s.state == JobState.PENDING),
                     default=(0, 0))
         keyed.append(((group, *first, *queue_key(exp)), row))
     return [row for _, row in sorted(keyed, key=lambda kv: kv[0])]
-
-
-def _number(job_id: str) -> int:
-    """The number a job id starts with: Slurm's ``123_4``, PBS's ``123[4].server``."""
-    found = re.match(r"\d+", job_id)
-    return int(found.group()) if found else 0
 
 
 def scheduler_statuses(scheduler: Scheduler) -> tuple[dict[str, JobStatus], str]:
