@@ -486,9 +486,11 @@ def preempt_through_slurm_signal(
         {"x": 100 * per_step}]
 
 
-def longer_than_walltime(h: Hpcdet, tmp: Path) -> None:
-    """A trial that needs longer than the job's walltime (80 s of work, 1 min) finishes across
-    jobs with no user action; its metrics form one continuous series."""
+def longer_than_walltime(h: Hpcdet, tmp: Path, limit: str = "slurm:\n  walltime: 1\n",
+                         steps: int = 160) -> None:
+    """A trial that needs longer than the job's walltime (``steps`` half seconds of work;
+    ``limit``: the config's walltime, 1 min on Slurm) finishes across jobs with no user
+    action; its metrics form one continuous series."""
     ctx = tmp / "ctx"
     ctx.mkdir()
     (ctx / "long.py").write_text((FIXTURES / "long_training.py").read_text())
@@ -496,8 +498,7 @@ def longer_than_walltime(h: Hpcdet, tmp: Path) -> None:
     cfg.write_text(
         "name: long\nentrypoint: python3 long.py\n"
         "searcher: {name: single, metric: x, max_length: 1}\nmax_restarts: 0\n"
-        "environment:\n  environment_variables: [STEPS=160]\n"
-        "slurm:\n  walltime: 1\n"
+        f"environment:\n  environment_variables: [STEPS={steps}]\n{limit}"
     )
     exp = h.create(cfg, ctx)
     d = h.wait_state(exp, {"COMPLETED", "ERROR"}, timeout=900)
@@ -509,8 +510,8 @@ def longer_than_walltime(h: Hpcdet, tmp: Path) -> None:
     rows = h.metrics(d["trials"][0]["id"])
     training = [(r["steps_completed"], r["metrics"]["x"]) for r in rows
                 if r["group"] == "training"]
-    assert training == [(s, s) for s in range(10, 161, 10)]
-    assert [r["metrics"] for r in rows if r["group"] == "validation"] == [{"x": 160}]
+    assert training == [(s, s) for s in range(10, steps + 1, 10)]
+    assert [r["metrics"] for r in rows if r["group"] == "validation"] == [{"x": steps}]
 
 
 def node_failure(h: Hpcdet, tmp: Path, cluster_script: Path) -> None:

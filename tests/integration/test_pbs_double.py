@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests import scenarios
-from tests.support import FIXTURES, Hpcdet, copy_examples
+from tests.support import Hpcdet, copy_examples
 
 DOUBLE = Path(__file__).parents[1] / "doubles" / "pbs"
 
@@ -91,28 +91,9 @@ def test_pause_and_activate_resume_from_checkpoint(pbs_hpcdet: Hpcdet, tmp_path:
 def test_trial_longer_than_walltime_completes_across_jobs(
     pbs_hpcdet: Hpcdet, tmp_path: Path
 ) -> None:
-    """PBS sends no signal before the walltime: the harness's deadline asks the trial to
-    checkpoint, the job ends, and the daemon resubmits from the checkpoint."""
-    h = pbs_hpcdet
-    ctx = tmp_path / "ctx"
-    ctx.mkdir()
-    (ctx / "long.py").write_text((FIXTURES / "long_training.py").read_text())
-    cfg = tmp_path / "long.yaml"
-    cfg.write_text(
-        "name: long\nentrypoint: python3 long.py\n"
-        "searcher: {name: single, metric: x, max_length: 1}\nmax_restarts: 0\n"
-        "environment:\n  environment_variables: [STEPS=80]\n"
-        "pbs:\n  walltime: '00:00:40'\n"
-    )
-    exp = h.create(cfg, ctx)
-    d = h.wait_state(exp, {"COMPLETED", "ERROR"}, timeout=400)
-    assert d["experiment"]["state"] == "COMPLETED", d
-    assert len(d["runs"]) >= 2, d["runs"]
-    assert d["trials"][0]["restarts"] == 0
-    rows = h.metrics(d["trials"][0]["id"])
-    training = [(r["steps_completed"], r["metrics"]["x"]) for r in rows
-                if r["group"] == "training"]
-    assert training == [(s, s) for s in range(10, 81, 10)]
+    """PBS sends no signal before the walltime: the harness's deadline (30 s into a 40 s
+    walltime) asks the trial to checkpoint, and the daemon resubmits from the checkpoint."""
+    scenarios.longer_than_walltime(pbs_hpcdet, tmp_path, "pbs:\n  walltime: '00:00:40'\n", 80)
 
 
 # ---- the job queue: qalter -p and qmove ---------------------------------------------------------
