@@ -51,7 +51,7 @@ def own_address(node: NodeEnv, num_nodes: int) -> str:
 
 def deadline_notice(run_dir: Path, deadline: float) -> threading.Timer:
     """Ask the trial to checkpoint and exit at ``deadline`` (epoch seconds), as the scheduler's
-    early signal does where there is one (PBS sends none before the walltime)."""
+    early signal does where there is one (some batch systems send none before the walltime)."""
     timer = threading.Timer(max(0.0, deadline - time.time()),
                             lambda: (run_dir / PREEMPT_FILE).touch())
     timer.daemon = True

@@ -5,9 +5,8 @@ Native MPI: one rank per slot across the trial's allocation, each rank being SCR
 ``mpi4py`` (or any MPI) directly, e.g. with ``DistributedContext.from_mpi4py``.
 
 Across several nodes only the chief node's launcher (``container_rank`` 0) starts anything:
-one MPI step over the allocation, as the batch system starts one
-(``hpcdet.node_env.MpiStep``: on Slurm an ``srun`` job step, whose options are explained
-there), each rank being ``<node_step> <wrap_rank> SCRIPT...``.
+one MPI step over the allocation, as the batch system starts one (``hpcdet.node_env.MpiStep``,
+whose options are explained there), each rank being ``<node_step> <wrap_rank> SCRIPT...``.
 
 The other nodes' launchers start nothing; they wait until the chief's step has ended and then
 exit 0 (the chief reports the result). They have to wait because their harness deletes the
@@ -109,7 +108,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             if layout.num_nodes > 1:
                 raise LaunchError(
                     "an MPI step across several nodes needs a batch system that starts one "
-                    f"(Slurm); this trial runs on {layout.num_nodes} nodes without it"
+                    f"(see hpcdet.node_env); this trial runs on {layout.num_nodes} nodes "
+                    "without one"
                 )
             mpiexec = shutil.which("mpiexec")
             if mpiexec is None:

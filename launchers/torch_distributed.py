@@ -9,8 +9,9 @@ before ``--`` are passed to torchrun after hpcdet's, so they override them (e.g.
 
 Failures: with ``--max_restarts 0`` torchrun stops its node's other workers as soon as one
 fails and exits non-zero; this launcher exits with torchrun's code. On Slurm every node's
-harness runs in one step started with ``--kill-on-bad-exit=1``, so a node that exits non-zero
-ends the others' harnesses too and no worker waits forever for a dead peer.
+harness runs in one step with kill-on-bad-exit, so a node that exits non-zero ends the others'
+too; where each node's harness is started on its own, the others learn of it from their
+collectives.
 """
 
 from __future__ import annotations

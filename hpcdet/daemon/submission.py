@@ -214,7 +214,8 @@ class Submission:
                             run_id=run_id, job_id=self.scheduler.array_task_id(array_id, index))
 
     def settle(self) -> None:
-        """Arrays and runs journaled as submitting with no job id: the daemon died around sbatch.
+        """Arrays and runs journaled as submitting with no job id: the daemon died around their
+        submission.
 
         Call only with statuses fresh from a successful query: a job that is not among them
         was never submitted. Each is adopted if the scheduler has it, else submitted again.
