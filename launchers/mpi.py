@@ -1,4 +1,4 @@
-"""``python -m hpcdet.launch.mpi [[SRUN_OVERRIDES...] --] SCRIPT...``
+"""``python -m hpcdet.launch.mpi [[STEP_OVERRIDES...] --] SCRIPT...``
 
 Native MPI: one rank per slot across the trial's allocation, each rank being SCRIPT under
 ``wrap_rank``. Ranks find each other through the process manager's PMI, so SCRIPT uses

@@ -104,9 +104,10 @@ class Queue:
             raise
 
     def _reorder(self, jobs: list[PendingJob], strict: bool) -> None:
-        """Where the scheduler lets the user exchange queue places (PBS's qorder), also put
-        the user's queued jobs in hpcdet's order: schedulers that go by queue order and not by
-        Priority then start them in it too. Only places the user's jobs hold are exchanged."""
+        """Where the scheduler lets the user exchange queue places (``order_command``), also
+        put the user's queued jobs in hpcdet's order: schedulers that go by queue order and not
+        by priority then start them in it too. Only places the user's jobs hold are exchanged.
+        """
         by_partition: dict[str, list[tuple[int, PendingJob]]] = {}
         for job in jobs:
             status = self.jobs.statuses.get(job.job_id)

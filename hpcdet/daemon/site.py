@@ -22,7 +22,7 @@ class Site:
         self.runner = runner
         self.cluster = cluster
         self.partitions: dict[str, Partition] = {}
-        self.nodes: Partition | None = None  # what any pool's jobs may use (PBS's nodes)
+        self.nodes: Partition | None = None  # what any pool's jobs may use (nodes_command)
 
     def read(self) -> None:
         cmd = self.scheduler.partitions_command()
