@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests import scenarios
-from tests.support import Hpcdet, copy_examples
+from tests.support import Hpcdet
 
 DOUBLE = Path(__file__).parents[1] / "doubles" / "pbs"
 
@@ -68,20 +68,9 @@ def test_stage3_search_is_one_array(pbs_hpcdet: Hpcdet, tmp_path: Path) -> None:
 def test_stage4_over_two_hosts(pbs_hpcdet: Hpcdet, tmp_path: Path) -> None:
     """The tutorial's config as it is (8 slots, no pbs: section): pbsnodes says the hosts have
     4 CPUs each, so the trial takes both."""
-    h = pbs_hpcdet
-    ctx = copy_examples(tmp_path / "ctx")
-    out = h.run("experiment", "create", str(ctx / "4_distributed.yaml"), str(ctx), "-f",
-                timeout=300).stdout
-    d = h.describe(1)
-    assert d["experiment"]["state"] == "COMPLETED", (d, out[-3000:])
-    for rank in range(8):
-        assert f"[rank={rank}]" in out, rank
-    run_dir = h.state / "runs" / "exp-1" / "trials" / str(d["trials"][0]["id"]) / "run-1"
-    infos = [json.loads((run_dir / "nodes" / f"{n}.json").read_text()) for n in (0, 1)]
+    infos = scenarios.stage4_nodes(pbs_hpcdet, tmp_path)
     assert [i["container_rank"] for i in infos] == [0, 1]
     assert [len(i["slot_ids"]) for i in infos] == [4, 4]
-    rows = h.metrics(d["trials"][0]["id"])
-    assert [r["metrics"] for r in rows if r["group"] == "validation"] == [{"x": 800}]
 
 
 def test_pause_and_activate_resume_from_checkpoint(pbs_hpcdet: Hpcdet, tmp_path: Path) -> None:
