@@ -59,7 +59,10 @@ class Queue:
         self.site = site
         self.controls = controls
         self.nice_refused: set[tuple[str, int]] = set()  # (job, nice) the scheduler refused
-        self.order_refused: set[tuple[str, str]] = set()  # place exchanges it refused
+        # Place exchanges it refused, and those made after a poll: a scheduler whose listing
+        # does not show the new places must not get the same exchange every tick.
+        self.order_refused: set[tuple[str, str]] = set()
+        self.order_made: set[tuple[str, str]] = set()
 
     # ------------------------------------------------------------------ the order, every poll
 
@@ -121,7 +124,9 @@ class Queue:
                                                           self.scheduler.job_number(j.job_id)))]
             for i, want in enumerate(wanted):
                 there = current[i]
-                if there == want or (not strict and (want, there) in self.order_refused):
+                pair = (want, there)
+                if there == want or (not strict and (
+                        pair in self.order_refused or pair in self.order_made)):
                     continue
                 cmd = self.scheduler.order_command(want, there)
                 assert cmd is not None, "checked by order"
@@ -139,6 +144,7 @@ class Queue:
                     self.order_refused.add((want, there))
                     continue
                 done.append((want, there))
+                self.order_made.add((want, there))
                 k = current.index(want)
                 current[i], current[k] = want, there
 
