@@ -67,3 +67,13 @@ def not_applied(raw: Mapping[str, Any]) -> list[str]:
     """One line per key the config (``ExperimentConfig.raw``) sets that hpcdet does not apply."""
     return [f"{path} is accepted but not applied: {why}"
             for path, why in NOT_APPLIED if _set(_value(raw, path))]
+
+
+BATCH_SECTIONS = ("slurm", "pbs")
+
+
+def other_sections(raw: Mapping[str, Any], section: str, backend: str) -> list[str]:
+    """A line for each batch-system section the config sets other than ``section``, the one
+    the ``backend`` in use reads."""
+    return [f"{name}: is accepted but not applied: the backend in use is {backend}"
+            for name in BATCH_SECTIONS if name != section and _set(raw.get(name))]

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from hpcdet.config import ExperimentConfig
-from hpcdet.config.unapplied import not_applied
+from hpcdet.config.unapplied import not_applied, other_sections
 from hpcdet.daemon.configs import Configs
 from hpcdet.daemon.guard import Guard
 from hpcdet.daemon.journal import Journal
@@ -105,7 +105,9 @@ class Creation:
         if cfg.resources.weight != 1:
             reasons.append(f"resources.weight {cfg.resources.weight:g} is stored but not "
                            f"applied: {self.backend} has no per-job fair-share weight")
-        warning = "\n".join([r for r in reasons if r] + not_applied(cfg.raw))
+        section = self.submission.scheduler.options(cfg).section
+        warning = "\n".join([r for r in reasons if r] + not_applied(cfg.raw)
+                             + other_sections(cfg.raw, section, self.backend))
         return {"experiment_id": exp_id, "trial_ids": [t.id for t in trials],
                 "warning": warning}
 

@@ -38,3 +38,15 @@ def test_every_listed_key_is_one_the_config_accepts() -> None:
         top, _, key = path.partition(".")
         from hpcdet.config.experiment import TOP_SPECS
         assert top in TOP_SPECS, path
+
+
+def test_the_section_of_another_batch_system_is_named() -> None:
+    from hpcdet.config.unapplied import other_sections
+
+    raw = ExperimentConfig.from_dict({**BASE, "slurm": {"slots_per_node": 4},
+                                      "pbs": {"queue": "workq"}}).raw
+    assert other_sections(raw, "pbs", "pbs") == [
+        "slurm: is accepted but not applied: the backend in use is pbs"]
+    assert other_sections(raw, "slurm", "local") == [
+        "pbs: is accepted but not applied: the backend in use is local"]
+    assert other_sections(ExperimentConfig.from_dict(BASE).raw, "slurm", "slurm") == []
