@@ -10,6 +10,7 @@ from typing import Annotated, Optional
 import typer
 import yaml
 
+from hpcdet import images
 from hpcdet.cli.common import (
     ExperimentId,
     console,
@@ -23,6 +24,8 @@ from hpcdet.cli.common import (
 from hpcdet.cli.follow import follow_trial
 from hpcdet.client import connect
 from hpcdet.config import load_experiment_config
+from hpcdet.containers import ContainerSpec
+from hpcdet.errors import ImageError
 from hpcdet.views.experiments import describe_experiment, experiment_rows
 
 app = typer.Typer(no_args_is_help=True)
@@ -49,9 +52,28 @@ def create(
     console.print(f"Created experiment {created.experiment_id}")
     for line in created.warning.splitlines():
         console.print(f"Warning: {line}")
+    if created.image:
+        _convert(ContainerSpec.from_dict(created.image))
     if follow:
         code = follow_trial(p, created.trial_ids[0])
         raise typer.Exit(code)
+
+
+def _convert(spec: ContainerSpec) -> None:
+    """Convert the trials' image here, on the login node, where the registry is reachable and
+    the progress shows; jobs that start meanwhile wait for it."""
+    if spec.image.pull_from is None or (Path(spec.image.file).exists() and not spec.force_pull):
+        return
+    if images.runtime_problem(spec):
+        console.print(f"{spec.runtime} is not on PATH here: the first job converts "
+                      f"{spec.image.pull_from} (its progress is in `hpcdet trial logs`)")
+        return
+    try:
+        images.ensure(spec, lambda line: console.print(line, markup=False, highlight=False),
+                      force=spec.force_pull)
+    except ImageError as e:
+        raise ImageError(f"{e}\nThe experiment's trials end with this error unless the image "
+                         "is there when they start.") from e
 
 
 def _warn(message: str) -> None:

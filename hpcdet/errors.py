@@ -63,6 +63,10 @@ class SchedulerCommandError(HpcdetError):
         super().__init__(f"`{' '.join(self.cmd[:1])}` failed with exit code {exit_code}: {said}")
 
 
+class ImageError(HpcdetError):
+    """A trial's image cannot be had: no container runtime, no such image, a failed pull."""
+
+
 class SubmitError(HpcdetError):
     """The scheduler refused a submission; the message is the scheduler's reason."""
 

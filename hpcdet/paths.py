@@ -10,6 +10,8 @@ The run tree is the source of truth and lives on the shared filesystem::
     <state>/runs/exp-<E>/context/             snapshot of the context directory taken at create
     <state>/runs/exp-<E>/array/               the experiment's job arrays
     <state>/runs/exp-<E>/trials/<T>/run-<R>/  one directory per submission of the trial
+    <state>/trialside/<digest>/               hpcdet's trial side, read-only, per version
+    <state>/images/                           registry images converted for the trials
 
 The run directory's and the array directory's files: ``hpcdet.rundir.layout``.
 """
@@ -109,6 +111,16 @@ class StatePaths:
 
     def default_checkpoints(self) -> Path:
         return self.root / "checkpoints"
+
+    @property
+    def trialside(self) -> Path:
+        """Read-only trees of hpcdet's trial side, one per version (``hpcdet.trialside``)."""
+        return self.root / "trialside"
+
+    @property
+    def images(self) -> Path:
+        """Where registry images are converted when the cluster config names no image_cache."""
+        return self.root / "images"
 
     def local_dir(self) -> Path:
         """Local-disk directory for the database and lock, chosen per state directory.

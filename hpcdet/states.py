@@ -134,6 +134,9 @@ class RunEnd:
     pending_ops: bool = False  # the searcher has issued an operation not run yet
     reported: bool = True  # the trial wrote any event (metrics, checkpoint, progress, ...)
     hook_failed: int | None = None  # startup-hook.sh's exit code, when it failed
+    # Why the trial could not start at all (no container runtime, no image, a failed pull):
+    # nothing a restart mends, so the trial ends.
+    launch_failed: str | None = None
 
 
 @dataclass(frozen=True)
@@ -173,6 +176,8 @@ def decide_run_end(
         return Decision(again, restarts, _CLUSTER_ENDS[end.job_state])
     if end.job_state == JobState.CANCELED and paused:
         return Decision(TrialState.PAUSED, restarts, "paused before it started")
+    if end.launch_failed:
+        return Decision(TrialState.ERROR, restarts, end.launch_failed)
     reason = f"exited with code {end.exit_code}" if end.exit_code is not None else (
         f"job ended as {end.job_state.value} without an exit status"
     )

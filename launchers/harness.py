@@ -22,9 +22,21 @@ import threading
 import time
 import zlib
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import IO
 
+from hpcdet import images
+from hpcdet.containers import (
+    PRIVATE_DIRS,
+    WORKDIR,
+    Bind,
+    ContainerSpec,
+    exec_argv,
+    passed_names,
+    with_workdir,
+)
+from hpcdet.errors import ImageError
 from hpcdet.node_env import NodeEnv
 from hpcdet.private import tighten_umask
 from hpcdet.rundir import layout
@@ -87,20 +99,18 @@ def entrypoint_argv(entrypoint: str | list[str], hook_done: Path | None) -> list
     return ["bash", "-c", _HOOK, "startup-hook", str(hook_done), *argv]
 
 
-def trial_environment(
+def trial_variables(
     spec: RunSpec, info_path: Path, record: ClusterInfoRecord, base: Mapping[str, str],
     node: NodeEnv,
 ) -> dict[str, str]:
-    env = dict(base)
-    env.update(spec.environment)
-    pythonpath = [spec.shim_dir] + ([base["PYTHONPATH"]] if base.get("PYTHONPATH") else [])
+    """What hpcdet adds to the trial's environment (the config's variables among them)."""
+    env = dict(spec.environment)
+    pythonpath = [spec.trialside, env.get("PYTHONPATH") or base.get("PYTHONPATH", "")]
     env.update(
         {
             CLUSTER_INFO_ENV: str(info_path),
             RUN_DIR_ENV: spec.run_dir,
             "PYTHONPATH": os.pathsep.join(p for p in pythonpath if p),
-            # `python3` in an entrypoint must be the interpreter hpcdet is installed in.
-            "PATH": os.pathsep.join([str(Path(spec.python).parent), base.get("PATH", "")]),
             "PYTHONUNBUFFERED": "1",
             "DET_EXPERIMENT_ID": str(spec.experiment_id),
             "DET_TRIAL_ID": str(spec.trial_id),
@@ -120,7 +130,48 @@ def trial_environment(
         env["DET_LATEST_CHECKPOINT"] = spec.latest_checkpoint
     # Trials sharing a node must not share rendezvous ports; the user's own settings win.
     for key, port in trial_ports(node.job_id or spec.run_dir).items():
-        env.setdefault(key, str(port))
+        if key not in base:
+            env.setdefault(key, str(port))
+    return env
+
+
+def host_path(base: Mapping[str, str], python_dir: str, overlaid: bool = False) -> str:
+    """The trial's PATH: its interpreter's directory first, and not hpcdet's own ``bin/``,
+    whose ``pip`` would install into the environment hpcdet runs from; over an overlay
+    (whose ``pip`` comes first) its other commands (``torchrun``) stay."""
+    own = os.path.dirname(sys.executable)
+    kept = [p for p in base.get("PATH", "").split(os.pathsep)
+            if p and p != python_dir and (overlaid or p != own)]
+    return os.pathsep.join([python_dir, *kept])
+
+
+def overlay(site_dirs: list[str], python: str, into: Path) -> Path:
+    """A private environment over hpcdet's own, for a trial whose interpreter is hpcdet's:
+    it sees every package there, and what it installs (``pip`` is its own) goes into the
+    overlay, which is deleted with the run's node directory. Returns its ``bin/``."""
+    subprocess.run([python, "-I", "-m", "venv", "--without-pip", str(into)],
+                   check=True, capture_output=True, cwd="/")
+    site = next(into.glob("lib/python*/site-packages"))
+    # addsitedir, not a bare path: the .pth files there (editable installs) must work too.
+    (site / "_hpcdet_overlay.pth").write_text(
+        "import site; " + "; ".join(f"site.addsitedir({d!r})" for d in site_dirs) + "\n")
+    bin_dir = into / "bin"
+    for name in ("pip", "pip3", f"pip{sys.version_info[0]}.{sys.version_info[1]}"):
+        script = bin_dir / name
+        script.write_text('#!/bin/sh\nexec "$(dirname "$0")/python" -m pip "$@"\n')
+        script.chmod(0o755)
+    return bin_dir
+
+
+def trial_environment(
+    spec: RunSpec, info_path: Path, record: ClusterInfoRecord, base: Mapping[str, str],
+    node: NodeEnv, overlay_bin: Path | None = None,
+) -> dict[str, str]:
+    """The environment of a trial run on the host: the job's, with hpcdet's variables."""
+    env = dict(base)
+    env.update(trial_variables(spec, info_path, record, base, node))
+    python_dir = str(overlay_bin or Path(spec.python).parent)
+    env["PATH"] = host_path(base, python_dir, overlaid=overlay_bin is not None)
     return env
 
 
@@ -249,18 +300,30 @@ def main(argv: list[str]) -> int:
     info_path = layout.node_info(run_dir, rank)
     record.save(info_path)
 
-    workdir = Path(tempfile.mkdtemp(prefix=f"hpcdet-{spec.trial_id}-{spec.run_id}-{rank}-"))
+    # Node-local: the copy of the context the trial works in, and, as needed, its overlay
+    # environment and its container's /tmp.
+    node_dir = Path(tempfile.mkdtemp(prefix=f"hpcdet-{spec.trial_id}-{spec.run_id}-{rank}-"))
+    workdir = node_dir / "work"
+    sinks = [OutputSink.file(layout.node_log(run_dir, rank)), OutputSink.fd(sys.stdout.fileno())]
+
+    def say(line: str) -> None:
+        for sink in sinks:
+            sink.write_line(f"[hpcdet] {line}")
+
     try:
-        shutil.copytree(spec.context_dir, workdir, dirs_exist_ok=True, symlinks=True)
+        shutil.copytree(spec.context_dir, workdir, symlinks=True)
         hook_done = (layout.node_hook_ok(run_dir, rank)
                      if (workdir / "startup-hook.sh").exists() else None)
-        env = trial_environment(spec, info_path, record, os.environ, node)
-        sinks = [OutputSink.file(layout.node_log(run_dir, rank)),
-                 OutputSink.fd(sys.stdout.fileno())]
-        child = subprocess.Popen(
-            entrypoint_argv(spec.entrypoint, hook_done),
-            cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        )
+        argv_ = entrypoint_argv(spec.entrypoint, hook_done)
+        try:
+            argv_, env = launch(spec, argv_, info_path, record, node, node_dir, say)
+        except ImageError as e:
+            say(str(e))
+            write_text_atomic(layout.node_launch_failed(run_dir, rank), f"{e}\n")
+            write_text_atomic(layout.node_exit(run_dir, rank), "1\n")
+            return 1
+        child = subprocess.Popen(argv_, cwd=workdir, env=env, stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT)
         # The trial checkpoints on request; SIGINT still goes through to it.
         signal.signal(signal.SIGINT, lambda s, f: child.send_signal(signal.SIGINT))
         pump = threading.Thread(target=_pump, args=(child.stdout, sinks), daemon=True)
@@ -270,13 +333,64 @@ def main(argv: list[str]) -> int:
         rc = 128 - rc if rc < 0 else rc
         if hook_done is not None and rc != 0 and not hook_done.exists():
             write_text_atomic(layout.node_hook_failed(run_dir, rank), f"{rc}\n")
-            for sink in sinks:
-                sink.write_line(f"[hpcdet] startup-hook.sh failed with exit code {rc}; the "
-                                "entrypoint did not run")
+            say(f"startup-hook.sh failed with exit code {rc}; the entrypoint did not run")
         write_text_atomic(layout.node_exit(run_dir, rank), f"{rc}\n")
         return rc
     finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        for sink in sinks:
+            sink.close()
+        shutil.rmtree(node_dir, ignore_errors=True)
+
+
+def launch(
+    spec: RunSpec, argv: list[str], info_path: Path, record: ClusterInfoRecord, node: NodeEnv,
+    node_dir: Path, say: Callable[[str], None],
+) -> tuple[list[str], dict[str, str]]:
+    """The command and environment that run ``argv`` as the trial: in its image, or on the
+    host with its own interpreter (over an overlay when that is hpcdet's environment).
+
+    Raises:
+        ImageError: the image or its runtime cannot be had here.
+    """
+    workdir = node_dir / "work"
+    if spec.container is None:
+        overlay_bin = (overlay(spec.overlay_of, spec.python, node_dir / "env")
+                       if spec.overlay_of else None)
+        return argv, trial_environment(spec, info_path, record, os.environ, node, overlay_bin)
+    container = ContainerSpec.from_dict(spec.container)
+    problem = images.runtime_problem(container)
+    if problem:
+        raise ImageError(f"the trial cannot start: {problem}")
+    # force_pull_image is the CLI's to honour, once, at create: not every task of an array.
+    image = images.ensure(container, say)
+    tmp = node_dir / "tmp"
+    tmp.mkdir()
+    Path(spec.checkpoint_dir).mkdir(parents=True, exist_ok=True)
+    mounts = with_workdir(container.binds, WORKDIR)
+    for m in mounts:  # a relative container_path: its mount point in our copy of the context
+        if m.target.startswith(WORKDIR + "/"):
+            (workdir / m.target[len(WORKDIR) + 1:]).mkdir(parents=True, exist_ok=True)
+    same = [spec.run_dir, spec.checkpoint_dir]
+    binds = [*(Bind(p, p) for p in same), Bind(spec.trialside, spec.trialside, read_only=True),
+             Bind(str(workdir), WORKDIR), Bind(str(tmp), "/tmp"), Bind(str(tmp), "/var/tmp"),
+             *mounts]
+    for b in binds:
+        if not Path(b.host).exists():
+            raise ImageError(f"bind_mounts: host_path {b.host} does not exist on "
+                             f"{socket.gethostname()}; create it or fix the path")
+    for path in [*same, spec.trialside]:
+        if any(path == t or path.startswith(t + "/") for t in PRIVATE_DIRS):
+            raise ImageError(f"{path} is under {path.split('/')[1]}, which every container has "
+                             "of its own: keep hpcdet's state directory (HPCDET_HOME) and the "
+                             "checkpoint storage on the shared filesystem, outside /tmp")
+    added = trial_variables(spec, info_path, record, os.environ, node)
+    env = {**os.environ, **added}
+    names = passed_names(env, extra=list(added))
+    spec_here = replace(container, image=replace(container.image, file=str(image)),
+                        binds=tuple(binds))
+    command, extra = exec_argv(spec_here, WORKDIR, names, env, argv)
+    say(f"running in {container.image.named} with {container.runtime}")
+    return command, {**env, **extra}
 
 
 if __name__ == "__main__":

@@ -762,3 +762,64 @@ def two_users(a: Hpcdet, b: str, tmp: Path) -> None:
     finally:
         a.stop()
         shutil.rmtree(base, ignore_errors=True)
+
+
+def _fake_wheel(directory: Path, name: str, version: str) -> Path:
+    """A wheel of a package ``name`` at ``version`` that pip installs offline."""
+    import zipfile
+
+    directory.mkdir(parents=True, exist_ok=True)
+    wheel = directory / f"{name}-{version}-py3-none-any.whl"
+    info = f"{name}-{version}.dist-info"
+    files = {
+        f"{name}/__init__.py": f"VERSION = {version!r}\n",
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: hpcdet-tests\nRoot-Is-Purelib: true\n"
+                         "Tag: py3-none-any\n",
+    }
+    files[f"{info}/RECORD"] = "".join(f"{p},,\n" for p in files) + f"{info}/RECORD,,\n"
+    with zipfile.ZipFile(wheel, "w") as z:
+        for path, text in files.items():
+            z.writestr(path, text)
+    return wheel
+
+
+# What a trial's python3 finds as its own site-packages, and what it imports pydantic from.
+_SHOW = ("import sysconfig, pydantic; print('trial sees pydantic', pydantic.VERSION, 'from', "
+         "pydantic.__file__)")
+
+
+def hooks_cannot_break_hpcdet(h: Hpcdet, tmp: Path, python: str | None = None) -> None:
+    """A startup hook that installs `pydantic<2` (examples/features/ports/ray_launcher does) and
+    one that deletes the site-packages of the python3 it finds leave every hpcdet command
+    working: trials run with the user's interpreter (``python``; by default the python3 on
+    PATH, which in the tests is hpcdet's own, overlaid), never in hpcdet's packages."""
+    ctx = tmp / "ctx"
+    _fake_wheel(ctx / "wheels", "pydantic", "1.10.99")
+    (ctx / "startup-hook.sh").write_text(
+        'python3 -m pip install -q --no-index --find-links "$PWD/wheels" "pydantic<2"\n'
+        'pip install -q --no-index --find-links "$PWD/wheels" --force-reinstall "pydantic<2"\n')
+    (ctx / "show.py").write_text(_SHOW + "\n")
+    env = f"environment: {{python: {python}}}\n" if python else ""
+    cfg = tmp / "hook.yaml"
+    cfg.write_text("name: pip-hook\nentrypoint: python3 show.py\nmax_restarts: 0\n" + env +
+                   "searcher: {name: single, metric: x, max_length: 1}\n")
+    before = _hpcdets_pydantic(h)
+    out = h.run("experiment", "create", str(cfg), str(ctx), "-f").stdout
+    assert "trial sees pydantic 1.10.99" in out, out
+    assert _hpcdets_pydantic(h) == before and not before.startswith("1."), before
+    (ctx / "startup-hook.sh").write_text(
+        'site=$(python3 -c "import sysconfig; print(sysconfig.get_paths()[\'purelib\'])")\n'
+        'echo "deleting $site"\nrm -rf "$site"/*\n')
+    (ctx / "show.py").write_text("print('the entrypoint ran')\n")
+    out = h.run("experiment", "create", str(cfg), str(ctx), "-f").stdout
+    assert "deleting " in out and "the entrypoint ran" in out, out
+    assert _hpcdets_pydantic(h) == before
+    listed = h.run("experiment", "list").stdout
+    assert "pip-hook" in listed, listed
+    assert h.run("experiment", "describe", "1").returncode == 0
+
+
+def _hpcdets_pydantic(h: Hpcdet) -> str:
+    return subprocess.run([h.python, "-c", "import pydantic, sqlmodel; print(pydantic.VERSION)"],
+                          capture_output=True, text=True, check=True).stdout.strip()

@@ -19,11 +19,14 @@ class Created:
     experiment_id: int
     trial_ids: list[int]
     warning: str = ""
+    # The image its trials run in (hpcdet.containers.ContainerSpec as a dict), which the CLI
+    # converts on the login node while the jobs wait for it.
+    image: dict[str, Any] | None = None
 
     @classmethod
     def from_reply(cls, reply: dict[str, Any]) -> Created:
         return cls(int(reply["experiment_id"]), [int(t) for t in reply.get("trial_ids", [])],
-                   str(reply.get("warning") or ""))
+                   str(reply.get("warning") or ""), reply.get("image"))
 
 
 @dataclass(frozen=True)

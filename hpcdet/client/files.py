@@ -44,7 +44,9 @@ class FileClient:
             files, size = snapshot(context, staging, warn)
             if on_snapshot is not None:
                 on_snapshot(files, size)
-            reply = self._send(ops.Create(config, str(staging), rid), request_id=rid)
+            # Trials run with the python3 the user has at hand, unless the config says otherwise.
+            python = shutil.which("python3") or ""
+            reply = self._send(ops.Create(config, str(staging), rid, python), request_id=rid)
         except BaseException as e:
             outcome = give_up(self.paths, rid, staging, e)
             if outcome is e:

@@ -41,10 +41,10 @@ from hpcdet.config.schema import (
     show,
 )
 from hpcdet.config.source import parse_yaml, read_config_file
+from hpcdet.containers import DEFAULT_RUNTIME, RUNTIMES
 from hpcdet.errors import ConfigError
 
 BACKENDS = ("auto", *backends.NAMES)
-CONTAINER_RUNTIMES = ("none", "apptainer", "singularity")
 MIN_POLL_FLOOR = 5.0
 DEFAULT_SITE_PATH = Path("/etc/hpcdet/cluster.yaml")
 SITE_ENV = "HPCDET_SITE_CONFIG"
@@ -101,14 +101,17 @@ FILE_SPECS: dict[str, Spec] = {
     "walltime": Walltime(None),
     "gpu_type": Directive("name"),
     "template_dir": Str(None),
-    "container_runtime": Str(None, choices=CONTAINER_RUNTIMES),
+    "container_runtime": Str(None, choices=RUNTIMES),
     "image_dir": Str(None),
+    "image_cache": Str(None),
+    "slot_type": Str(None, choices=("cuda", "rocm")),
+    "python": Str(None),
     "min_poll_interval": Custom(_poll_interval),
     "submissions_per_minute": Int(None, minimum=1),
     "max_jobs": Int(None, minimum=1),
     "share_with_group": Custom(_share_with_group),
 }
-_PATH_KEYS = ("template_dir", "image_dir")
+_PATH_KEYS = ("template_dir", "image_dir", "image_cache", "python")
 
 
 @dataclass(frozen=True)
@@ -124,8 +127,15 @@ class ClusterConfig:
     walltime_seconds: int | None = None
     gpu_type: str | None = None
     template_dir: str | None = None
-    container_runtime: str = "none"
+    # Trials with environment.image run in this runtime; image_dir holds images the site
+    # converted (used as they are, read-only); image_cache is where hpcdet converts the others
+    # (default <state>/images). slot_type: what a partition's GPUs are.
+    container_runtime: str = DEFAULT_RUNTIME
     image_dir: str | None = None
+    image_cache: str | None = None
+    slot_type: str = "cuda"
+    # The interpreter of trials without an image, when the experiment names none.
+    python: str | None = None
     min_poll_interval: float = MIN_POLL_FLOOR
     submissions_per_minute: int = 30
     max_jobs: int | None = None

@@ -259,16 +259,41 @@ def _ports(value: Any, at: At) -> dict[str, int]:
     return dict(value)
 
 
+# Docker's AuthConfig, as Determined takes it.
+_REGISTRY_AUTH_SPECS: dict[str, Spec] = {
+    k: Str(None) for k in ("username", "password", "auth", "email", "serveraddress",
+                           "identitytoken", "registrytoken")
+}
+
+
+def _registry_auth(value: Any, at: At) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    checked = check_mapping(value, at, _REGISTRY_AUTH_SPECS)
+    return {k: v for k, v in checked.items() if v is not None} if checked else None
+
+
+def _python(value: Any, at: At) -> str | None:
+    if value is None or (isinstance(value, str) and value.strip()):
+        return value
+    at.error(f"must be the path of a Python interpreter, e.g. /opt/venvs/train/bin/python3; "
+             f"got {show(value)}")
+    return None
+
+
 ENVIRONMENT_SPECS: dict[str, Spec] = {
     "image": Custom(_image),
     "environment_variables": Custom(_environment_variables),
     "force_pull_image": Bool(False),
-    "registry_auth": Opaque(None),
+    "registry_auth": Custom(_registry_auth),
     "ports": Custom(_ports),
     "proxy_ports": Opaque([], kind=list),
     "pod_spec": Opaque(None),
     "add_capabilities": StrList([]),
     "drop_capabilities": StrList([]),
+    # hpcdet's own: the interpreter trials run with when there is no image (default: the
+    # python3 on PATH where the experiment was created).
+    "python": Custom(_python),
 }
 
 
@@ -289,6 +314,15 @@ class EnvironmentConfig:
     images: dict[str, str | None] = field(default_factory=dict)
     variables_by_device: dict[str, dict[str, str]] = field(default_factory=dict)
     force_pull_image: bool = False
+    registry_auth: dict[str, Any] = field(default_factory=dict)
+    python: str | None = None
+
+    def image_for(self, device: str) -> str | None:
+        """The image of a trial on ``device`` (cpu, cuda, rocm); with none of its kind, another
+        kind's (a CUDA image runs on CPU nodes too), so that a config naming any image always
+        runs in one."""
+        order = [device, "cuda", "rocm", "cpu"]
+        return next((self.images[d] for d in order if self.images.get(d)), None)
 
     @classmethod
     def from_raw(cls, raw: dict[str, Any], device: str) -> EnvironmentConfig:
@@ -304,6 +338,8 @@ class EnvironmentConfig:
             images=dict(images),
             variables_by_device=by_device,
             force_pull_image=raw["force_pull_image"],
+            registry_auth=dict(raw["registry_auth"] or {}),
+            python=raw.get("python"),
         )
 
 

@@ -7,23 +7,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-_NO_CONTAINER = ("trials run in the environment you submit from, not in a container (container"
-                 " images are not supported yet)")
+_NO_CONTAINER = ("hpcdet runs containers with Apptainer, Singularity, Podman or Enroot, which"
+                 " take no such setting")
+_NO_IMAGE = ("it applies to a trial run in environment.image, and the config names no image; "
+             "the trial runs in your own environment and sees the nodes' paths as they are")
 _TRIAL_API = ("it is read by Determined's Trial APIs (PyTorchTrial), which hpcdet does not have"
               " yet; the Core API ignores it, as Determined's does")
 _NOT_KEPT = "hpcdet keeps no such setting"
 
 # (path, why) for every key accepted and not applied.
 NOT_APPLIED: tuple[tuple[str, str], ...] = (
-    ("environment.image", _NO_CONTAINER),
-    ("environment.force_pull_image", _NO_CONTAINER),
-    ("environment.registry_auth", _NO_CONTAINER),
     ("environment.add_capabilities", _NO_CONTAINER),
     ("environment.drop_capabilities", _NO_CONTAINER),
     ("environment.pod_spec", "it is for Kubernetes"),
     ("environment.ports", "hpcdet proxies no ports to trials"),
     ("environment.proxy_ports", "hpcdet proxies no ports to trials"),
-    ("bind_mounts", _NO_CONTAINER + "; the trial sees the nodes' paths as they are"),
     ("resources.shm_size", _NO_CONTAINER + "; the nodes' /dev/shm is used"),
     ("resources.devices", _NO_CONTAINER),
     ("resources.agent_label", "there are no Determined agents; choose nodes with"
@@ -63,10 +61,17 @@ def _set(value: Any) -> bool:
     return value not in (None, False, "", [], ())
 
 
+# Applied inside an image only.
+IMAGE_ONLY = ("environment.force_pull_image", "environment.registry_auth", "bind_mounts")
+
+
 def not_applied(raw: Mapping[str, Any]) -> list[str]:
     """One line per key the config (``ExperimentConfig.raw``) sets that hpcdet does not apply."""
+    keys = list(NOT_APPLIED)
+    if not _set(_value(raw, "environment.image")):
+        keys += [(path, _NO_IMAGE) for path in IMAGE_ONLY]
     return [f"{path} is accepted but not applied: {why}"
-            for path, why in NOT_APPLIED if _set(_value(raw, path))]
+            for path, why in keys if _set(_value(raw, path))]
 
 
 BATCH_SECTIONS = ("slurm", "pbs")

@@ -56,7 +56,7 @@ class Commands:
             return self.shutdown()
         if isinstance(operation, ops.Create):
             return self.creation.create(operation.config, operation.staging,
-                                        operation.request_id)
+                                        operation.request_id, operation.python)
         if isinstance(operation, ops.Pause):
             return self.pause(operation.exp_id)
         if isinstance(operation, ops.Activate):

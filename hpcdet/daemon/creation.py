@@ -10,20 +10,39 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from hpcdet import trialside
 from hpcdet.config import ExperimentConfig
 from hpcdet.config.unapplied import not_applied, other_sections
 from hpcdet.daemon.configs import Configs
 from hpcdet.daemon.guard import Guard
+from hpcdet.daemon.jobspec import container_problems, container_spec, container_warnings
 from hpcdet.daemon.journal import Journal
 from hpcdet.daemon.searching import SearchDriver
 from hpcdet.daemon.submission import Submission
-from hpcdet.errors import DiskFullError, HpcdetError, StateError, disk_full_cause, disk_full_reason
+from hpcdet.errors import (
+    ConfigError,
+    DiskFullError,
+    HpcdetError,
+    StateError,
+    disk_full_cause,
+    disk_full_reason,
+)
 from hpcdet.paths import StatePaths
 from hpcdet.rundir.exchange import whole_lines, write_atomic
 from hpcdet.states import TrialState
 from hpcdet.store.repository import Store
 
 log = logging.getLogger(__name__)
+
+SHARED_ENVIRONMENT = (
+    "trials run with {python}, the Python environment hpcdet itself runs from. Each trial gets "
+    "a private overlay of it, so that what a startup hook or the trial installs stays out of "
+    "hpcdet's packages; keep the two apart by installing hpcdet on its own (`pipx install "
+    "hpcdet`) and naming your training environment's python in environment.python")
+
+
+def _set(value: Any) -> bool:
+    return bool(value) and (not isinstance(value, dict) or any(value.values()))
 
 
 class Creation:
@@ -39,7 +58,7 @@ class Creation:
         self.backend = submission.backend
 
     def create(
-        self, config: dict[str, Any], staging: str, request_id: str = ""
+        self, config: dict[str, Any], staging: str, request_id: str = "", python: str = ""
     ) -> dict[str, Any]:
         """``request_id``: the CLI's; the same request carried out again (a daemon that died
         before its reply was written) answers with the experiment it created.
@@ -48,7 +67,7 @@ class Creation:
         stopped waiting): it is moved into the experiment, or removed with any other answer.
         """
         try:
-            return self._create(config, staging, request_id)
+            return self._create(config, staging, request_id, python)
         finally:
             self._drop_staging(Path(staging))
 
@@ -57,13 +76,18 @@ class Creation:
         if staging.parent.resolve() == self.paths.requests.resolve():
             shutil.rmtree(staging, ignore_errors=True)
 
-    def _create(self, config: dict[str, Any], staging: str, request_id: str) -> dict[str, Any]:
+    def _create(self, config: dict[str, Any], staging: str, request_id: str,
+                python: str) -> dict[str, Any]:
         raw = ExperimentConfig.from_dict(config).to_dict()
         if not raw.get("checkpoint_storage"):
             raw["checkpoint_storage"] = {
                 "type": "shared_fs", "host_path": str(self.paths.default_checkpoints()),
             }
+        self._choose_python(raw["environment"], python)
         cfg = ExperimentConfig.from_dict(raw)
+        problems = container_problems(cfg, self.submission.cluster)
+        if problems:
+            raise ConfigError(problems)
         raw = cfg.to_dict()
         if not os.path.isdir(staging):  # moved into the experiment it made, or given up on
             return self._created_by(request_id, staging)
@@ -98,6 +122,30 @@ class Creation:
                        "their run directories; they go once space is freed")
         return self._create_reply(exp_id, cfg, waiting)
 
+    def _choose_python(self, environment: dict[str, Any], submitted: str) -> None:
+        """Fill in ``environment.python`` of a config without an image: the config's own, the
+        cluster config's, or the ``python3`` on PATH where the experiment was created.
+
+        Raises:
+            ConfigError: when there is none, or it cannot run (before anything is stored).
+        """
+        if _set(environment.get("image")):
+            return
+        cluster = self.submission.cluster
+        chosen, said = next(
+            ((p, field) for p, field in ((environment.get("python"), "environment.python"),
+                                         (cluster.python, "python (cluster config)"),
+                                         (submitted, "environment.python"),
+                                         # a client that sent none: the daemon's own PATH
+                                         (shutil.which("python3"), "environment.python"))
+             if p),
+            (None, "environment.python"))
+        if chosen is None:
+            raise ConfigError(["environment.python: there was no python3 on PATH where the "
+                               "experiment was created; set it to the interpreter your trials "
+                               "run with, e.g. /opt/venvs/train/bin/python3"])
+        environment["python"] = trialside.probe(chosen, said).path
+
     def _create_reply(self, exp_id: int, cfg: ExperimentConfig, waiting: str) -> dict[str, Any]:
         trials = self.store.trials(exp_id)
         reasons = [self.store.experiment(exp_id).error, waiting]
@@ -106,10 +154,15 @@ class Creation:
             reasons.append(f"resources.weight {cfg.resources.weight:g} is stored but not "
                            f"applied: {self.backend} has no per-job fair-share weight")
         section = self.submission.scheduler.options(cfg).section
+        if cfg.environment.python and trialside.probe(cfg.environment.python).is_hpcdets:
+            reasons.append(SHARED_ENVIRONMENT.format(python=cfg.environment.python))
+        reasons += container_warnings(cfg, self.submission.cluster)
         warning = "\n".join([r for r in reasons if r] + not_applied(cfg.raw)
                              + other_sections(cfg.raw, section, self.backend))
+        sub = self.submission
+        container = container_spec(cfg, sub.cluster, sub.site.placement(cfg), self.paths)
         return {"experiment_id": exp_id, "trial_ids": [t.id for t in trials],
-                "warning": warning}
+                "warning": warning, "image": container.to_dict() if container else None}
 
     def _created_by(self, request_id: str, staging: str) -> dict[str, Any]:
         for exp_id in reversed(self.journal.experiment_ids()):

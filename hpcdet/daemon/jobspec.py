@@ -6,17 +6,66 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import hpcdet
+from hpcdet import containers, trialside
 from hpcdet.config import ExperimentConfig
 from hpcdet.config.cluster import ClusterConfig
+from hpcdet.containers import Bind, ContainerSpec
 from hpcdet.paths import StatePaths
 from hpcdet.private import umask_in_force
 from hpcdet.rundir.spec import RunSpec
 from hpcdet.schedulers.base import ArraySpec, BatchOptions, JobRequest, Placement
 
 
-def shim_dir() -> str:
-    return str(Path(hpcdet.__file__).parent / "shim")
+def device_of(placement: Placement, cluster: ClusterConfig) -> str:
+    """The device type of a trial's slots: what picks its image and variables."""
+    return cluster.slot_type if placement.gpus else "cpu"
+
+
+def container_spec(cfg: ExperimentConfig, cluster: ClusterConfig, placement: Placement,
+                   paths: StatePaths) -> ContainerSpec | None:
+    """How the trial runs in ``environment.image``; None when the config names no image."""
+    device = device_of(placement, cluster)
+    named = cfg.environment.image_for(device)
+    if named is None:
+        return None
+    runtime = cluster.container_runtime
+    image = containers.resolve(named, runtime, cluster.image_dir,
+                               cluster.image_cache or str(paths.images))
+    binds = tuple(Bind(m.host_path, m.container_path, m.read_only) for m in cfg.bind_mounts)
+    return ContainerSpec(runtime, image, device, binds, cfg.environment.force_pull_image,
+                         dict(cfg.environment.registry_auth))
+
+
+def container_problems(cfg: ExperimentConfig, cluster: ClusterConfig) -> list[str]:
+    """What a config asks of its image that the cluster's runtime cannot do."""
+    runtime = cluster.container_runtime
+    if not any(cfg.environment.images.values()):
+        return []
+    problems = []
+    if cfg.environment.registry_auth and runtime not in ("apptainer", "singularity"):
+        problems.append(f"environment.registry_auth: hpcdet passes credentials to apptainer and"
+                        f" singularity only; for {runtime}, log in on the nodes with "
+                        f"`{runtime} login` and remove registry_auth")
+    return problems
+
+
+def container_warnings(cfg: ExperimentConfig, cluster: ClusterConfig) -> list[str]:
+    if not any(cfg.environment.images.values()):
+        return []
+    return [f"bind_mounts[{i}].propagation {m.propagation} is accepted but not applied: "
+            f"{cluster.container_runtime} binds take no propagation mode"
+            for i, m in enumerate(cfg.bind_mounts) if m.propagation != "rprivate"]
+
+
+def trial_python(cfg: ExperimentConfig, cluster: ClusterConfig,
+                 container: ContainerSpec | None) -> tuple[str, list[str]]:
+    """The trial's interpreter, and the site directories to overlay when it is hpcdet's own
+    environment's (``RunSpec.overlay_of``)."""
+    if container is not None:
+        return cfg.environment.python or "python3", []
+    # An experiment created before environment.python was filled in at create ran in hpcdet's.
+    found = trialside.probe(cfg.environment.python or cluster.python or sys.executable)
+    return found.path, list(found.site_dirs) if found.is_hpcdets else []
 
 
 def walltime(options: BatchOptions, cluster: ClusterConfig) -> int | None:
@@ -27,6 +76,8 @@ def run_spec(
     cfg: ExperimentConfig, paths: StatePaths, exp_id: int, trial: dict[str, Any], run_id: int,
     options: BatchOptions, placement: Placement, cluster: ClusterConfig,
 ) -> RunSpec:
+    container = container_spec(cfg, cluster, placement, paths)
+    python, overlay_of = trial_python(cfg, cluster, container)
     return RunSpec(
         experiment_id=exp_id,
         trial_id=trial["id"],
@@ -43,10 +94,12 @@ def run_spec(
         steps_completed=trial.get("steps_completed", 0),
         num_nodes=placement.nodes,
         slots_per_node=placement.slots_per_node,
-        python=sys.executable,
-        shim_dir=shim_dir(),
+        python=python,
+        trialside=str(trialside.ensure(paths.trialside)),
+        overlay_of=overlay_of,
+        container=container.to_dict() if container else None,
         walltime_seconds=walltime(options, cluster),
-        environment=dict(cfg.environment.variables),
+        environment=dict(cfg.environment.variables_by_device[device_of(placement, cluster)]),
     )
 
 

@@ -62,6 +62,7 @@ class RunEnds:
             pending_ops=len(ops) > trial.ops_completed,
             reported=any(r.event_seq > 0 for r in self.store.runs([trial.id])),
             hook_failed=layout.hook_failure(run_dir),
+            launch_failed=layout.launch_failure(run_dir),
         )
         decision = decide_run_end(end, exp.state, trial.restarts,
                                   self.configs.get(exp).max_restarts)

@@ -12,7 +12,8 @@
         nodes/         per node: its address (<rank>.addr), cluster info (<rank>.json), the
                        harness's exit code (<rank>.exit) and, with a startup-hook.sh, whether
                        it finished (<rank>.hook-ok) or the exit code it failed with
-                       (<rank>.hook-failed); the directory exists once the job has started
+                       (<rank>.hook-failed), or why the trial could not start there
+                       (<rank>.launch-failed); the directory exists once the job has started
         logs/          per node: the entrypoint's output (node-<rank>.log)
         exit.json      how the job ended, written by the batch script
 
@@ -67,6 +68,17 @@ def hook_failure(run_dir: Path) -> int | None:
         text = path.read_text().strip()
         if text.lstrip("-").isdigit():
             return int(text)
+    return None
+
+
+def node_launch_failed(run_dir: Path, rank: int) -> Path:
+    """Why the trial could not start on that node (its image or container runtime)."""
+    return run_dir / NODES_DIR / f"{rank}.launch-failed"
+
+
+def launch_failure(run_dir: Path) -> str | None:
+    for path in sorted((run_dir / NODES_DIR).glob("*.launch-failed")):
+        return path.read_text().strip() or None
     return None
 
 

@@ -34,8 +34,15 @@ class RunSpec:
     steps_completed: int = 0
     num_nodes: int = 1
     slots_per_node: int = 1
+    # The interpreter trials run with (the user's own; inside an image, the image's), and the
+    # read-only tree of hpcdet's trial side it imports (hpcdet.trialside).
     python: str = "python3"
-    shim_dir: str = ""
+    trialside: str = ""
+    # The site directories of hpcdet's own environment when ``python`` is in it: the trial
+    # then runs in a private overlay of that environment, so that what it installs stays there.
+    overlay_of: list[str] = field(default_factory=list)
+    # hpcdet.containers.ContainerSpec as a dict, when the trial runs in an image.
+    container: dict[str, Any] | None = None
     walltime_seconds: int | None = None
     environment: dict[str, str] = field(default_factory=dict)
     # The umask hpcdet runs with (0o027 when the cluster config shares with a group): the

@@ -126,7 +126,8 @@ def test_job_list_and_update_on_the_local_backend(local_hpcdet: Hpcdet, tmp_path
                         "bind_mounts: [{host_path: /tmp, container_path: /data}]\n")
     said = h.run("experiment", "create", str(weighted), str(ctx)).stdout
     assert "Warning: resources.weight 3 is stored but not applied" in said
-    assert "Warning: bind_mounts is accepted but not applied: trials run" in said, said
+    assert "Warning: bind_mounts is accepted but not applied: it applies to a trial run in" \
+        " environment.image" in said, said
     other = int(said.split("Created experiment ")[1].split()[0])
     weight = h.run("job", "update", str(exp), "--weight", "2.5")
     assert "weight 2.5 is stored but not applied" in weight.stdout
@@ -150,3 +151,22 @@ def test_job_list_and_update_on_the_local_backend(local_hpcdet: Hpcdet, tmp_path
     assert json.loads(h.run("job", "list", "--json").stdout)[0]["priority"] == 30
     h.run("experiment", "kill", str(other))
     h.run("experiment", "kill", str(exp))
+
+
+def test_hooks_cannot_break_hpcdet_over_its_own_environment(
+    local_hpcdet: Hpcdet, tmp_path: Path
+) -> None:
+    scenarios.hooks_cannot_break_hpcdet(local_hpcdet, tmp_path)
+
+
+def test_hooks_cannot_break_hpcdet_from_the_users_environment(
+    local_hpcdet: Hpcdet, tmp_path: Path
+) -> None:
+    import subprocess
+    import venv
+
+    own = tmp_path / "train-env"
+    venv.EnvBuilder(with_pip=True).create(own)
+    subprocess.run([own / "bin/python3", "-m", "pip", "--version"], check=True,
+                   capture_output=True)
+    scenarios.hooks_cannot_break_hpcdet(local_hpcdet, tmp_path / "t", str(own / "bin/python3"))

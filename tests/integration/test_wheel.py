@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import sysconfig
@@ -52,9 +53,14 @@ def test_wheel_install_runs_an_experiment(tmp_path: Path) -> None:
         p = subprocess.run([str(venv / "bin" / "hpcdet"), "experiment", "create", str(cfg),
                             str(ctx), "-f"], env=env, capture_output=True, text=True, timeout=120)
         assert p.returncode == 0, p.stdout + p.stderr
-        site = str(venv / "lib")
-        assert f"FROM {site}" in p.stdout, p.stdout
-        assert f"SHIM {site}" in p.stdout and "hpcdet/shim/determined" in p.stdout
+        # The trial imports hpcdet's trial side from the read-only tree built from the wheel's
+        # files, not from the wheel's environment.
+        tree = re.search(r"FROM (\S+)/hpcdet/__init__\.py", p.stdout)
+        assert tree and Path(tree.group(1)).parent == h.state / "trialside", p.stdout
+        assert f"SHIM {tree.group(1)}/determined/__init__.py" in p.stdout, p.stdout
+        built = (Path(tree.group(1)) / "hpcdet" / "core" / "__init__.py").read_bytes()
+        assert built == next((venv / "lib").glob("python*/site-packages/hpcdet/core/"
+                                                 "__init__.py")).read_bytes()
     finally:
         subprocess.run([str(venv / "bin" / "hpcdet"), "daemon", "stop"], env=env,
                        capture_output=True, timeout=60)

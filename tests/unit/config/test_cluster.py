@@ -29,7 +29,7 @@ def test_no_files_gives_defaults(tmp_path: Path) -> None:
     assert config.backend == "auto"
     assert config.min_poll_interval == 5.0
     assert config.submissions_per_minute == 30
-    assert config.container_runtime == "none"
+    assert config.container_runtime == "apptainer"
     assert config.max_jobs is None and config.site_path is None and config.user_path is None
     assert {source for _, _, source in config.describe()} == {"default"}
 
@@ -161,7 +161,7 @@ def test_all_problems_reported_with_lines(tmp_path: Path) -> None:
         "backend (line 1): must be one of auto, slurm, pbs, local; got 'slurmm' (a string)",
         "walltime (line 3): is not a walltime: 'forever'; use 'HH:MM:SS', 'D-HH:MM:SS', '90m',"
         " '2h', '1d12h' or a whole number of minutes",
-        "container_runtime (line 4): must be one of none, apptainer, singularity; got 'docker'"
+        "container_runtime (line 4): must be one of apptainer, singularity, podman, enroot; got 'docker'"
         " (a string)",
         "submissions_per_minute (line 5): must be an integer >= 1, got 0 (an integer)",
     ])
@@ -214,7 +214,8 @@ def test_describe_rows(tmp_path: Path) -> None:
     rows = config.describe()
     assert [key for key, _, _ in rows] == [
         "backend", "partitions", "default_pool", "account", "qos", "walltime", "gpu_type",
-        "template_dir", "container_runtime", "image_dir", "min_poll_interval",
+        "template_dir", "container_runtime", "image_dir", "image_cache", "slot_type", "python",
+        "min_poll_interval",
         "submissions_per_minute", "max_jobs", "share_with_group",
     ]
     table = {key: (value, source) for key, value, source in rows}

@@ -27,9 +27,20 @@ def test_each_key_set_is_named_with_why() -> None:
                  bind_mounts=[{"host_path": "/data", "container_path": "/data"}],
                  min_validation_period={"batches": 10}, resources={"shm_size": "4G"})
     assert [line.split(" is accepted")[0] for line in said] == [
-        "environment.image", "bind_mounts", "resources.shm_size", "min_validation_period"]
+        "resources.shm_size", "min_validation_period"]
     assert all(" is accepted but not applied: " in line for line in said)
-    assert "not in a container" in said[0] and "/dev/shm" in said[2]
+    assert "/dev/shm" in said[0]
+
+
+def test_what_applies_inside_an_image_only_is_named_without_one() -> None:
+    said = _said(environment={"force_pull_image": True, "registry_auth": {"username": "u"}},
+                 bind_mounts=[{"host_path": "/data", "container_path": "/data"}])
+    assert [line.split(" is accepted")[0] for line in said] == [
+        "environment.force_pull_image", "environment.registry_auth", "bind_mounts"]
+    assert all("names no image" in line for line in said)
+    with_image = _said(environment={"image": "x.sif", "force_pull_image": True},
+                       bind_mounts=[{"host_path": "/data", "container_path": "/data"}])
+    assert with_image == []
 
 
 def test_every_listed_key_is_one_the_config_accepts() -> None:

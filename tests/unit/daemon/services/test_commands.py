@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,7 +14,7 @@ from hpcdet.daemon.controls import Controls
 from hpcdet.daemon.creation import Creation
 from hpcdet.daemon.queueing import Queue
 from hpcdet.daemon.submission import Submission
-from hpcdet.errors import HpcdetError, NotFoundError, StateError, UsageError
+from hpcdet.errors import ConfigError, HpcdetError, NotFoundError, StateError, UsageError
 from tests.unit.daemon.services.support import CONFIG, World
 
 
@@ -47,7 +49,8 @@ def test_create_moves_the_context_into_the_experiment_and_submits(tmp_path: Path
     built = Built(w)
     reply = built.commands.handle("create", {"config": CONFIG, "staging": _staging(w),
                                              "request_id": "r1"})
-    assert reply == {"experiment_id": 1, "trial_ids": [1], "warning": ""}
+    assert {k: v for k, v in reply.items() if k != "warning"} == {
+        "experiment_id": 1, "trial_ids": [1], "image": None}
     assert (w.paths.context(1) / "train.py").read_text() == "print(1)\n"
     assert w.store.runs()[0].job_id == "101"
     # The same request carried out again (its reply was lost) answers with what it made.
@@ -106,3 +109,20 @@ def test_a_request_of_another_version_is_refused_by_name() -> None:
         ops.decode("pause", {"exp": 1, "trial": 2})
     with pytest.raises(HpcdetError, match="request 'pause': .*missing 1 required"):
         ops.decode("pause", {})
+
+
+def test_trials_run_with_the_submitters_python_and_sharing_hpcdets_is_said(
+        tmp_path: Path) -> None:
+    w = World(tmp_path)
+    built = Built(w)
+    own = tmp_path / "train-env"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(own)], check=True)
+    reply = built.creation.create(CONFIG, _staging(w, "a"), "a", python=str(own / "bin/python3"))
+    assert reply["warning"] == ""
+    assert w.configs.get(w.store.experiment(1)).environment.python == str(own / "bin/python3")
+    shared = built.creation.create(CONFIG, _staging(w, "b"), "b", python=sys.executable)
+    assert "the Python environment hpcdet itself runs from" in shared["warning"]
+    with pytest.raises(ConfigError, match="environment.python: cannot run /nonexistent/python3"):
+        built.creation.create({**CONFIG, "environment": {"python": "/nonexistent/python3"}},
+                              _staging(w, "c"), "c")
+    assert len(w.store.experiments()) == 2

@@ -1,0 +1,189 @@
+"""Container runtimes as data: where an image comes from, and the command lines that pull it
+and run a trial's entrypoint in it. Pure functions; ``hpcdet.images`` runs the pulls and the
+harness runs the entrypoint.
+
+The runtime wraps the whole entrypoint on each node (one container per node, as Determined's
+HPC launcher did): the launchers (torchrun, deepspeed) then run inside the image, next to the
+packages they start. Variables reach the container by name, never on the command line, where
+every user of the node could read them in the process list: Apptainer and Singularity take
+``APPTAINERENV_<NAME>`` (``SINGULARITYENV_<NAME>``) from the environment even with
+``--cleanenv`` (apptainer.org/docs/user/main/environment_and_metadata.html); Podman's and
+Enroot's ``--env NAME`` without a value take the value from the environment (podman-run(1),
+enroot(1) start).
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+RUNTIMES = ("apptainer", "singularity", "podman", "enroot")
+# Inside the container: the trial's working directory (its node's copy of the context), and
+# the directories each container has of its own (Determined's known issue: Singularity shares
+# the host's /tmp unless told otherwise).
+WORKDIR = "/hpcdet/work"
+PRIVATE_DIRS = ("/tmp", "/var/tmp")
+DEFAULT_RUNTIME = "apptainer"
+DOCKER = "docker://"
+
+# What reaches the container of the host's environment besides the variables hpcdet sets and
+# the config's: the batch system's and the devices the job was given.
+PASSED_PREFIXES = ("SLURM_", "PBS_", "PMI_", "PMIX_", "OMPI_", "HPCDET_", "DET_")
+PASSED_NAMES = frozenset({
+    "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES",
+    "HIP_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "OMP_NUM_THREADS", "TZ", "LANG",
+})
+
+
+@dataclass(frozen=True)
+class Bind:
+    host: str
+    target: str
+    read_only: bool = False
+
+
+@dataclass(frozen=True)
+class Image:
+    """Where the image a trial runs in comes from.
+
+    ``file`` is what the runtime runs (a SIF for Apptainer and Singularity, a squashfs for
+    Enroot, the reference itself for Podman, which keeps its own store); ``pull_from`` is the
+    registry reference to convert into ``file`` when it is not there yet (None: use as is).
+    """
+
+    named: str
+    file: str
+    pull_from: str | None = None
+
+
+@dataclass(frozen=True)
+class ContainerSpec:
+    """What the harness needs to run a trial in a container (part of the run spec)."""
+
+    runtime: str
+    image: Image
+    device: str = "cpu"  # cpu, cuda or rocm: the GPU flag
+    binds: tuple[Bind, ...] = ()
+    force_pull: bool = False
+    registry_auth: dict[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ContainerSpec:
+        return cls(
+            runtime=data["runtime"],
+            image=Image(**data["image"]),
+            device=data.get("device", "cpu"),
+            binds=tuple(Bind(**b) for b in data.get("binds", ())),
+            force_pull=data.get("force_pull", False),
+            registry_auth=dict(data.get("registry_auth") or {}),
+        )
+
+
+def is_local(named: str) -> bool:
+    """A path to an image file or directory rather than a registry reference."""
+    return named.startswith(("/", "./", "../", "~")) or named.endswith((".sif", ".sqsh", ".img"))
+
+
+def cache_name(reference: str, runtime: str) -> str:
+    """The file a registry reference converts to: ``library/python:3.11`` ->
+    ``library+python+3.11.sif`` (Enroot's own convention of ``+`` for ``/`` and ``:``)."""
+    bare = reference[len(DOCKER):] if reference.startswith(DOCKER) else reference
+    stem = re.sub(r"[/:@]", "+", bare.strip("/"))
+    return f"{stem}.sqsh" if runtime == "enroot" else f"{stem}.sif"
+
+
+def resolve(named: str, runtime: str, image_dir: str | None, cache_dir: str,
+            exists: Any = None) -> Image:
+    """Where ``environment.image`` comes from: a local file as is; a reference from the site's
+    image directory when it holds it pre-converted (Determined's layout: the reference as a
+    path, ``<dir>/determinedai/environments:tag``, or the converted file's name), else
+    converted once into ``cache_dir``. ``exists`` (a path predicate) is for tests."""
+    exists = exists or (lambda p: Path(p).exists())
+    if is_local(named):
+        return Image(named, str(Path(named).expanduser()))
+    reference = named if "://" in named else DOCKER + named
+    if runtime == "podman":
+        return Image(named, reference[len(DOCKER):] if reference.startswith(DOCKER) else named)
+    if image_dir:
+        bare = reference.split("://", 1)[1]
+        for candidate in (Path(image_dir) / bare, Path(image_dir) / cache_name(reference, runtime)):
+            if exists(str(candidate)):
+                return Image(named, str(candidate))
+    return Image(named, str(Path(cache_dir) / cache_name(reference, runtime)), reference)
+
+
+def pull_argv(runtime: str, image: Image, dest: str, force: bool = False) -> list[str]:
+    """The command that converts ``image.pull_from`` into ``dest``."""
+    assert image.pull_from is not None
+    if runtime in ("apptainer", "singularity"):
+        return [runtime, "pull", *(["--force"] if force else []), dest, image.pull_from]
+    if runtime == "enroot":
+        return ["enroot", "import", "--output", dest, image.pull_from]
+    return ["podman", "pull", image.pull_from]
+
+
+def pull_environment(runtime: str, auth: Mapping[str, str]) -> dict[str, str]:
+    """``registry_auth`` as the runtime's own credential variables (apptainer.org docs,
+    "Docker / OCI registries": ``APPTAINER_DOCKER_USERNAME`` and ``_PASSWORD``)."""
+    if runtime not in ("apptainer", "singularity") or not auth.get("username"):
+        return {}
+    prefix = runtime.upper()
+    return {f"{prefix}_DOCKER_USERNAME": auth["username"],
+            f"{prefix}_DOCKER_PASSWORD": auth.get("password", "")}
+
+
+def passed_names(env: Mapping[str, str], extra: Sequence[str] = ()) -> list[str]:
+    """The names of ``env`` that go into the container: the batch system's, the devices',
+    hpcdet's and Determined's, and ``extra`` (the config's and the trial's own)."""
+    wanted = set(extra)
+    return sorted(
+        k for k in env if k in wanted or k in PASSED_NAMES or k.startswith(PASSED_PREFIXES)
+    )
+
+
+def with_workdir(binds: Sequence[Bind], workdir: str) -> list[Bind]:
+    """A relative container_path is relative to the trial's working directory."""
+    return [b if posixpath.isabs(b.target) else
+            Bind(b.host, posixpath.normpath(posixpath.join(workdir, b.target)), b.read_only)
+            for b in binds]
+
+
+def exec_argv(spec: ContainerSpec, workdir: str, names: Sequence[str],
+              env: Mapping[str, str], argv: Sequence[str]) -> tuple[list[str], dict[str, str]]:
+    """The command that runs ``argv`` in the container, and the variables to add to the
+    runtime's own environment so that ``names`` of ``env`` reach the trial."""
+    binds = list(spec.binds)
+    if spec.runtime in ("apptainer", "singularity"):
+        flags = ["exec", "--cleanenv", "--contain", "--pwd", workdir]
+        flags += {"cuda": ["--nv"], "rocm": ["--rocm"]}.get(spec.device, [])
+        for b in binds:
+            flags += ["--bind", f"{b.host}:{b.target}" + (":ro" if b.read_only else "")]
+        prefix = f"{spec.runtime.upper()}ENV_"
+        return ([spec.runtime, *flags, spec.image.file, *argv],
+                {prefix + n: env[n] for n in names})
+    if spec.runtime == "podman":
+        flags = ["run", "--rm", "--network=host", "--ipc=host", "--userns=keep-id",
+                 "--workdir", workdir]
+        flags += {"cuda": ["--device", "nvidia.com/gpu=all"],
+                  "rocm": ["--device", "/dev/kfd", "--device", "/dev/dri"]}.get(spec.device, [])
+        for b in binds:
+            flags += ["--volume", f"{b.host}:{b.target}" + (":ro" if b.read_only else "")]
+        for n in names:
+            flags += ["--env", n]
+        return ["podman", *flags, spec.image.file, *argv], {}
+    # enroot start runs a squashfs image directly; GPUs come from its NVIDIA hook, which
+    # reads NVIDIA_VISIBLE_DEVICES (passed like every device variable).
+    flags = ["start", "--rw"]
+    for b in binds:
+        flags += ["--mount", f"{b.host}:{b.target}" + (":ro" if b.read_only else "")]
+    for n in names:
+        flags += ["--env", n]
+    return ["enroot", *flags, spec.image.file, "sh", "-c", 'cd "$1" && shift && exec "$@"',
+            "enroot-start", workdir, *argv], {}

@@ -1,0 +1,161 @@
+"""Converting a registry image once, however many jobs need it at the same time.
+
+The CLI converts it on the login node at create (its progress in the terminal), and the
+harness of each job makes sure it is there before the trial starts: a hundred array tasks that
+start together take one lock, one pulls and the others wait and use the file. The lock is a
+directory (``mkdir`` is atomic on every shared filesystem, unlike ``flock`` on some Lustre
+mounts) whose holder touches a heartbeat file; a lock whose heartbeat stops (a pull killed with
+its node) is taken over after ``STALE_AFTER`` seconds.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from hpcdet.containers import ContainerSpec, pull_argv, pull_environment
+from hpcdet.errors import ImageError
+
+HEARTBEAT = 5.0
+STALE_AFTER = 120.0
+PULL_TIMEOUT = 3 * 3600.0
+
+
+def runtime_problem(spec: ContainerSpec, path: str | None = None) -> str | None:
+    """Why the runtime cannot run here, or None."""
+    if shutil.which(spec.runtime, path=path) is None:
+        return (f"the container runtime {spec.runtime!r} is not on PATH on "
+                f"{socket.gethostname()}; load it (e.g. `module load {spec.runtime}`) in the "
+                "environment you start hpcdet from, or set container_runtime in the cluster "
+                "config (`hpcdet cluster show`)")
+    return None
+
+
+def ensure(spec: ContainerSpec, say: Callable[[str], None],
+           env: Mapping[str, str] | None = None, force: bool = False) -> Path:
+    """The image file, converted first if it is not there (or ``force``).
+
+    Raises:
+        ImageError: with what to do.
+    """
+    image = spec.image
+    target = Path(image.file)
+    if image.pull_from is None or spec.runtime == "podman":
+        if spec.runtime != "podman" and not target.exists():
+            raise ImageError(f"the image {image.named} does not exist ({target}); check "
+                             "environment.image, or copy the image there")
+        return target
+    if target.exists() and not force:
+        return target
+    problem = runtime_problem(spec)
+    if problem:
+        raise ImageError(f"cannot convert {image.pull_from}: {problem}")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    lock = target.with_name(target.name + ".lock")
+    started = os.stat(target).st_mtime if target.exists() else None
+    with _Lock(lock, say):
+        done = target.exists() and (not force or os.stat(target).st_mtime != started)
+        if not done:
+            _pull(spec, target, say, env)
+    return target
+
+
+def _pull(spec: ContainerSpec, target: Path, say: Callable[[str], None],
+          env: Mapping[str, str] | None) -> None:
+    partial = target.with_name(f".{target.name}.{socket.gethostname()}.{os.getpid()}")
+    argv = pull_argv(spec.runtime, spec.image, str(partial), force=True)
+    say(f"converting {spec.image.pull_from} into {target} ({' '.join(argv[:2])})")
+    environ = dict(os.environ if env is None else env)
+    environ.update(pull_environment(spec.runtime, spec.registry_auth))
+    try:
+        proc = subprocess.Popen(argv, env=environ, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, errors="replace")
+    except OSError as e:
+        raise ImageError(f"cannot start {argv[0]}: {e.strerror}") from e
+    tail: list[str] = []
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        say(line.rstrip("\n"))
+        tail = (tail + [line.rstrip("\n")])[-5:]
+    rc = proc.wait()
+    if rc != 0 or not partial.exists():
+        partial.unlink(missing_ok=True)
+        shown = "; ".join(t.strip() for t in tail if t.strip()) or "no output"
+        raise ImageError(
+            f"pulling {spec.image.pull_from} failed (exit code {rc}): {shown}. Check the "
+            "name in environment.image, environment.registry_auth for a private registry, and "
+            f"that this host can reach the registry; or convert it yourself with "
+            f"`{spec.runtime} pull {target} {spec.image.pull_from}`")
+    os.replace(partial, target)
+
+
+class _Lock:
+    def __init__(self, path: Path, say: Callable[[str], None]) -> None:
+        self.path = path
+        self.say = say
+        self._stop = threading.Event()
+        self._beat: threading.Thread | None = None
+
+    def __enter__(self) -> _Lock:
+        told = False
+        deadline = time.monotonic() + PULL_TIMEOUT
+        while True:
+            try:
+                self.path.mkdir()
+                break
+            except FileExistsError:
+                pass
+            holder = _read(self.path / "holder")
+            if _age(self.path / "heartbeat", self.path) > STALE_AFTER:
+                self.say(f"taking over the pull lock {self.path} of {holder or 'someone'}, "
+                         f"silent for {STALE_AFTER:.0f} s")
+                shutil.rmtree(self.path, ignore_errors=True)
+                continue
+            if not told:
+                self.say(f"waiting for {holder or 'another job'} to finish converting the "
+                         "image")
+                told = True
+            if time.monotonic() > deadline:
+                raise ImageError(f"the pull lock {self.path} was held for over "
+                                 f"{PULL_TIMEOUT / 3600:.0f} h; remove it if no pull runs")
+            time.sleep(1.0)
+        (self.path / "holder").write_text(f"{socket.gethostname()} pid {os.getpid()}\n")
+        (self.path / "heartbeat").touch()
+        self._beat = threading.Thread(target=self._heartbeat, daemon=True)
+        self._beat.start()
+        return self
+
+    def _heartbeat(self) -> None:
+        while not self._stop.wait(HEARTBEAT):
+            try:
+                os.utime(self.path / "heartbeat")
+            except OSError:
+                return
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return ""
+
+
+def _age(heartbeat: Path, lock: Path) -> float:
+    """Seconds since the holder last showed life (the lock's own age while it is writing its
+    first heartbeat); 0 when the lock is gone."""
+    for p in (heartbeat, lock):
+        try:
+            return time.time() - os.stat(p).st_mtime
+        except OSError:
+            continue
+    return 0.0

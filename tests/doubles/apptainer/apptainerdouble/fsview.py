@@ -1,0 +1,202 @@
+"""The container's filesystem view, built in a private mount namespace (needs root).
+
+The double has no image to mount, so "the image" is the host's operating system: the top-level
+directories an OS image holds (KEPT) are the host's, every other top-level directory of the host
+is an empty directory, and top-level files are gone.  Onto that go the mounts the real runtime
+makes (apptainer.org "Bind Paths and Mounts", and apptainer-exec(1) for -c/--contain and
+--no-home):
+
+- /tmp and /var/tmp: the host's; empty private ones with --contain;
+- the user's home directory (the passwd entry's): the host's; an empty private one with
+  --contain; with --no-home it is not mounted (an empty directory unless it lies in a kept
+  directory);
+- each -B/--bind, in order, after all of the above (so binding a path under a hidden directory
+  works); "ro" binds are remounted read-only.
+
+How: the root is assembled on a tmpfs mounted over /tmp in the new namespace (nothing of it is
+seen outside the namespace), then the process chroots into it.  Every bind source (and the host
+/tmp and home) is opened with O_PATH before anything is mounted, and mounted from
+/proc/self/fd/N with `mount --no-canonicalize`, so the source is the host's object even when the
+assembly hides its path.
+
+A mount point that does not exist is created when it lies on the double's own tmpfs; creating it
+inside a host directory (a kept directory, the bound home or /tmp, another bind) would change the
+host, so that fails as apptainer fails without an overlay ("destination X doesn't exist in
+container").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import stat
+import subprocess
+from collections.abc import Sequence
+
+from .binds import Bind, mount_failure
+from .messages import Fatal
+
+KEPT = frozenset({"bin", "boot", "dev", "etc", "lib", "lib32", "lib64", "libx32", "proc", "run",
+                  "sbin", "sys", "usr", "var"})
+STAGE = "/tmp"
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    binds: tuple[Bind, ...]
+    home: str
+    home_mode: str  # "bind" (the host's), "empty" (--contain), "plain" (--no-home)
+    contain: bool
+
+
+class _Assembly:
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self.mounts: list[tuple[str, bool]] = [("/", False)]  # (container path, host's?)
+
+    def inside(self, path: str) -> str:
+        return self.root + path if path != "/" else self.root
+
+    def host_backed(self, path: str) -> bool:
+        best = max((m for m in self.mounts if _under(path, m[0])), key=lambda m: len(m[0]))
+        return best[1]
+
+    def note(self, path: str, host: bool) -> None:
+        self.mounts.append((path, host))
+
+
+def build(layout: Layout) -> str:
+    """Assemble the view; returns the directory to chroot into."""
+    fds = _open_sources(layout)
+    try:
+        top = _top_level()
+        _mount(["-t", "tmpfs", "-o", "mode=0755", "hpcdet-apptainer-double", STAGE])
+        view = _Assembly(STAGE)
+        _populate_top(view, top)
+        _mount_tmp(view, fds, layout.contain)
+        _mount_home(view, fds, layout)
+        for bind in layout.binds:
+            _mount_bind(view, bind, fds[bind.source])
+        return view.root
+    finally:
+        for fd in fds.values():
+            os.close(fd)
+
+
+def _open_sources(layout: Layout) -> dict[str, int]:
+    paths = [b.source for b in layout.binds]
+    if not layout.contain:
+        paths.append("/tmp")
+    if layout.home_mode == "bind":
+        paths.append(layout.home)
+    fds: dict[str, int] = {}
+    for path in paths:
+        if path in fds:
+            continue
+        try:
+            fds[path] = os.open(path, os.O_PATH)
+        except OSError:
+            bind = next((b for b in layout.binds if b.source == path), Bind(path, path, False))
+            raise Fatal(mount_failure(bind, f"mount source {path} doesn't exist")) from None
+    return fds
+
+
+def _top_level() -> list[tuple[str, os.stat_result]]:
+    return [(name, os.lstat(f"/{name}")) for name in sorted(os.listdir("/"))]
+
+
+def _populate_top(view: _Assembly, top: Sequence[tuple[str, os.stat_result]]) -> None:
+    for name, st in top:
+        inside = view.inside(f"/{name}")
+        if stat.S_ISLNK(st.st_mode):
+            if name in KEPT:
+                os.symlink(os.readlink(f"/{name}"), inside)
+        elif stat.S_ISDIR(st.st_mode):
+            os.mkdir(inside, 0o755)
+            if name in KEPT:
+                _mount(["--rbind", f"/{name}", inside])
+                view.note(f"/{name}", True)
+    if not os.path.isdir(view.inside("/tmp")):
+        os.mkdir(view.inside("/tmp"))
+    os.chmod(view.inside("/tmp"), 0o1777)
+
+
+def _mount_tmp(view: _Assembly, fds: dict[str, int], contain: bool) -> None:
+    if not contain:
+        _mount_fd(fds["/tmp"], view.inside("/tmp"))
+        view.note("/tmp", True)
+        return
+    var_tmp = view.inside("/var/tmp")
+    if os.path.isdir(var_tmp):
+        _mount(["-t", "tmpfs", "-o", "mode=1777", "hpcdet-apptainer-double", var_tmp])
+        view.note("/var/tmp", False)
+
+
+def _mount_home(view: _Assembly, fds: dict[str, int], layout: Layout) -> None:
+    home = layout.home
+    if layout.home_mode == "plain":
+        if not _creatable_or_present(view, home):
+            return
+    _ensure(view, home, directory=True, bind=Bind(home, home, False))
+    if layout.home_mode == "bind":
+        _mount_fd(fds[home], view.inside(home))
+        view.note(home, True)
+    elif layout.home_mode == "empty":
+        _mount(["-t", "tmpfs", "-o", "mode=0700", "hpcdet-apptainer-double", view.inside(home)])
+        view.note(home, False)
+
+
+def _mount_bind(view: _Assembly, bind: Bind, fd: int) -> None:
+    _ensure(view, bind.target, directory=stat.S_ISDIR(os.fstat(fd).st_mode), bind=bind)
+    inside = view.inside(bind.target)
+    try:
+        _mount_fd(fd, inside)
+        if bind.read_only:
+            _mount(["-o", "remount,bind,ro", inside])
+    except Fatal as e:
+        raise Fatal(mount_failure(bind, str(e))) from None
+    view.note(bind.target, True)
+
+
+def _ensure(view: _Assembly, path: str, directory: bool, bind: Bind) -> None:
+    """Make the mount point `path` exist in the view, or fail as apptainer does."""
+    full = view.inside(path)
+    if os.path.lexists(full):
+        return
+    if not _creatable_or_present(view, path):
+        raise Fatal(mount_failure(bind, f"destination {path} doesn't exist in container"))
+    if directory:
+        os.makedirs(full, 0o755)
+    else:
+        os.makedirs(os.path.dirname(full), 0o755, exist_ok=True)
+        os.close(os.open(full, os.O_WRONLY | os.O_CREAT, 0o644))
+
+
+def _creatable_or_present(view: _Assembly, path: str) -> bool:
+    """Whether `path` exists in the view or can be created without writing to the host."""
+    if os.path.lexists(view.inside(path)):
+        return True
+    ancestor = os.path.dirname(path)
+    while not os.path.exists(view.inside(ancestor)):
+        ancestor = os.path.dirname(ancestor)
+    real = os.path.realpath(view.inside(ancestor))
+    if not _under(real, view.root):
+        return False
+    return not view.host_backed(real[len(view.root):] or "/")
+
+
+def _under(path: str, top: str) -> bool:
+    return top == "/" or path == top or path.startswith(top.rstrip("/") + "/")
+
+
+def _mount_fd(fd: int, target: str) -> None:
+    # Not --rbind: a recursive copy would take along the assembly's own tmpfs whenever the
+    # source contains /tmp (or is /tmp).
+    _mount(["--bind", f"/proc/self/fd/{fd}", target], fds=(fd,))
+
+
+def _mount(args: list[str], fds: Sequence[int] = ()) -> None:
+    done = subprocess.run(["mount", "--no-canonicalize", *args], pass_fds=tuple(fds),
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if done.returncode != 0:
+        raise Fatal(done.stderr.strip() or f"mount {' '.join(args)} failed")

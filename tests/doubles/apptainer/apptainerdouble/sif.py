@@ -1,0 +1,74 @@
+"""The double's stand-in for a SIF file.
+
+Two lines: `HPCDET-APPTAINER-DOUBLE-SIF 1`, then one JSON object {"ref", "env", "labels"}.  It is
+written the way a pull must leave it for concurrent readers: to a temporary file in the
+destination's directory, then renamed over the destination, so nobody ever sees half an image.
+Real SIF files are executable (they start with a "#!/usr/bin/env run-singularity" line), so the
+mode is 0777 less the umask.
+
+Messages for unusable images follow apptainer 1.x ("could not open image X: failed to retrieve
+path for X: lstat X: no such file or directory"; "image format not recognized").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import tempfile
+
+from .messages import Fatal
+
+MAGIC = "HPCDET-APPTAINER-DOUBLE-SIF 1"
+
+
+@dataclasses.dataclass(frozen=True)
+class Sif:
+    ref: str
+    env: dict[str, str]
+    labels: dict[str, str]
+
+
+def write_atomically(path: str, sif: Sif) -> None:
+    body = json.dumps({"ref": sif.ref, "env": sif.env, "labels": sif.labels}, sort_keys=True)
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".hpcdet-sif-", dir=directory)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(f"{MAGIC}\n{body}\n")
+        os.chmod(tmp, 0o777 & ~_umask())
+        os.replace(tmp, path)
+    except BaseException:
+        _remove_quietly(tmp)
+        raise
+
+
+def read(path: str) -> Sif:
+    """The image at `path`, or Fatal with the real tool's wording."""
+    absolute = os.path.abspath(path)
+    if not os.path.lexists(absolute):
+        raise Fatal(f"could not open image {path}: failed to retrieve path for {path}: "
+                    f"lstat {absolute}: no such file or directory")
+    try:
+        with open(absolute, encoding="utf-8") as f:
+            magic, body = f.readline().rstrip("\n"), f.readline()
+        data = json.loads(body) if magic == MAGIC else None
+    except (OSError, UnicodeDecodeError, ValueError):
+        data = None
+    if not isinstance(data, dict):
+        raise Fatal(f"could not open image {absolute}: image format not recognized")
+    return Sif(str(data.get("ref", "")), dict(data.get("env") or {}),
+               dict(data.get("labels") or {}))
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _remove_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass

@@ -1,0 +1,123 @@
+"""The container process: enter the view, choose the working directory, become the command.
+
+With namespaces, `exec` replaces itself with `unshare --mount --propagation private python3 -I
+apptainerdouble/__main__.py stage2 PLAN`, and this module (in the new namespace, still the same
+process) builds the view, chroots into it and execs the command, so the process that was started
+as `apptainer` ends up being the command: it gets the signals sent to `apptainer`, and its exit
+status is the command's.  Without namespaces `exec` calls enter() directly.
+
+Everything this module and fsview need is imported before the view hides the interpreter's own
+files (a pyenv Python lives under /root).
+
+Working directory (apptainer's StartProcess, internal/pkg/runtime/engine/apptainer/
+process_linux.go): --pwd must exist ("failed to set working directory: chdir X: no such file or
+directory", fatal); otherwise the host's current directory if the container has it, else the
+home directory, else "/".  The command is looked up in the container's PATH; a missing one
+fails like apptainer 1.x's `exec` ("\"foo\": executable file not found in $PATH"; with a slash:
+"stat /x: no such file or directory").  A file without "#!" is run by /bin/sh, as apptainer
+retries on ENOEXEC.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import signal
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from . import fsview
+from .binds import Bind
+from .messages import FATAL_EXIT, Fatal, fatal
+
+SHELL = "/bin/sh"
+
+
+def main(argv: Sequence[str]) -> int:
+    """`__main__.py stage2 PLAN`, run by unshare inside the new mount namespace."""
+    plan = json.loads(argv[1])
+    try:
+        root = fsview.build(_layout(plan))
+        os.chroot(root)
+        os.chdir("/")
+        enter(plan)
+    except Fatal as e:
+        fatal(str(e))
+    except OSError as e:
+        fatal(f"container creation failed: {e}")
+    return FATAL_EXIT
+
+
+def enter(plan: Mapping[str, Any]) -> None:
+    """chdir and exec the command; returns only by raising Fatal."""
+    command = [str(word) for word in plan["command"]]
+    env = {str(k): str(v) for k, v in plan["env"].items()}
+    env["PWD"] = _choose_cwd(plan)
+    path = _resolve(command[0], env.get("PATH", ""))
+    _become(path, command, env)
+
+
+def _layout(plan: Mapping[str, Any]) -> fsview.Layout:
+    binds = tuple(Bind(str(b["source"]), str(b["target"]), bool(b["read_only"]))
+                  for b in plan["binds"])
+    return fsview.Layout(binds, str(plan["home"]), str(plan["home_mode"]),
+                         bool(plan["contain"]))
+
+
+def _choose_cwd(plan: Mapping[str, Any]) -> str:
+    pwd = plan.get("pwd")
+    if pwd:
+        try:
+            os.chdir(str(pwd))
+        except OSError as e:
+            raise Fatal(f"failed to set working directory: chdir {pwd}: {_go(e)}") from None
+        return os.getcwd()
+    for candidate in (plan.get("cwd"), plan.get("home"), "/"):
+        if candidate and _chdir(str(candidate)):
+            return str(candidate)
+    return "/"
+
+
+def _chdir(path: str) -> bool:
+    try:
+        os.chdir(path)
+    except OSError:
+        return False
+    return True
+
+
+def _resolve(name: str, search_path: str) -> str:
+    if "/" in name:
+        if not os.path.exists(name):
+            raise Fatal(f"stat {name}: no such file or directory")
+        return name
+    for directory in search_path.split(":"):
+        candidate = os.path.join(directory or ".", name)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    raise Fatal(f'"{name}": executable file not found in $PATH')
+
+
+def _become(path: str, command: list[str], env: dict[str, str]) -> None:
+    # Python ignores SIGPIPE and SIGXFSZ, and ignored signals survive exec.
+    for sig in (signal.SIGPIPE, signal.SIGXFSZ):
+        signal.signal(sig, signal.SIG_DFL)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execve(path, command, env)
+    except OSError as e:
+        if e.errno != errno.ENOEXEC:
+            raise Fatal(f"exec {path} failed: {_go(e)}") from None
+    try:
+        os.execve(SHELL, [SHELL, path, *command[1:]], env)
+    except OSError as e:
+        raise Fatal(f"exec {path} failed: {_go(e)}") from None
+
+
+def _go(error: OSError) -> str:
+    """An errno as Go's syscall package words it (lower case)."""
+    return (error.strerror or str(error)).lower()
+
