@@ -6,8 +6,9 @@ import os
 import stat
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 from hpcdet import trialside
 from tests.support import REPO
