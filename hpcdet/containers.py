@@ -32,7 +32,7 @@ DOCKER = "docker://"
 
 # What reaches the container of the host's environment besides the variables hpcdet sets and
 # the config's: the batch system's and the devices the job was given.
-PASSED_PREFIXES = ("SLURM_", "PBS_", "PMI_", "PMIX_", "OMPI_", "HPCDET_", "DET_")
+PASSED_PREFIXES = ("SLURM_", "PBS_", "PMI_", "PMIX_", "OMPI_")
 PASSED_NAMES = frozenset({
     "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES",
     "HIP_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "OMP_NUM_THREADS", "TZ", "LANG",

@@ -30,6 +30,8 @@ class Hpcdet:
     # read; the test process itself runs as root then.
     user: str | None = None
     python: str = sys.executable
+    # --config overrides given to every `experiment create` (to run the tutorial in an image).
+    create_overrides: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
@@ -62,6 +64,8 @@ class Hpcdet:
     def run(
         self, *args: str, check: bool = True, timeout: float = 180
     ) -> subprocess.CompletedProcess[str]:
+        if args[:2] in (("experiment", "create"), ("e", "create")):
+            args = (*args, *(a for o in self.create_overrides for a in ("--config", o)))
         command = [self.python, "-m", "hpcdet.cli.main", *args]
         env = self.env()
         if self.user is not None:
@@ -185,3 +189,43 @@ def slurm_jobs_under(path: Path) -> set[str]:
                             capture_output=True, text=True, check=False, timeout=60)
     return {job for job, _, workdir in (line.partition("|") for line in listed.stdout.splitlines())
             if workdir.startswith(str(path))}
+
+
+APPTAINER_DOUBLE = REPO / "tests" / "doubles" / "apptainer"
+# The double shows a container only the OS directories of the host (and what is bound), so
+# what hpcdet binds must live outside /tmp, which each container has of its own.
+CONTAINER_TESTS_ROOT = Path("/srv/hpcdet-tests")
+# What the double's image "python:3.11" holds: Debian's /usr/bin/python3 (no torch, no hpcdet).
+IMAGE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+@dataclass
+class Images:
+    """A registry for the Apptainer double and the variables that point it there."""
+
+    root: Path
+
+    def __post_init__(self) -> None:
+        self.registry.mkdir(parents=True, exist_ok=True)
+        (self.registry / "library_python_3.11.json").write_text(
+            json.dumps({"env": {"PATH": IMAGE_PATH}, "labels": {"made.by": "hpcdet tests"}}))
+
+    @property
+    def registry(self) -> Path:
+        return self.root / "registry"
+
+    @property
+    def log(self) -> Path:
+        return self.root / "apptainer-calls.jsonl"
+
+    def env(self, on_path: bool = True) -> dict[str, str]:
+        path = os.environ["PATH"]
+        return {"PATH": f"{APPTAINER_DOUBLE / 'bin'}{os.pathsep}{path}" if on_path else path,
+                "HPCDET_APPTAINER_DOUBLE_REGISTRY": str(self.registry),
+                "HPCDET_APPTAINER_DOUBLE_LOG": str(self.log)}
+
+    def calls(self, subcommand: str) -> list[dict[str, Any]]:
+        if not self.log.exists():
+            return []
+        calls = [json.loads(line) for line in self.log.read_text().splitlines()]
+        return [c for c in calls if c.get("subcommand") == subcommand]
