@@ -571,12 +571,13 @@ def stage4_nodes(h: Hpcdet, tmp: Path) -> list[dict[str, Any]]:
     ctx = copy_examples(tmp / "ctx")
     out = h.run("experiment", "create", str(ctx / "4_distributed.yaml"), str(ctx), "-f",
                 timeout=300).stdout
-    d = h.describe(1)
+    exp = int(out.split("Created experiment ")[1].split()[0])
+    d = h.describe(exp)
     assert d["experiment"]["state"] == "COMPLETED", (d, out[-3000:])
     for rank in range(8):
         assert f"[rank={rank}]" in out, rank
     trial = d["trials"][0]["id"]
-    run_dir = h.state / "runs" / "exp-1" / "trials" / str(trial) / "run-1"
+    run_dir = h.state / "runs" / f"exp-{exp}" / "trials" / str(trial) / "run-1"
     infos = [json.loads((run_dir / "nodes" / f"{n}.json").read_text()) for n in (0, 1)]
     rows = h.metrics(trial)
     training = [(r["steps_completed"], r["metrics"]["x"]) for r in rows

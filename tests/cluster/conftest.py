@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 
 import pytest
 
-from tests.support import Hpcdet, ensure_user, python_for_users, slurm_jobs_under
+from tests.support import Hpcdet, Images, ensure_user, python_for_users, slurm_jobs_under
 
 CLUSTER_TESTS_DIR = Path(__file__).resolve().parent
 CLUSTER_SCRIPT = CLUSTER_TESTS_DIR.parents[1] / "scripts" / "slurm-test-cluster.sh"
@@ -152,6 +152,18 @@ def slurm_hpcdet(slurm_cluster: Any, tmp_path: Path) -> Iterator[Hpcdet]:
     it leaves are canceled: tests share the cluster, and a job left behind (an array task
     waiting for a trial that will never come) would hold CPUs the next tests need."""
     h = Hpcdet(tmp_path / "user", "slurm")
+    yield h
+    h.stop()
+    left = slurm_jobs_under(h.root)
+    if left:
+        subprocess.run(["scancel", *sorted(left)], check=False, capture_output=True)
+
+
+@pytest.fixture
+def slurm_image_hpcdet(slurm_cluster: Any, container_root: Path,
+                       images: Images) -> Iterator[Hpcdet]:
+    """hpcdet on Slurm with the Apptainer double on PATH (hence on the nodes' PATH)."""
+    h = Hpcdet(container_root / "user", "slurm", extra_env=images.env())
     yield h
     h.stop()
     left = slurm_jobs_under(h.root)

@@ -1,0 +1,27 @@
+"""Trials in an image on the two-node Slurm, against the Apptainer double on the nodes' PATH."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests import container_scenarios
+from tests.support import Hpcdet, Images
+
+
+def test_the_trial_sees_what_a_cleanenv_container_gives(
+        slurm_image_hpcdet: Hpcdet, images: Images, container_root: Path) -> None:
+    slurm_image_hpcdet.extra_env["LEAKY_HOST_VAR"] = "the job's, not the container's"
+    facts = container_scenarios.inside_the_image(slurm_image_hpcdet, container_root / "t",
+                                                 images, "SLURM_")
+    assert "SLURM_JOB_ID" in facts["env"]
+
+
+def test_the_tutorial_runs_in_an_image(
+        slurm_image_hpcdet: Hpcdet, images: Images, container_root: Path) -> None:
+    container_scenarios.tutorial_in_an_image(slurm_image_hpcdet, container_root / "t", images)
+
+
+def test_ten_array_tasks_share_one_pull(
+        slurm_image_hpcdet: Hpcdet, images: Images, container_root: Path) -> None:
+    container_scenarios.one_pull_for_a_whole_array(slurm_image_hpcdet, container_root / "t",
+                                                   images)
