@@ -352,7 +352,6 @@ def launch(
     Raises:
         ImageError: the image or its runtime cannot be had here.
     """
-    workdir = node_dir / "work"
     if spec.container is None:
         overlay_bin = (overlay(spec.overlay_of, spec.python, node_dir / "env")
                        if spec.overlay_of else None)
@@ -363,26 +362,7 @@ def launch(
         raise ImageError(f"the trial cannot start: {problem}")
     # force_pull_image is the CLI's to honour, once, at create: not every task of an array.
     image = images.ensure(container, say)
-    tmp = node_dir / "tmp"
-    tmp.mkdir()
-    Path(spec.checkpoint_dir).mkdir(parents=True, exist_ok=True)
-    mounts = with_workdir(container.binds, WORKDIR)
-    for m in mounts:  # a relative container_path: its mount point in our copy of the context
-        if m.target.startswith(WORKDIR + "/"):
-            (workdir / m.target[len(WORKDIR) + 1:]).mkdir(parents=True, exist_ok=True)
-    same = [spec.run_dir, spec.checkpoint_dir]
-    binds = [*(Bind(p, p) for p in same), Bind(spec.trialside, spec.trialside, read_only=True),
-             Bind(str(workdir), WORKDIR), Bind(str(tmp), "/tmp"), Bind(str(tmp), "/var/tmp"),
-             *mounts]
-    for b in binds:
-        if not Path(b.host).exists():
-            raise ImageError(f"bind_mounts: host_path {b.host} does not exist on "
-                             f"{socket.gethostname()}; create it or fix the path")
-    for path in [*same, spec.trialside]:
-        if any(path == t or path.startswith(t + "/") for t in PRIVATE_DIRS):
-            raise ImageError(f"{path} is under {path.split('/')[1]}, which every container has "
-                             "of its own: keep hpcdet's state directory (HPCDET_HOME) and the "
-                             "checkpoint storage on the shared filesystem, outside /tmp")
+    binds = container_binds(spec, container, node_dir)
     added = trial_variables(spec, info_path, record, os.environ, node)
     env = {**os.environ, **added}
     names = passed_names(env, extra=list(added))
@@ -391,6 +371,36 @@ def launch(
     command, extra = exec_argv(spec_here, WORKDIR, names, env, argv)
     say(f"running in {container.image.named} with {container.runtime}")
     return command, {**env, **extra}
+
+
+def container_binds(spec: RunSpec, container: ContainerSpec, node_dir: Path) -> list[Bind]:
+    """What the container sees of the host: the run directory and the checkpoint storage at
+    their own paths, the trial side read-only, the node's copy of the context as the working
+    directory, a /tmp of its own, and the config's bind_mounts.
+
+    Raises:
+        ImageError: a path that cannot be bound.
+    """
+    workdir, tmp = node_dir / "work", node_dir / "tmp"
+    tmp.mkdir()
+    Path(spec.checkpoint_dir).mkdir(parents=True, exist_ok=True)
+    mounts = with_workdir(container.binds, WORKDIR)
+    for m in mounts:  # a relative container_path: its mount point in our copy of the context
+        if m.target.startswith(WORKDIR + "/"):
+            (workdir / m.target[len(WORKDIR) + 1:]).mkdir(parents=True, exist_ok=True)
+    for path in (spec.run_dir, spec.checkpoint_dir, spec.trialside):
+        under = next((d for d in PRIVATE_DIRS if path == d or path.startswith(d + "/")), None)
+        if under:
+            raise ImageError(f"{path} is under {under}, which every container has of its own: "
+                             "keep hpcdet's state directory (HPCDET_HOME) and the checkpoint "
+                             "storage on the shared filesystem, outside /tmp")
+    for m in mounts:
+        if not Path(m.host).exists():
+            raise ImageError(f"bind_mounts: host_path {m.host} does not exist on "
+                             f"{socket.gethostname()}; create it or fix the path")
+    return [Bind(spec.run_dir, spec.run_dir), Bind(spec.checkpoint_dir, spec.checkpoint_dir),
+            Bind(spec.trialside, spec.trialside, read_only=True), Bind(str(workdir), WORKDIR),
+            *(Bind(str(tmp), d) for d in PRIVATE_DIRS), *mounts]
 
 
 if __name__ == "__main__":

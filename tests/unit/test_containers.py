@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
 import pytest
 
 from hpcdet.containers import (
@@ -128,3 +132,34 @@ def test_the_spec_survives_the_run_spec() -> None:
     spec = ContainerSpec("apptainer", Image("a", "/a.sif", "docker://a"), "cuda", BINDS, True,
                          {"username": "u"})
     assert ContainerSpec.from_dict(spec.to_dict()) == spec
+
+
+def test_what_cannot_be_bound_is_named(tmp_path: Path, container_root: Path) -> None:
+    from hpcdet.errors import ImageError
+    from hpcdet.launch.harness import container_binds
+    from hpcdet.rundir.spec import RunSpec
+
+    def spec(state: Path) -> RunSpec:
+        return RunSpec(1, 1, 1, 0, {}, {}, "true", str(state / "ctx"), str(state / "run"),
+                       str(state / "ckpt"), trialside=str(state / "trialside"))
+
+    shared = container_root / "srv"  # not under /tmp
+    for d in ("run", "trialside"):
+        (shared / d).mkdir(parents=True)
+    node = tmp_path / "node"
+    (node / "work").mkdir(parents=True)
+    image = ContainerSpec("apptainer", Image("x", "/x.sif"),
+                          binds=(Bind(str(shared), "data"), Bind("/no/such", "/d")))
+    with pytest.raises(ImageError, match="host_path /no/such does not exist on"):
+        container_binds(spec(shared), image, node)
+    shutil.rmtree(node / "tmp")
+    good = replace(image, binds=image.binds[:1])
+    binds = container_binds(spec(shared), good, node)
+    assert Bind(str(node / "work"), "/hpcdet/work") in binds
+    assert Bind(str(node / "tmp"), "/tmp") in binds and Bind(str(node / "tmp"), "/var/tmp") in binds
+    assert Bind(str(shared), "/hpcdet/work/data") in binds and (node / "work" / "data").is_dir()
+    assert Bind(str(shared / "trialside"), str(shared / "trialside"), True) in binds
+    shutil.rmtree(node / "tmp")
+    in_tmp = Path("/tmp") / "hpcdet-state"
+    with pytest.raises(ImageError, match="is under /tmp, which every container has of its own"):
+        container_binds(spec(in_tmp), good, node)
