@@ -26,6 +26,8 @@ RUNTIMES = ("apptainer", "singularity", "podman", "enroot")
 # the directories each container has of its own (Determined's known issue: Singularity shares
 # the host's /tmp unless told otherwise).
 WORKDIR = "/hpcdet/work"
+# Set inside the container to the image the config named.
+IMAGE_ENV = "HPCDET_IMAGE"
 PRIVATE_DIRS = ("/tmp", "/var/tmp")
 DEFAULT_RUNTIME = "apptainer"
 DOCKER = "docker://"

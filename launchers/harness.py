@@ -28,6 +28,7 @@ from typing import IO
 
 from hpcdet import images
 from hpcdet.containers import (
+    IMAGE_ENV,
     PRIVATE_DIRS,
     WORKDIR,
     Bind,
@@ -364,6 +365,7 @@ def launch(
     image = images.ensure(container, say)
     binds = container_binds(spec, container, node_dir)
     added = trial_variables(spec, info_path, record, os.environ, node)
+    added[IMAGE_ENV] = container.image.named
     env = {**os.environ, **added}
     names = passed_names(env, extra=list(added))
     spec_here = replace(container, image=replace(container.image, file=str(image)),

@@ -26,6 +26,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from hpcdet.containers import IMAGE_ENV
 from hpcdet.errors import UsageError
 from hpcdet.node_env import MpiStep, NodeEnv
 
@@ -120,7 +121,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             return run_forwarding_signals(cmd, env)
         if layout.node_rank == 0 and shutil.which(step.tool) is None:
-            raise LaunchError(f"{step.tool} is not on PATH on the chief node")
+            image = os.environ.get(IMAGE_ENV)
+            raise LaunchError(
+                f"{step.tool} is not on PATH on the chief node" + (
+                    f" inside the image {image}: the MPI launcher starts the batch system's "
+                    "step from the trial, so the image must hold the batch system's client; "
+                    "use hpcdet.launch.torch_distributed, or run without environment.image"
+                    if image else ""))
         step_dir = claim_step_dir(Path(layout.run_dir), "mpi", layout.node_rank)
         cmd = build_step_command(
             step, num_nodes=layout.num_nodes, procs_per_node=layout.slots_per_node,
