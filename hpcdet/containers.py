@@ -26,8 +26,9 @@ RUNTIMES = ("apptainer", "singularity", "podman", "enroot")
 # the directories each container has of its own (Determined's known issue: Singularity shares
 # the host's /tmp unless told otherwise).
 WORKDIR = "/hpcdet/work"
-# Set inside the container to the image the config named.
+# Set inside the container: the image the config named, and where hpcdet's trial side is.
 IMAGE_ENV = "HPCDET_IMAGE"
+TRIALSIDE_ENV = "HPCDET_TRIALSIDE"
 PRIVATE_DIRS = ("/tmp", "/var/tmp")
 DEFAULT_RUNTIME = "apptainer"
 DOCKER = "docker://"
@@ -155,6 +156,13 @@ def with_workdir(binds: Sequence[Bind], workdir: str) -> list[Bind]:
     return [b if posixpath.isabs(b.target) else
             Bind(b.host, posixpath.normpath(posixpath.join(workdir, b.target)), b.read_only)
             for b in binds]
+
+
+def with_trialside(argv: Sequence[str]) -> list[str]:
+    """``argv`` with hpcdet's trial side first on the PYTHONPATH the image sets, if any: the
+    variable is completed inside the container, where the image's value is known."""
+    return ["sh", "-c", f'export PYTHONPATH="${TRIALSIDE_ENV}${{PYTHONPATH:+:$PYTHONPATH}}"; '
+            'exec "$@"', "hpcdet-trial", *argv]
 
 
 def exec_argv(spec: ContainerSpec, workdir: str, names: Sequence[str],

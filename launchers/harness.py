@@ -30,11 +30,13 @@ from hpcdet import images
 from hpcdet.containers import (
     IMAGE_ENV,
     PRIVATE_DIRS,
+    TRIALSIDE_ENV,
     WORKDIR,
     Bind,
     ContainerSpec,
     exec_argv,
     passed_names,
+    with_trialside,
     with_workdir,
 )
 from hpcdet.errors import ImageError
@@ -365,12 +367,15 @@ def launch(
     image = images.ensure(container, say)
     binds = container_binds(spec, container, node_dir)
     added = trial_variables(spec, info_path, record, os.environ, node)
-    added[IMAGE_ENV] = container.image.named
+    # The image's own PYTHONPATH stays, after the trial side: the variable is set inside.
+    del added["PYTHONPATH"]
+    added.update({IMAGE_ENV: container.image.named, TRIALSIDE_ENV: spec.trialside,
+                  **{k: v for k, v in spec.environment.items() if k == "PYTHONPATH"}})
     env = {**os.environ, **added}
     names = passed_names(env, extra=list(added))
     spec_here = replace(container, image=replace(container.image, file=str(image)),
                         binds=tuple(binds))
-    command, extra = exec_argv(spec_here, WORKDIR, names, env, argv)
+    command, extra = exec_argv(spec_here, WORKDIR, names, env, with_trialside(argv))
     say(f"running in {container.image.named} with {container.runtime}")
     return command, {**env, **extra}
 

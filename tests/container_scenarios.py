@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from tests import scenarios
-from tests.support import IMAGE_PATH, REPO, Hpcdet, Images
+from tests.support import IMAGE_PATH, IMAGE_PYTHONPATH, REPO, Hpcdet, Images
 
 IMAGE = "python:3.11"
 
@@ -28,6 +28,7 @@ def writable(path):
 
 facts = {
     "python": sys.executable, "env": sorted(os.environ), "path": os.environ["PATH"],
+    "pythonpath": os.environ["PYTHONPATH"], "det_from": det.__file__,
     "cwd": os.getcwd(), "files": sorted(os.listdir(".")),
     "data": open("/data/hello.txt").read().strip(), "data_writable": writable("/data/x"),
     "tmp": sorted(os.listdir("/tmp")), "tmp_writable": writable("/tmp/scratch"),
@@ -48,6 +49,7 @@ HPCDET_VARS = {"C10D_PORT", "DET_AGENT_ID", "DET_ALLOCATION_ID", "DET_CHIEF_IP",
                "DET_EXPERIMENT_ID", "DET_HPARAMS", "DET_RESOURCES_TYPE", "DET_SLOT_IDS",
                "DET_TASK_ID", "DET_TASK_TYPE", "DET_TRIAL_ID", "DET_TRIAL_RUN_ID",
                "DET_TRIAL_SEED", "HPCDET_CLUSTER_INFO", "HPCDET_IMAGE", "HPCDET_RUN_DIR",
+               "HPCDET_TRIALSIDE",
                "INTER_TRAIN_PROCESS_COMM_PORT_1", "INTER_TRAIN_PROCESS_COMM_PORT_2",
                "PYTHONPATH", "PYTHONUNBUFFERED"}
 
@@ -86,6 +88,10 @@ def inside_the_image(h: Hpcdet, tmp: Path, images: Images, batch_prefix: str) ->
     facts = json.loads(out.split("FACTS ", 1)[1].splitlines()[0])
     assert facts["python"] == "/usr/bin/python3", facts
     assert facts["path"] == IMAGE_PATH
+    # hpcdet's trial side first, then the image's own PYTHONPATH.
+    trialside, image_part = facts["pythonpath"].split(":")
+    assert Path(trialside).parent == h.state / "trialside" and image_part == IMAGE_PYTHONPATH
+    assert facts["det_from"] == f"{trialside}/determined/__init__.py"
     assert facts["cwd"] == "/hpcdet/work" and facts["files"] == ["probe.py"]
     assert facts["data"] == "hello from the host" and not facts["data_writable"]
     assert facts["tmp"] == [] and facts["tmp_writable"]

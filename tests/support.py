@@ -197,6 +197,7 @@ APPTAINER_DOUBLE = REPO / "tests" / "doubles" / "apptainer"
 CONTAINER_TESTS_ROOT = Path("/srv/hpcdet-tests")
 # What the double's image "python:3.11" holds: Debian's /usr/bin/python3 (no torch, no hpcdet).
 IMAGE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+IMAGE_PYTHONPATH = "/usr/lib/image-python"
 
 
 @dataclass
@@ -208,7 +209,8 @@ class Images:
     def __post_init__(self) -> None:
         self.registry.mkdir(parents=True, exist_ok=True)
         (self.registry / "library_python_3.11.json").write_text(
-            json.dumps({"env": {"PATH": IMAGE_PATH}, "labels": {"made.by": "hpcdet tests"}}))
+            json.dumps({"env": {"PATH": IMAGE_PATH, "PYTHONPATH": IMAGE_PYTHONPATH},
+                        "labels": {"made.by": "hpcdet tests"}}))
 
     @property
     def registry(self) -> Path:

@@ -163,3 +163,15 @@ def test_what_cannot_be_bound_is_named(tmp_path: Path, container_root: Path) -> 
     in_tmp = Path("/tmp") / "hpcdet-state"
     with pytest.raises(ImageError, match="is under /tmp, which every container has of its own"):
         container_binds(spec(in_tmp), good, node)
+
+
+def test_the_trial_side_goes_before_the_images_own_pythonpath(tmp_path: Path) -> None:
+    import subprocess
+
+    from hpcdet.containers import with_trialside
+
+    show = ["python3", "-c", "import os; print(os.environ['PYTHONPATH'])"]
+    for image, expected in (("/img/lib", "/ts:/img/lib"), ("", "/ts")):
+        env = {"PATH": "/usr/bin:/bin", "HPCDET_TRIALSIDE": "/ts", "PYTHONPATH": image}
+        out = subprocess.run(with_trialside(show), env=env, capture_output=True, text=True)
+        assert out.stdout.strip() == expected
