@@ -186,3 +186,14 @@ def errors_a_user_can_act_on(h: Hpcdet, tmp: Path, images: Images) -> None:
     h.run("daemon", "stop")
     ended(_config(tmp, "no-runtime", "python3 t.py"),
           "the container runtime 'enroot' is not on PATH", "module load enroot")
+
+
+def ddp_in_an_image(h: Hpcdet, tmp: Path, images: Images, site: Path) -> None:
+    """torchrun through the runtime: the DDP example, unchanged, in an image whose python has
+    torch (the image's files: ``site``, on its own PYTHONPATH)."""
+    images.registry.joinpath("hpcdet_torch_cpu.json").write_text(json.dumps(
+        {"env": {"PATH": IMAGE_PATH, "PYTHONPATH": str(site)}, "content": [str(site)]}))
+    h.create_overrides = ["environment.image=hpcdet/torch:cpu"]
+    scenarios.ddp(h, tmp, "ddp_determined.yaml")
+    execs = images.calls("exec")
+    assert len(execs) == 2 and all("--cleanenv" in c["argv"] for c in execs)  # one per node

@@ -19,7 +19,14 @@ from typing import Any, NoReturn
 
 import pytest
 
-from tests.support import Hpcdet, Images, ensure_user, python_for_users, slurm_jobs_under
+from tests.support import (
+    CONTAINER_TESTS_ROOT,
+    Hpcdet,
+    Images,
+    ensure_user,
+    python_for_users,
+    slurm_jobs_under,
+)
 
 CLUSTER_TESTS_DIR = Path(__file__).resolve().parent
 CLUSTER_SCRIPT = CLUSTER_TESTS_DIR.parents[1] / "scripts" / "slurm-test-cluster.sh"
@@ -169,3 +176,19 @@ def slurm_image_hpcdet(slurm_cluster: Any, container_root: Path,
     left = slurm_jobs_under(h.root)
     if left:
         subprocess.run(["scancel", *sorted(left)], check=False, capture_output=True)
+
+
+@pytest.fixture(scope="session")
+def torch_image(slurm_cluster: Any) -> Iterator[Path]:
+    """The files of a trial image with torch for the Apptainer double: the test environment's
+    site-packages, hard-linked (no copy of 1 GB) outside /tmp, for Debian's python3."""
+    import torch
+
+    site = Path(torch.__file__).parents[1]
+    CONTAINER_TESTS_ROOT.mkdir(parents=True, exist_ok=True)
+    base = Path(tempfile.mkdtemp(prefix="torch-image-", dir=CONTAINER_TESTS_ROOT))
+    done = subprocess.run(["cp", "-al", str(site), str(base / "site")], capture_output=True)
+    if done.returncode != 0:  # another filesystem: a real copy
+        shutil.copytree(site, base / "site", symlinks=True)
+    yield base / "site"
+    shutil.rmtree(base, ignore_errors=True)

@@ -25,3 +25,10 @@ def test_ten_array_tasks_share_one_pull(
         slurm_image_hpcdet: Hpcdet, images: Images, container_root: Path) -> None:
     container_scenarios.one_pull_for_a_whole_array(slurm_image_hpcdet, container_root / "t",
                                                    images)
+
+
+def test_torchrun_runs_in_the_image_on_two_nodes(
+        slurm_image_hpcdet: Hpcdet, images: Images, container_root: Path,
+        torch_image: Path) -> None:
+    container_scenarios.ddp_in_an_image(slurm_image_hpcdet, container_root / "t", images,
+                                        torch_image)

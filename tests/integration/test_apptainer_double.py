@@ -11,10 +11,13 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -109,7 +112,7 @@ def test_pull_writes_a_sif_and_logs_one_pull(double: Double) -> None:
     assert "INFO:    Creating SIF file..." in done.stderr
     magic, body = dest.read_text().splitlines()
     assert magic == "HPCDET-APPTAINER-DOUBLE-SIF 1"
-    assert json.loads(body) == {"ref": "docker://python:3.11",
+    assert json.loads(body) == {"ref": "docker://python:3.11", "content": [],
                                 "env": {"PATH": "/opt/py/bin:/usr/bin"}, "labels": {"a": "b"}}
     assert dest.stat().st_mode & 0o777 == 0o750
     assert os.listdir(dest.parent) == ["py.sif"]  # no temporary file left behind
@@ -181,6 +184,33 @@ def test_inspect_shows_labels_and_environment(double: Double, sif: Path) -> None
     as_json = json.loads(double.run("apptainer", "inspect", "--json", "-e", str(sif)).stdout)
     [script] = as_json["data"]["attributes"]["environment"].values()
     assert "export IMGVAR=from-image" in script
+
+
+def test_pull_copies_content_and_exec_needs_it_on_the_host(double: Double) -> None:
+    there, gone = double.root / "there", double.root / "gone"
+    there.mkdir()
+    double.image("x_y_1", content=[str(there), str(gone) + "/"])
+    dest = double.root / "y.sif"
+    assert double.run("apptainer", "pull", str(dest), "docker://x/y:1").returncode == 0
+    assert json.loads(dest.read_text().splitlines()[1])["content"] == [str(there), str(gone)]
+    done = double.run("apptainer", "exec", str(dest), "true")
+    assert (done.returncode, done.stderr) == (255, (
+        f"FATAL:   could not open image {dest}: hpcdet's apptainer double: image content "
+        f"{gone} doesn't exist on the host\n"))
+    gone.mkdir()
+    assert double.run("apptainer", "exec", str(dest), "true").returncode == 0
+    double.image("x_y_2", content=["relative/path"])
+    bad = double.run("apptainer", "pull", "z.sif", "docker://x/y:2")
+    assert bad.returncode == 255
+    assert '"content" must be a list of absolute paths' in bad.stderr
+
+
+def test_a_sif_without_content_is_still_readable(double: Double) -> None:
+    old = double.root / "old.sif"
+    old.write_text('HPCDET-APPTAINER-DOUBLE-SIF 1\n'
+                   '{"ref": "docker://x/y:1", "env": {"V": "1"}, "labels": {}}\n')
+    done = double.run("apptainer", "exec", str(old), "sh", "-c", 'echo "$V"')
+    assert (done.returncode, done.stdout) == (0, "1\n"), done.stderr
 
 
 # ---- exec: environment, flags, failures ---------------------------------------------------
@@ -336,7 +366,11 @@ def _view_tree(root: Path) -> tuple[Path, Path, Path]:
     return hidden, shared, ro
 
 
-def _repo_is_hidden() -> bool:
+def _repo_is_hidden(contain: bool = True) -> bool:
+    """Whether the checkout is out of the container's sight: under a hidden top-level
+    directory, except /tmp and the home directory, which stay without --contain."""
+    if not contain and (REPO.parts[1] == "tmp" or REPO.is_relative_to(Path.home())):
+        return False
     return REPO.parts[1] not in KEPT
 
 
@@ -390,4 +424,62 @@ def test_without_contain_host_tmp_and_home_stay_but_other_top_dirs_are_empty(
     assert result["home_id"] == _home()[1]
     assert result["cwd"] == str(shared)
     assert result["ro"] == "Read-only file system"
-    assert result["repo"] is not _repo_is_hidden()
+    assert result["repo"] is not _repo_is_hidden(contain=False)
+
+
+@pytest.fixture
+def hidden_dir() -> Iterator[Path]:
+    """A fresh directory under /srv, a top-level directory the view hides (not /tmp: --contain)."""
+    namespaces_or_skip()
+    assert "srv" not in KEPT
+    path = Path(tempfile.mkdtemp(prefix="hpcdet-apptainer-double-", dir="/srv"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path)
+
+
+CONTENT_CHECK = """
+import json, os, sys
+py, sibling, data = sys.argv[1:4]
+result = {"tool": open(os.path.join(py, "bin", "tool")).read(), "sibling": os.path.exists(sibling),
+          "data": sorted(os.listdir(data)), "lib": sorted(os.listdir(os.path.join(py, "lib")))}
+for name, where in (("ro", py), ("lib_rw", os.path.join(py, "lib"))):
+    try:
+        open(os.path.join(where, "new"), "w").close()
+        result[name] = "writable"
+    except OSError as e:
+        result[name] = e.strerror
+print(json.dumps(result))
+"""
+
+
+def test_content_under_a_hidden_directory_is_read_only_image_content(
+    double: Double, hidden_dir: Path
+) -> None:
+    py, sibling = hidden_dir / "py", hidden_dir / "sibling"
+    for d in (py / "bin", py / "lib", sibling):
+        d.mkdir(parents=True)
+    (py / "bin" / "tool").write_text("from the image")
+    (py / "lib" / "image-file").write_text("x")
+    shared, lib = double.root / "shared", double.root / "lib"
+    shared.mkdir()
+    lib.mkdir()
+    (shared / "visible").write_text("v")
+    double.image("x_y_1", content=[str(py)])
+    sif = double.root / "y.sif"
+    assert double.run("apptainer", "pull", str(sif), "docker://x/y:1").returncode == 0
+    done = double.run("apptainer", "exec", "--contain", "-B", f"{shared}:/data,{lib}:{py}/lib",
+                      str(sif), "python3", "-c", CONTENT_CHECK, str(py), str(sibling), "/data")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {
+        "tool": "from the image", "sibling": False, "data": ["visible"],
+        "lib": [],  # the bind goes on top of the image's directory
+        "ro": "Read-only file system", "lib_rw": "writable"}
+    assert not (py / "new").exists()
+    assert (lib / "new").exists()
+    inside = double.run("apptainer", "exec", "-B", f"{shared}:{py}/absent", str(sif), "true")
+    assert inside.returncode == 255
+    assert inside.stderr.strip().endswith(
+        f"mount {shared}->{py}/absent error: while mounting {shared}: destination {py}/absent "
+        "doesn't exist in container")

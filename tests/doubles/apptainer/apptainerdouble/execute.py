@@ -3,7 +3,8 @@
 Flags (apptainer-exec(1)): -e/--cleanenv, -c/--contain, -B/--bind (repeatable), --env
 (repeatable, pflag stringToString), --pwd, --nv, --rocm, --no-home.  Parsing stops at IMAGE.
 
-Checks, in the real tool's order and words: the image (sif.py), the GPU flags (with no GPU on
+Checks, in the real tool's order and words: the image and its content paths (sif.py), the GPU
+flags (with no GPU on
 the host apptainer warns "Could not find any nv files on this host!" / "... rocm files ..." and
 carries on), the bind sources (binds.py).  Then the container environment (environment.py) and
 the filesystem view (fsview.py, stage2.py).
@@ -65,6 +66,7 @@ def describe(parsed: Parsed) -> dict[str, object]:
 def run(tool: Tool, parsed: Parsed, environ: Mapping[str, str]) -> int:
     image_path = _image_path(parsed.args[0])
     image = sif.read(image_path)
+    sif.check_content(image_path, image)
     _gpu_warnings(parsed, environ)
     binds = binds_mod.parse(parsed.every("bind"))
     binds_mod.check_sources(binds)
@@ -85,6 +87,7 @@ def run(tool: Tool, parsed: Parsed, environ: Mapping[str, str]) -> int:
         "home": home,
         "home_mode": _home_mode(parsed),
         "contain": parsed.is_set("contain"),
+        "content": list(image.content),
         "binds": [{"source": b.source, "target": b.target, "read_only": b.read_only}
                   for b in binds],
     }

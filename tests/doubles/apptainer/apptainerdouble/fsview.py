@@ -2,9 +2,12 @@
 
 The double has no image to mount, so "the image" is the host's operating system: the top-level
 directories an OS image holds (KEPT) are the host's, every other top-level directory of the host
-is an empty directory, and top-level files are gone.  Onto that go the mounts the real runtime
-makes (apptainer.org "Bind Paths and Mounts", and apptainer-exec(1) for -c/--contain and
---no-home):
+is an empty directory, and top-level files are gone.  An image whose registry entry lists
+"content" (the double's own modelling of an image's files) also holds those host paths, each
+bound read-only at its own path, parent directories made on the double's tmpfs when they lie
+under a hidden directory; being part of the image, they go in first, so /tmp, the home directory
+and the binds below cover them.  Onto that go the mounts the real runtime makes (apptainer.org
+"Bind Paths and Mounts", and apptainer-exec(1) for -c/--contain and --no-home):
 
 - /tmp and /var/tmp: the host's; empty private ones with --contain;
 - the user's home directory (the passwd entry's): the host's; an empty private one with
@@ -20,9 +23,9 @@ seen outside the namespace), then the process chroots into it.  Every bind sourc
 assembly hides its path.
 
 A mount point that does not exist is created when it lies on the double's own tmpfs; creating it
-inside a host directory (a kept directory, the bound home or /tmp, another bind) would change the
-host, so that fails as apptainer fails without an overlay ("destination X doesn't exist in
-container").
+inside a host directory (a kept directory, image content, the bound home or /tmp, another bind)
+would change the host, so that fails as apptainer fails without an overlay ("destination X
+doesn't exist in container").
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ class Layout:
     home: str
     home_mode: str  # "bind" (the host's), "empty" (--contain), "plain" (--no-home)
     contain: bool
+    content: tuple[str, ...] = ()
 
 
 class _Assembly:
@@ -73,6 +77,8 @@ def build(layout: Layout) -> str:
         _mount(["-t", "tmpfs", "-o", "mode=0755", "hpcdet-apptainer-double", STAGE])
         view = _Assembly(STAGE)
         _populate_top(view, top)
+        for path in layout.content:
+            _mount_bind(view, Bind(path, path, True), fds[path])
         _mount_tmp(view, fds, layout.contain)
         _mount_home(view, fds, layout)
         for bind in layout.binds:
@@ -84,7 +90,7 @@ def build(layout: Layout) -> str:
 
 
 def _open_sources(layout: Layout) -> dict[str, int]:
-    paths = [b.source for b in layout.binds]
+    paths = [*layout.content, *(b.source for b in layout.binds)]
     if not layout.contain:
         paths.append("/tmp")
     if layout.home_mode == "bind":

@@ -57,7 +57,7 @@ def run(tool: Tool, parsed: Parsed, environ: Mapping[str, str]) -> int:
     info("Starting build...")
     time.sleep(_delay(environ))
     info("Creating SIF file...")
-    sif.write_atomically(dest, sif.Sif(ref.uri, image.env, image.labels))
+    sif.write_atomically(dest, sif.Sif(ref.uri, image.env, image.labels, image.content))
     return 0
 
 

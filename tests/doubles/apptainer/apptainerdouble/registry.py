@@ -8,11 +8,13 @@ both spellings, with and without "library/" (and without an explicit docker.io h
 docker://python:3.11, docker://library/python:3.11 and docker://docker.io/library/python:3.11
 all find library_python_3.11.json or python_3.11.json, whichever exists (in that order).
 
-The JSON holds {"env": {...}, "labels": {...}, "auth": {"username": u, "password": p}}, every
-key optional.  With "auth", a pull succeeds only when <PREFIX>_DOCKER_USERNAME and
-<PREFIX>_DOCKER_PASSWORD hold those values: the credential variables of the apptainer.org docs
-("Appendix: Apptainer's environment variables"; "Support for Docker and OCI Containers",
-section "Authentication via environment variables").
+The JSON holds {"env": {...}, "labels": {...}, "auth": {"username": u, "password": p},
+"content": ["/abs/host/path", ...]}, every key optional.  With "auth", a pull succeeds only when
+<PREFIX>_DOCKER_USERNAME and <PREFIX>_DOCKER_PASSWORD hold those values: the credential
+variables of the apptainer.org docs ("Appendix: Apptainer's environment variables"; "Support for
+Docker and OCI Containers", section "Authentication via environment variables").  "content" is
+the double's own modelling of an image's files, not anything a registry has: host paths that
+`exec` shows read-only at the same paths inside the container, as part of the image (fsview.py).
 
 Failure texts follow what apptainer 1.x prints for a denied or unknown Docker Hub repository
 ("While making image from oci registry: error fetching image to cache: failed to get checksum
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -60,6 +63,7 @@ class Image:
     env: dict[str, str]
     labels: dict[str, str]
     auth: dict[str, str] | None
+    content: tuple[str, ...] = ()
 
 
 def parse_uri(uri: str) -> DockerRef:
@@ -133,10 +137,16 @@ def _load(path: Path) -> Image:
     except (OSError, ValueError) as e:
         raise Fatal(f"hpcdet's apptainer double: unreadable registry entry {path}: {e}") from None
     auth = data.get("auth")
+    content = data.get("content") or []
+    if not isinstance(content, list) or not all(
+            isinstance(p, str) and p.startswith("/") for p in content):
+        raise Fatal(f"hpcdet's apptainer double: unreadable registry entry {path}: "
+                    '"content" must be a list of absolute paths')
     return Image(
         env={str(k): str(v) for k, v in (data.get("env") or {}).items()},
         labels={str(k): str(v) for k, v in (data.get("labels") or {}).items()},
-        auth={str(k): str(v) for k, v in auth.items()} if isinstance(auth, dict) else None)
+        auth={str(k): str(v) for k, v in auth.items()} if isinstance(auth, dict) else None,
+        content=tuple(os.path.normpath(p) for p in content))
 
 
 def _fetch_failure(ref: DockerRef, reason: str, manifest: bool = True) -> str:

@@ -1,13 +1,18 @@
 """The double's stand-in for a SIF file.
 
-Two lines: `HPCDET-APPTAINER-DOUBLE-SIF 1`, then one JSON object {"ref", "env", "labels"}.  It is
-written the way a pull must leave it for concurrent readers: to a temporary file in the
-destination's directory, then renamed over the destination, so nobody ever sees half an image.
+Two lines: `HPCDET-APPTAINER-DOUBLE-SIF 1`, then one JSON object {"ref", "env", "labels",
+"content"} ("content", the registry entry's host paths that make up the image's files, is absent
+from files written before it existed, and then means none).  It is written the way a pull must
+leave it for concurrent readers: to a temporary file in the destination's directory, then renamed
+over the destination, so nobody ever sees half an image.
 Real SIF files are executable (they start with a "#!/usr/bin/env run-singularity" line), so the
 mode is 0777 less the umask.
 
 Messages for unusable images follow apptainer 1.x ("could not open image X: failed to retrieve
-path for X: lstat X: no such file or directory"; "image format not recognized").
+path for X: lstat X: no such file or directory"; "image format not recognized").  A content path
+that is missing on the host makes the image unusable for `exec`, in the double's own words
+("could not open image X: hpcdet's apptainer double: image content P doesn't exist on the
+host").
 """
 
 from __future__ import annotations
@@ -27,10 +32,12 @@ class Sif:
     ref: str
     env: dict[str, str]
     labels: dict[str, str]
+    content: tuple[str, ...] = ()
 
 
 def write_atomically(path: str, sif: Sif) -> None:
-    body = json.dumps({"ref": sif.ref, "env": sif.env, "labels": sif.labels}, sort_keys=True)
+    body = json.dumps({"ref": sif.ref, "env": sif.env, "labels": sif.labels,
+                       "content": list(sif.content)}, sort_keys=True)
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=".hpcdet-sif-", dir=directory)
     try:
@@ -58,7 +65,15 @@ def read(path: str) -> Sif:
     if not isinstance(data, dict):
         raise Fatal(f"could not open image {absolute}: image format not recognized")
     return Sif(str(data.get("ref", "")), dict(data.get("env") or {}),
-               dict(data.get("labels") or {}))
+               dict(data.get("labels") or {}), tuple(str(p) for p in data.get("content") or ()))
+
+
+def check_content(path: str, sif: Sif) -> None:
+    """Fatal, as for a damaged image, when a content path is missing on the host."""
+    for content in sif.content:
+        if not os.path.exists(content):
+            raise Fatal(f"could not open image {os.path.abspath(path)}: hpcdet's apptainer "
+                        f"double: image content {content} doesn't exist on the host")
 
 
 def _umask() -> int:

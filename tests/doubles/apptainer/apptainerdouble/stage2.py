@@ -63,7 +63,7 @@ def _layout(plan: Mapping[str, Any]) -> fsview.Layout:
     binds = tuple(Bind(str(b["source"]), str(b["target"]), bool(b["read_only"]))
                   for b in plan["binds"])
     return fsview.Layout(binds, str(plan["home"]), str(plan["home_mode"]),
-                         bool(plan["contain"]))
+                         bool(plan["contain"]), tuple(str(p) for p in plan["content"]))
 
 
 def _choose_cwd(plan: Mapping[str, Any]) -> str:
