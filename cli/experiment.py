@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -64,7 +65,7 @@ def _convert(spec: ContainerSpec) -> None:
     the progress shows; jobs that start meanwhile wait for it."""
     if spec.image.pull_from is None or (Path(spec.image.file).exists() and not spec.force_pull):
         return
-    if images.runtime_problem(spec):
+    if shutil.which(spec.runtime) is None:
         console.print(f"{spec.runtime} is not on PATH here: the first job converts "
                       f"{spec.image.pull_from} (its progress is in `hpcdet trial logs`)")
         return

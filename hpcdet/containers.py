@@ -73,6 +73,13 @@ class ContainerSpec:
     binds: tuple[Bind, ...] = ()
     force_pull: bool = False
     registry_auth: dict[str, str] = field(default_factory=dict)
+    # The runtime's executable where the run was submitted: jobs whose environment lacks it on
+    # PATH (PBS passes the submitter's none) use it when the node has it at that path.
+    executable: str = ""
+
+    @property
+    def program(self) -> str:
+        return self.executable or self.runtime
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -86,6 +93,7 @@ class ContainerSpec:
             binds=tuple(Bind(**b) for b in data.get("binds", ())),
             force_pull=data.get("force_pull", False),
             registry_auth=dict(data.get("registry_auth") or {}),
+            executable=data.get("executable", ""),
         )
 
 
@@ -122,14 +130,17 @@ def resolve(named: str, runtime: str, image_dir: str | None, cache_dir: str,
     return Image(named, str(Path(cache_dir) / cache_name(reference, runtime)), reference)
 
 
-def pull_argv(runtime: str, image: Image, dest: str, force: bool = False) -> list[str]:
-    """The command that converts ``image.pull_from`` into ``dest``."""
+def pull_argv(runtime: str, image: Image, dest: str, force: bool = False,
+              program: str = "") -> list[str]:
+    """The command that converts ``image.pull_from`` into ``dest`` (``program``: the runtime's
+    executable, when not the one on PATH)."""
     assert image.pull_from is not None
+    program = program or runtime
     if runtime in ("apptainer", "singularity"):
-        return [runtime, "pull", *(["--force"] if force else []), dest, image.pull_from]
+        return [program, "pull", *(["--force"] if force else []), dest, image.pull_from]
     if runtime == "enroot":
-        return ["enroot", "import", "--output", dest, image.pull_from]
-    return ["podman", "pull", image.pull_from]
+        return [program, "import", "--output", dest, image.pull_from]
+    return [program, "pull", image.pull_from]
 
 
 def pull_environment(runtime: str, auth: Mapping[str, str]) -> dict[str, str]:
@@ -176,7 +187,7 @@ def exec_argv(spec: ContainerSpec, workdir: str, names: Sequence[str],
         for b in binds:
             flags += ["--bind", f"{b.host}:{b.target}" + (":ro" if b.read_only else "")]
         prefix = f"{spec.runtime.upper()}ENV_"
-        return ([spec.runtime, *flags, spec.image.file, *argv],
+        return ([spec.program, *flags, spec.image.file, *argv],
                 {prefix + n: env[n] for n in names})
     if spec.runtime == "podman":
         flags = ["run", "--rm", "--network=host", "--ipc=host", "--userns=keep-id",
@@ -187,7 +198,7 @@ def exec_argv(spec: ContainerSpec, workdir: str, names: Sequence[str],
             flags += ["--volume", f"{b.host}:{b.target}" + (":ro" if b.read_only else "")]
         for n in names:
             flags += ["--env", n]
-        return ["podman", *flags, spec.image.file, *argv], {}
+        return [spec.program, *flags, spec.image.file, *argv], {}
     # enroot start runs a squashfs image directly; GPUs come from its NVIDIA hook, which
     # reads NVIDIA_VISIBLE_DEVICES (passed like every device variable).
     flags = ["start", "--rw"]
@@ -195,5 +206,5 @@ def exec_argv(spec: ContainerSpec, workdir: str, names: Sequence[str],
         flags += ["--mount", f"{b.host}:{b.target}" + (":ro" if b.read_only else "")]
     for n in names:
         flags += ["--env", n]
-    return ["enroot", *flags, spec.image.file, "sh", "-c", 'cd "$1" && shift && exec "$@"',
+    return [spec.program, *flags, spec.image.file, "sh", "-c", 'cd "$1" && shift && exec "$@"',
             "enroot-start", workdir, *argv], {}

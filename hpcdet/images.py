@@ -17,6 +17,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 
 from hpcdet.containers import ContainerSpec, pull_argv, pull_environment
@@ -27,14 +28,21 @@ STALE_AFTER = 120.0
 PULL_TIMEOUT = 3 * 3600.0
 
 
-def runtime_problem(spec: ContainerSpec, path: str | None = None) -> str | None:
-    """Why the runtime cannot run here, or None."""
-    if shutil.which(spec.runtime, path=path) is None:
-        return (f"the container runtime {spec.runtime!r} is not on PATH on "
-                f"{socket.gethostname()}; load it (e.g. `module load {spec.runtime}`) in the "
-                "environment you start hpcdet from, or set container_runtime in the cluster "
-                "config (`hpcdet cluster show`)")
-    return None
+def locate(spec: ContainerSpec) -> ContainerSpec:
+    """``spec`` with its runtime's executable on this host: the one on PATH here, else the one
+    found where the run was submitted, if this host has it at that path.
+
+    Raises:
+        ImageError: when there is none.
+    """
+    found = shutil.which(spec.runtime) or (
+        spec.executable if spec.executable and os.access(spec.executable, os.X_OK) else None)
+    if found is None:
+        raise ImageError(
+            f"the container runtime {spec.runtime!r} is not on PATH on {socket.gethostname()}; "
+            f"load it (e.g. `module load {spec.runtime}`) in the environment you start hpcdet "
+            "from, or set container_runtime in the cluster config (`hpcdet cluster show`)")
+    return replace(spec, executable=found)
 
 
 def ensure(spec: ContainerSpec, say: Callable[[str], None],
@@ -53,9 +61,10 @@ def ensure(spec: ContainerSpec, say: Callable[[str], None],
         return target
     if target.exists() and not force:
         return target
-    problem = runtime_problem(spec)
-    if problem:
-        raise ImageError(f"cannot convert {image.pull_from}: {problem}")
+    try:
+        spec = locate(spec)
+    except ImageError as e:
+        raise ImageError(f"cannot convert {image.pull_from}: {e}") from None
     target.parent.mkdir(parents=True, exist_ok=True)
     lock = target.with_name(target.name + ".lock")
     started = os.stat(target).st_mtime if target.exists() else None
@@ -69,7 +78,7 @@ def ensure(spec: ContainerSpec, say: Callable[[str], None],
 def _pull(spec: ContainerSpec, target: Path, say: Callable[[str], None],
           env: Mapping[str, str] | None) -> None:
     partial = target.with_name(f".{target.name}.{socket.gethostname()}.{os.getpid()}")
-    argv = pull_argv(spec.runtime, spec.image, str(partial), force=True)
+    argv = pull_argv(spec.runtime, spec.image, str(partial), force=True, program=spec.program)
     say(f"converting {spec.image.pull_from} into {target} ({' '.join(argv[:2])})")
     environ = dict(os.environ if env is None else env)
     environ.update(pull_environment(spec.runtime, spec.registry_auth))

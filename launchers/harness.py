@@ -359,10 +359,10 @@ def launch(
         overlay_bin = (overlay(spec.overlay_of, spec.python, node_dir / "env")
                        if spec.overlay_of else None)
         return argv, trial_environment(spec, info_path, record, os.environ, node, overlay_bin)
-    container = ContainerSpec.from_dict(spec.container)
-    problem = images.runtime_problem(container)
-    if problem:
-        raise ImageError(f"the trial cannot start: {problem}")
+    try:
+        container = images.locate(ContainerSpec.from_dict(spec.container))
+    except ImageError as e:
+        raise ImageError(f"the trial cannot start: {e}") from None
     # force_pull_image is the CLI's to honour, once, at create: not every task of an array.
     image = images.ensure(container, say)
     binds = container_binds(spec, container, node_dir)

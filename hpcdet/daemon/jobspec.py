@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,7 @@ def container_spec(cfg: ExperimentConfig, cluster: ClusterConfig, placement: Pla
                                cluster.image_cache or str(paths.images))
     binds = tuple(Bind(m.host_path, m.container_path, m.read_only) for m in cfg.bind_mounts)
     return ContainerSpec(runtime, image, device, binds, cfg.environment.force_pull_image,
-                         dict(cfg.environment.registry_auth))
+                         dict(cfg.environment.registry_auth), shutil.which(runtime) or "")
 
 
 def container_problems(cfg: ExperimentConfig, cluster: ClusterConfig) -> list[str]:

@@ -12,14 +12,25 @@ from pathlib import Path
 
 import pytest
 
-from tests import scenarios
-from tests.support import Hpcdet
+from tests import container_scenarios, scenarios
+from tests.support import Hpcdet, Images
 
 DOUBLE = Path(__file__).parents[1] / "doubles" / "pbs"
 
 
 @pytest.fixture
 def pbs_hpcdet(tmp_path: Path) -> Iterator[Hpcdet]:
+    yield from _pbs(tmp_path, {})
+
+
+@pytest.fixture
+def pbs_image_hpcdet(container_root: Path, images: Images) -> Iterator[Hpcdet]:
+    """On the PBS double, with the Apptainer double on PATH too (state outside /tmp)."""
+    env = images.env()
+    yield from _pbs(container_root, {**env, "PATH": f"{DOUBLE / 'bin'}{os.pathsep}{env['PATH']}"})
+
+
+def _pbs(tmp_path: Path, extra_env: dict[str, str]) -> Iterator[Hpcdet]:
     home = tmp_path / "pbs-server"
     home.mkdir()
     (home / "config.json").write_text(json.dumps({
@@ -28,7 +39,7 @@ def pbs_hpcdet(tmp_path: Path) -> Iterator[Hpcdet]:
     }))
     h = Hpcdet(tmp_path / "user", "pbs", extra_env={
         "PATH": f"{DOUBLE / 'bin'}{os.pathsep}{os.environ['PATH']}",
-        "PBS_DOUBLE_HOME": str(home),
+        "PBS_DOUBLE_HOME": str(home), **extra_env,
     })
     yield h
     h.stop()
@@ -150,3 +161,11 @@ def test_job_update_sets_priority_and_moves_queues_with_refusals_undone(
     assert (jobs[a]["queue"], jobs[a]["priority"]) == ("gpuq", 0)
     rows = {r["job_id"]: r for r in json.loads(h.run("job", "list", "--json").stdout)}
     assert (rows[str(a)]["resource_pool"], rows[str(a)]["priority"]) == ("gpuq", 42)
+
+
+def test_a_trial_in_an_image(pbs_image_hpcdet: Hpcdet, images: Images,
+                             container_root: Path) -> None:
+    """The container sees PBS's variables and nothing else of the job's environment."""
+    facts = container_scenarios.inside_the_image(pbs_image_hpcdet, container_root / "t", images,
+                                                 "PBS_")
+    assert "PBS_JOBID" in facts["env"]

@@ -175,3 +175,11 @@ def test_the_trial_side_goes_before_the_images_own_pythonpath(tmp_path: Path) ->
         env = {"PATH": "/usr/bin:/bin", "HPCDET_TRIALSIDE": "/ts", "PYTHONPATH": image}
         out = subprocess.run(with_trialside(show), env=env, capture_output=True, text=True)
         assert out.stdout.strip() == expected
+
+
+def test_the_runtime_found_at_submit_is_used_where_path_lacks_it() -> None:
+    spec = replace(_spec("apptainer"), executable="/opt/apptainer/bin/apptainer")
+    argv, _ = exec_argv(spec, "/w", [], {}, ["true"])
+    assert argv[0] == "/opt/apptainer/bin/apptainer"
+    image = Image("python:3.11", "/c/python+3.11.sif", "docker://python:3.11")
+    assert pull_argv("apptainer", image, "/c/p", program=spec.program)[0] == spec.executable
