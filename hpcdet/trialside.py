@@ -84,10 +84,17 @@ def digest(files: list[tuple[Path, str]]) -> str:
 
 
 @functools.cache
+def _this_version() -> tuple[tuple[tuple[Path, str], ...], str]:
+    """The trial side's files and their digest: read once, the code does not change while
+    hpcdet runs."""
+    files = sources()
+    return tuple(files), digest(files)
+
+
 def ensure(root: Path) -> Path:
     """The tree of this hpcdet under ``root`` (``<state>/trialside``), built if missing."""
-    files = sources()
-    tree = root / digest(files)
+    files, name = _this_version()
+    tree = root / name
     if tree.is_dir():
         return tree
     private_dir(root, None)
