@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -50,9 +51,18 @@ from hpcdet.errors import ConfigError
 DEFAULT_PREEMPTION_TIMEOUT = 3600
 
 
+# Determined's legacy form, a trial class: "model_def:MNistTrial", "pkg.module:Trial".
+_TRIAL_CLASS = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
+
+
 def _entrypoint(value: Any, at: At) -> Any:
     if value is None:
         at.error("managed experiments require entrypoint; e.g. entrypoint: python3 train.py")
+    elif isinstance(value, str) and _TRIAL_CLASS.fullmatch(value.strip()):
+        # Run as a shell command it would fail with exit code 127; say why instead.
+        at.error(f"{value.strip()!r} names a trial class (Determined's PyTorchTrial API), which "
+                 "hpcdet cannot run yet; write a Core API script (with det.core.init() as core:"
+                 " ...) and set entrypoint: python3 train.py")
     elif isinstance(value, str) and value.strip():
         return value
     elif isinstance(value, list) and value and all(isinstance(v, str) for v in value):

@@ -814,3 +814,12 @@ def test_where_the_checkpoints_of_an_experiment_go(tmp_path: Path) -> None:
     assert load_experiment_config(host_only).checkpoint_dir(default) == Path("/scratch")
     directory = base + "checkpoint_storage: {type: directory, container_path: /ckpt}\n"
     assert load_experiment_config(directory).checkpoint_dir(default) == Path("/ckpt")
+
+
+def test_a_trial_class_entrypoint_is_refused_with_why() -> None:
+    base = {"name": "x", "searcher": {"name": "single", "metric": "x", "max_length": 1}}
+    for entrypoint in ("model_def:MNistTrial", " pkg.model_def:Trial "):
+        with pytest.raises(ConfigError, match="names a trial class .*cannot run yet"):
+            ExperimentConfig.from_dict({**base, "entrypoint": entrypoint})
+    for command in ("python3 train.py", "python3 -c 'print(1)'", "echo a:b"):
+        assert ExperimentConfig.from_dict({**base, "entrypoint": command}).entrypoint == command

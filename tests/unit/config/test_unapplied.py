@@ -61,3 +61,4 @@ def test_the_section_of_another_batch_system_is_named() -> None:
     assert other_sections(raw, "slurm", "local") == [
         "pbs: is accepted but not applied: the backend in use is local"]
     assert other_sections(ExperimentConfig.from_dict(BASE).raw, "slurm", "slurm") == []
+
