@@ -197,3 +197,25 @@ def ddp_in_an_image(h: Hpcdet, tmp: Path, images: Images, site: Path) -> None:
     scenarios.ddp(h, tmp, "ddp_determined.yaml")
     execs = images.calls("exec")
     assert len(execs) == 2 and all("--cleanenv" in c["argv"] for c in execs)  # one per node
+
+
+def site_images_are_used_as_they_are(h: Hpcdet, tmp: Path, images: Images) -> None:
+    """An image the site converted into its read-only image_dir runs without a pull."""
+    import os
+    import subprocess
+
+    site = tmp / "site-images"
+    site.mkdir(parents=True)
+    env = {**os.environ, **images.env()}
+    subprocess.run(["apptainer", "pull", str(site / "python+3.11.sif"), "docker://python:3.11"],
+                   env=env, check=True, capture_output=True)
+    site.chmod(0o555)
+    (h.root / "cluster.yaml").write_text(f"backend: {h.backend}\nimage_dir: {site}\n")
+    ctx = tmp / "ctx"
+    ctx.mkdir(parents=True)
+    (ctx / "t.py").write_text("print('ran in', __import__('os').environ['APPTAINER_CONTAINER'])\n")
+    out = h.run("experiment", "create", str(_config(tmp, "site", "python3 t.py")), str(ctx),
+                "-f").stdout
+    assert f"ran in {site / 'python+3.11.sif'}" in out, out
+    assert "converting" not in out
+    assert len(images.calls("pull")) == 1  # the site's own

@@ -18,3 +18,9 @@ def test_missing_runtime_missing_image_and_failed_pull_end_the_trial(
         local_image_hpcdet: Hpcdet, images: Images, container_root: Path) -> None:
     container_scenarios.errors_a_user_can_act_on(local_image_hpcdet, container_root / "t",
                                                  images)
+
+
+def test_a_site_image_directory_is_used_as_it_is(
+        local_image_hpcdet: Hpcdet, images: Images, container_root: Path) -> None:
+    container_scenarios.site_images_are_used_as_they_are(local_image_hpcdet,
+                                                         container_root / "t", images)
