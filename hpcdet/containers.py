@@ -36,6 +36,8 @@ DOCKER = "docker://"
 # What reaches the container of the host's environment besides the variables hpcdet sets and
 # the config's: the batch system's and the devices the job was given.
 PASSED_PREFIXES = ("SLURM_", "PBS_", "PMI_", "PMIX_", "OMPI_")
+# How Apptainer and Singularity take a variable into the container by name.
+RUNTIME_ENV_PREFIXES = ("APPTAINERENV_", "SINGULARITYENV_")
 PASSED_NAMES = frozenset({
     "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES",
     "HIP_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "OMP_NUM_THREADS", "TZ", "LANG",
@@ -186,7 +188,7 @@ def exec_argv(spec: ContainerSpec, workdir: str, names: Sequence[str],
         flags += {"cuda": ["--nv"], "rocm": ["--rocm"]}.get(spec.device, [])
         for b in binds:
             flags += ["--bind", f"{b.host}:{b.target}" + (":ro" if b.read_only else "")]
-        prefix = f"{spec.runtime.upper()}ENV_"
+        prefix = RUNTIME_ENV_PREFIXES[spec.runtime == "singularity"]
         return ([spec.program, *flags, spec.image.file, *argv],
                 {prefix + n: env[n] for n in names})
     if spec.runtime == "podman":

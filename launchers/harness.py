@@ -11,6 +11,7 @@ the trial sees as ``should_preempt() == True``; the exit code is the entrypoint'
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import shutil
 import signal
@@ -40,10 +41,11 @@ from hpcdet.containers import (
     with_workdir,
 )
 from hpcdet.errors import ImageError
+from hpcdet.launch.host_step import PREFIX_ENV, HostSteps, container_record
 from hpcdet.node_env import NodeEnv
-from hpcdet.private import tighten_umask
+from hpcdet.private import hpcdet_command, tighten_umask
 from hpcdet.rundir import layout
-from hpcdet.rundir.exchange import dumps, write_text_atomic
+from hpcdet.rundir.exchange import dumps, write_atomic, write_text_atomic
 from hpcdet.rundir.layout import PREEMPT_FILE
 from hpcdet.rundir.spec import CLUSTER_INFO_ENV, RUN_DIR_ENV, ClusterInfoRecord, RunSpec
 
@@ -158,6 +160,12 @@ def overlay(site_dirs: list[str], python: str, into: Path) -> Path:
     # addsitedir, not a bare path: the .pth files there (editable installs) must work too.
     (site / "_hpcdet_overlay.pth").write_text(
         "import site; " + "; ".join(f"site.addsitedir({d!r})" for d in site_dirs) + "\n")
+    # Shared libraries a package installed next to the environment's lib/python3.X (MPICH's
+    # libmpi from PyPI), where it looks for them under the running environment's prefix.
+    for lib in {Path(d).parents[1] for d in site_dirs}:
+        for entry in lib.iterdir() if lib.is_dir() else ():
+            if not entry.name.startswith("python") and not (into / "lib" / entry.name).exists():
+                (into / "lib" / entry.name).symlink_to(entry)
     bin_dir = into / "bin"
     for name in ("pip", "pip3", f"pip{sys.version_info[0]}.{sys.version_info[1]}"):
         script = bin_dir / name
@@ -309,9 +317,14 @@ def main(argv: list[str]) -> int:
     workdir = node_dir / "work"
     sinks = [OutputSink.file(layout.node_log(run_dir, rank)), OutputSink.fd(sys.stdout.fileno())]
 
-    def say(line: str) -> None:
+    def write(line: str) -> None:
         for sink in sinks:
-            sink.write_line(f"[hpcdet] {line}")
+            sink.write_line(line)
+
+    def say(line: str) -> None:
+        write(f"[hpcdet] {line}")
+
+    steps: HostSteps | None = None
 
     try:
         shutil.copytree(spec.context_dir, workdir, symlinks=True)
@@ -325,6 +338,8 @@ def main(argv: list[str]) -> int:
             write_text_atomic(layout.node_launch_failed(run_dir, rank), f"{e}\n")
             write_text_atomic(layout.node_exit(run_dir, rank), "1\n")
             return 1
+        if spec.container is not None:
+            steps = HostSteps(run_dir, rank, env, write).start()
         child = subprocess.Popen(argv_, cwd=workdir, env=env, stdout=subprocess.PIPE,
                                  stderr=subprocess.STDOUT)
         # The trial checkpoints on request; SIGINT still goes through to it.
@@ -340,6 +355,8 @@ def main(argv: list[str]) -> int:
         write_text_atomic(layout.node_exit(run_dir, rank), f"{rc}\n")
         return rc
     finally:
+        if steps is not None:
+            steps.stop()
         for sink in sinks:
             sink.close()
         shutil.rmtree(node_dir, ignore_errors=True)
@@ -370,11 +387,15 @@ def launch(
     # The image's own PYTHONPATH stays, after the trial side: the variable is set inside.
     del added["PYTHONPATH"]
     added.update({IMAGE_ENV: container.image.named, TRIALSIDE_ENV: spec.trialside,
+                  PREFIX_ENV: json.dumps(hpcdet_command("hpcdet.launch.host_step")),
                   **{k: v for k, v in spec.environment.items() if k == "PYTHONPATH"}})
     env = {**os.environ, **added}
     names = passed_names(env, extra=list(added))
     spec_here = replace(container, image=replace(container.image, file=str(image)),
                         binds=tuple(binds))
+    # How a rank of a step started on the host enters this node's image (hpcdet.launch.mpi).
+    write_atomic(container_record(Path(spec.run_dir), node.node_rank),
+                 {"spec": spec_here.to_dict(), "env": added})
     command, extra = exec_argv(spec_here, WORKDIR, names, env, with_trialside(argv))
     say(f"running in {container.image.named} with {container.runtime}")
     return command, {**env, **extra}

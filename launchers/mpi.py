@@ -20,13 +20,13 @@ the ranks there.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from hpcdet.containers import IMAGE_ENV
 from hpcdet.errors import UsageError
 from hpcdet.node_env import MpiStep, NodeEnv
 
@@ -40,7 +40,8 @@ from ._launch import (
     split_overrides,
     wrap_rank_command,
 )
-from .node_step import NodeEntry, claim_step_dir, enter_command, run_step
+from .host_step import PREFIX_ENV, ask_host, rank_prefix
+from .node_step import NodeEntry, Runner, claim_step_dir, enter_command, run_step
 
 USAGE = "usage: python3 -m hpcdet.launch.mpi [[STEP_OVERRIDES...] --] SCRIPT..."
 # Hydra's PMI gives each rank PMI_RANK.
@@ -56,6 +57,7 @@ def build_step_command(
     script: Sequence[str],
     overrides: Sequence[str] = (),
     python: str = "python3",
+    rank_prefix: Sequence[str] = (),
 ) -> list[str]:
     """The chief's command: one MPI step with ``procs_per_node`` ranks on every node.
 
@@ -67,10 +69,11 @@ def build_step_command(
         script: What each rank runs.
         overrides: options of the step's tool placed after hpcdet's, so they win.
         python: The interpreter that runs node_step and wrap_rank.
+        rank_prefix: What starts each rank (in the trial's image: ``hpcdet.launch.host_step``).
     """
     ranks = enter_command(python, step.node_var, step_dir,
                           wrap_rank_command(python, step.rank_vars, script))
-    return step.command(num_nodes, procs_per_node, overrides, ranks)
+    return step.command(num_nodes, procs_per_node, overrides, [*rank_prefix, *ranks])
 
 
 def build_mpiexec_command(
@@ -120,21 +123,24 @@ def main(argv: Sequence[str] | None = None) -> int:
                 python=sys.executable, mpiexec=mpiexec,
             )
             return run_forwarding_signals(cmd, env)
-        if layout.node_rank == 0 and shutil.which(step.tool) is None:
-            image = os.environ.get(IMAGE_ENV)
-            raise LaunchError(
-                f"{step.tool} is not on PATH on the chief node" + (
-                    f" inside the image {image}: the MPI launcher starts the batch system's "
-                    "step from the trial, so the image must hold the batch system's client; "
-                    "use hpcdet.launch.torch_distributed, or run without environment.image"
-                    if image else ""))
+        # In an image the step starts on the host, through the harness, and each rank enters
+        # the image again (hpcdet.launch.host_step).
+        on_host = os.environ.get(PREFIX_ENV)
+        if layout.node_rank == 0 and not on_host and shutil.which(step.tool) is None:
+            raise LaunchError(f"{step.tool} is not on PATH on the chief node")
         step_dir = claim_step_dir(Path(layout.run_dir), "mpi", layout.node_rank)
+        prefix = rank_prefix(layout.run_dir, step.node_var, json.loads(on_host)) if on_host else []
         cmd = build_step_command(
             step, num_nodes=layout.num_nodes, procs_per_node=layout.slots_per_node,
             step_dir=step_dir, script=script, overrides=overrides, python=sys.executable,
+            rank_prefix=prefix,
         )
         entry = NodeEntry.here(os.getcwd(), os.environ)
-        return run_step(layout, step_dir, entry, cmd, env, run_forwarding_signals, _log)
+        runner: Runner = run_forwarding_signals
+        if on_host:
+            def runner(cmd: Sequence[str], env: Mapping[str, str]) -> int:
+                return ask_host(step_dir, layout.node_rank, cmd, build_env(layout))
+        return run_step(layout, step_dir, entry, cmd, env, runner, _log)
     except (LaunchError, TimeoutError) as e:
         print(f"mpi launcher: {e}", file=sys.stderr)
         return 1

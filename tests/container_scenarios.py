@@ -48,7 +48,8 @@ RUNTIME_VARS = {"APPTAINER_BIND", "APPTAINER_COMMAND", "APPTAINER_CONTAINER",
 HPCDET_VARS = {"C10D_PORT", "DET_AGENT_ID", "DET_ALLOCATION_ID", "DET_CHIEF_IP",
                "DET_EXPERIMENT_ID", "DET_HPARAMS", "DET_RESOURCES_TYPE", "DET_SLOT_IDS",
                "DET_TASK_ID", "DET_TASK_TYPE", "DET_TRIAL_ID", "DET_TRIAL_RUN_ID",
-               "DET_TRIAL_SEED", "HPCDET_CLUSTER_INFO", "HPCDET_IMAGE", "HPCDET_RUN_DIR",
+               "DET_TRIAL_SEED", "HPCDET_CLUSTER_INFO", "HPCDET_IMAGE", "HPCDET_RANK_PREFIX",
+               "HPCDET_RUN_DIR",
                "HPCDET_TRIALSIDE",
                "INTER_TRAIN_PROCESS_COMM_PORT_1", "INTER_TRAIN_PROCESS_COMM_PORT_2",
                "PYTHONPATH", "PYTHONUNBUFFERED"}
@@ -188,15 +189,60 @@ def errors_a_user_can_act_on(h: Hpcdet, tmp: Path, images: Images) -> None:
           "the container runtime 'enroot' is not on PATH", "module load enroot")
 
 
-def ddp_in_an_image(h: Hpcdet, tmp: Path, images: Images, site: Path) -> None:
-    """torchrun through the runtime: the DDP example, unchanged, in an image whose python has
-    torch (the image's files: ``site``, on its own PYTHONPATH)."""
-    images.registry.joinpath("hpcdet_torch_cpu.json").write_text(json.dumps(
-        {"env": {"PATH": IMAGE_PATH, "PYTHONPATH": str(site)}, "content": [str(site)]}))
-    h.create_overrides = ["environment.image=hpcdet/torch:cpu"]
+def torch_image(images: Images, root: Path) -> str:
+    """An image whose python has torch and mpi4py: the files under ``root`` (a copy of a
+    venv's lib/), on the image's own PYTHONPATH. Returns its name."""
+    site = next(root.glob("lib/python3*/site-packages"))
+    images.registry.joinpath("hpcdet_torch_cpu.json").write_text(json.dumps({
+        "env": {"PATH": IMAGE_PATH, "PYTHONPATH": str(site),
+                "MPI4PY_LIBMPI": str(root / "lib" / "libmpi.so.12")},
+        "content": [str(root)]}))
+    return "hpcdet/torch:cpu"
+
+
+def ddp_in_an_image(h: Hpcdet, tmp: Path, images: Images, root: Path) -> None:
+    """torchrun through the runtime: the DDP example, unchanged, in an image with torch."""
+    h.create_overrides = [f"environment.image={torch_image(images, root)}"]
     scenarios.ddp(h, tmp, "ddp_determined.yaml")
     execs = images.calls("exec")
     assert len(execs) == 2 and all("--cleanenv" in c["argv"] for c in execs)  # one per node
+
+
+MPI_TRIAL = """\
+import os, socket
+import determined as det
+
+dist = det.core.DistributedContext.from_mpi4py()
+with det.core.init(distributed=dist) as core:
+    ranks = dist.allgather(dist.rank)
+    print(f"[rank={dist.rank}] host={socket.gethostname()} allgather={ranks}"
+          f" image={os.environ.get('APPTAINER_CONTAINER', '-')}", flush=True)
+    if dist.rank == 0:
+        core.train.report_training_metrics(steps_completed=1, metrics={"x": float(sum(ranks))})
+"""
+
+
+def mpi_over_two_nodes(h: Hpcdet, tmp: Path, images: Images | None = None,
+                       root: Path | None = None) -> str:
+    """hpcdet's MPI launcher, 4 ranks over 2 nodes; in an image (``root``: its files) the
+    step starts on the host through the harness and every rank runs in the image."""
+    ctx = tmp / "ctx"
+    ctx.mkdir(parents=True)
+    (ctx / "mpi_trial.py").write_text(MPI_TRIAL)
+    image = (f"environment: {{image: {torch_image(images, root)}}}\n"
+             if images is not None and root is not None else "")
+    cfg = tmp / "mpi.yaml"
+    cfg.write_text("name: mpi\nentrypoint: python3 -m hpcdet.launch.mpi python3 mpi_trial.py"
+                   "\nresources: {slots_per_trial: 4}\nslurm: {slots_per_node: 2}\n"
+                   "searcher: {name: single, metric: x, max_length: 1}\nmax_restarts: 0\n"
+                   + image)
+    out = h.run("experiment", "create", str(cfg), str(ctx), "-f", timeout=300).stdout
+    d = h.describe(int(out.split("Created experiment ")[1].split()[0]))
+    assert d["experiment"]["state"] == "COMPLETED", (d, out[-3000:])
+    lines = [line for line in out.splitlines() if "[rank=" in line]
+    assert len(lines) == 4 and all("allgather=[0, 1, 2, 3]" in line for line in lines), out
+    assert {line.split("host=")[1].split()[0] for line in lines} == {"node1", "node2"}
+    return out
 
 
 def site_images_are_used_as_they_are(h: Hpcdet, tmp: Path, images: Images) -> None:

@@ -180,15 +180,16 @@ def slurm_image_hpcdet(slurm_cluster: Any, container_root: Path,
 
 @pytest.fixture(scope="session")
 def torch_image(slurm_cluster: Any) -> Iterator[Path]:
-    """The files of a trial image with torch for the Apptainer double: the test environment's
-    site-packages, hard-linked (no copy of 1 GB) outside /tmp, for Debian's python3."""
+    """The files of a trial image with torch and mpi4py for the Apptainer double: the test
+    environment's lib/ (site-packages and MPICH's libmpi), hard-linked (no copy of 1 GB)
+    outside /tmp, for Debian's python3."""
     import torch
 
-    site = Path(torch.__file__).parents[1]
+    lib = Path(torch.__file__).parents[3]
     CONTAINER_TESTS_ROOT.mkdir(parents=True, exist_ok=True)
     base = Path(tempfile.mkdtemp(prefix="torch-image-", dir=CONTAINER_TESTS_ROOT))
-    done = subprocess.run(["cp", "-al", str(site), str(base / "site")], capture_output=True)
+    done = subprocess.run(["cp", "-al", str(lib), str(base / "lib")], capture_output=True)
     if done.returncode != 0:  # another filesystem: a real copy
-        shutil.copytree(site, base / "site", symlinks=True)
-    yield base / "site"
+        shutil.copytree(lib, base / "lib", symlinks=True)
+    yield base
     shutil.rmtree(base, ignore_errors=True)

@@ -32,3 +32,16 @@ def test_torchrun_runs_in_the_image_on_two_nodes(
         torch_image: Path) -> None:
     container_scenarios.ddp_in_an_image(slurm_image_hpcdet, container_root / "t", images,
                                         torch_image)
+
+
+def test_the_mpi_launcher_starts_its_step_on_the_host_and_ranks_in_the_image(
+        slurm_image_hpcdet: Hpcdet, images: Images, container_root: Path,
+        torch_image: Path) -> None:
+    out = container_scenarios.mpi_over_two_nodes(slurm_image_hpcdet, container_root / "t",
+                                                 images, torch_image)
+    assert out.count("image=/") == 4, out
+    # One container for each node's harness, one for each rank; the step itself ran outside.
+    execs = images.calls("exec")
+    assert len(execs) == 2 + 4, [c["argv"][:3] for c in execs]
+    runs = slurm_image_hpcdet.state / "runs" / "exp-1" / "trials" / "1" / "run-1"
+    assert (runs / "launch" / "mpi-0" / "host-step.exit").exists()

@@ -93,3 +93,10 @@ def test_torch_ddp_two_nodes(slurm_hpcdet: Hpcdet, tmp_path: Path, config: str) 
 
 def test_request_that_never_fits_is_refused(slurm_hpcdet: Hpcdet, tmp_path: Path) -> None:
     scenarios.never_fits(slurm_hpcdet, tmp_path)
+
+
+def test_the_mpi_launcher_over_two_nodes(slurm_hpcdet: Hpcdet, tmp_path: Path) -> None:
+    from tests import container_scenarios
+
+    out = container_scenarios.mpi_over_two_nodes(slurm_hpcdet, tmp_path)
+    assert "image=-" in out
