@@ -16,7 +16,7 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -45,8 +45,7 @@ def locate(spec: ContainerSpec) -> ContainerSpec:
     return replace(spec, executable=found)
 
 
-def ensure(spec: ContainerSpec, say: Callable[[str], None],
-           env: Mapping[str, str] | None = None, force: bool = False) -> Path:
+def ensure(spec: ContainerSpec, say: Callable[[str], None], force: bool = False) -> Path:
     """The image file, converted first if it is not there (or ``force``).
 
     Raises:
@@ -71,28 +70,34 @@ def ensure(spec: ContainerSpec, say: Callable[[str], None],
     with _Lock(lock, say):
         done = target.exists() and (not force or os.stat(target).st_mtime != started)
         if not done:
-            _pull(spec, target, say, env)
+            _pull(spec, target, say)
     return target
 
 
-def _pull(spec: ContainerSpec, target: Path, say: Callable[[str], None],
-          env: Mapping[str, str] | None) -> None:
+def _pull(spec: ContainerSpec, target: Path, say: Callable[[str], None]) -> None:
     partial = target.with_name(f".{target.name}.{socket.gethostname()}.{os.getpid()}")
     argv = pull_argv(spec.runtime, spec.image, str(partial), force=True, program=spec.program)
     say(f"converting {spec.image.pull_from} into {target} ({' '.join(argv[:2])})")
-    environ = dict(os.environ if env is None else env)
-    environ.update(pull_environment(spec.runtime, spec.registry_auth))
+    environ = {**os.environ, **pull_environment(spec.runtime, spec.registry_auth)}
     try:
         proc = subprocess.Popen(argv, env=environ, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True, errors="replace")
     except OSError as e:
         raise ImageError(f"cannot start {argv[0]}: {e.strerror}") from e
+    # A registry that stops answering must not hold the trial (and every job waiting on the
+    # lock) for ever.
+    timed_out = threading.Event()
+    stalled = threading.Timer(PULL_TIMEOUT, lambda: (timed_out.set(), proc.kill()))
+    stalled.start()
     tail: list[str] = []
     assert proc.stdout is not None
     for line in proc.stdout:
         say(line.rstrip("\n"))
         tail = (tail + [line.rstrip("\n")])[-5:]
     rc = proc.wait()
+    stalled.cancel()
+    if timed_out.is_set():
+        tail.append(f"killed after {PULL_TIMEOUT / 3600:.0f} h without finishing")
     if rc != 0 or not partial.exists():
         partial.unlink(missing_ok=True)
         shown = "; ".join(t.strip() for t in tail if t.strip()) or "no output"
