@@ -87,7 +87,12 @@ def _pull(spec: ContainerSpec, target: Path, say: Callable[[str], None]) -> None
     # A registry that stops answering must not hold the trial (and every job waiting on the
     # lock) for ever.
     timed_out = threading.Event()
-    stalled = threading.Timer(PULL_TIMEOUT, lambda: (timed_out.set(), proc.kill()))
+
+    def give_up() -> None:
+        timed_out.set()
+        proc.kill()
+
+    stalled = threading.Timer(PULL_TIMEOUT, give_up)
     stalled.start()
     tail: list[str] = []
     assert proc.stdout is not None
