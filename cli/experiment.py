@@ -65,7 +65,7 @@ def _convert(spec: ContainerSpec) -> None:
     the progress shows; jobs that start meanwhile wait for it."""
     if spec.image.pull_from is None or (Path(spec.image.file).exists() and not spec.force_pull):
         return
-    if shutil.which(spec.runtime) is None:
+    if shutil.which(spec.runtime) is None:  # the jobs may have it at the path the daemon found
         console.print(f"{spec.runtime} is not on PATH here: the first job converts "
                       f"{spec.image.pull_from} (its progress is in `hpcdet trial logs`)")
         return

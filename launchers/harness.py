@@ -108,14 +108,13 @@ def trial_variables(
     spec: RunSpec, info_path: Path, record: ClusterInfoRecord, base: Mapping[str, str],
     node: NodeEnv,
 ) -> dict[str, str]:
-    """What hpcdet adds to the trial's environment (the config's variables among them)."""
+    """What hpcdet adds to the trial's environment (the config's variables among them),
+    wherever it runs; hpcdet's trial side goes on PYTHONPATH where the trial starts."""
     env = dict(spec.environment)
-    pythonpath = [spec.trialside, env.get("PYTHONPATH") or base.get("PYTHONPATH", "")]
     env.update(
         {
             CLUSTER_INFO_ENV: str(info_path),
             RUN_DIR_ENV: spec.run_dir,
-            "PYTHONPATH": os.pathsep.join(p for p in pythonpath if p),
             "PYTHONUNBUFFERED": "1",
             "DET_EXPERIMENT_ID": str(spec.experiment_id),
             "DET_TRIAL_ID": str(spec.trial_id),
@@ -181,6 +180,8 @@ def trial_environment(
     """The environment of a trial run on the host: the job's, with hpcdet's variables."""
     env = dict(base)
     env.update(trial_variables(spec, info_path, record, base, node))
+    pythonpath = [spec.trialside, env.get("PYTHONPATH", "")]
+    env["PYTHONPATH"] = os.pathsep.join(p for p in pythonpath if p)
     python_dir = str(overlay_bin or Path(spec.python).parent)
     env["PATH"] = host_path(base, python_dir, overlaid=overlay_bin is not None)
     return env
@@ -385,10 +386,8 @@ def launch(
     binds = container_binds(spec, container, node_dir)
     added = trial_variables(spec, info_path, record, os.environ, node)
     # The image's own PYTHONPATH stays, after the trial side: the variable is set inside.
-    del added["PYTHONPATH"]
     added.update({IMAGE_ENV: container.image.named, TRIALSIDE_ENV: spec.trialside,
-                  PREFIX_ENV: json.dumps(hpcdet_command("hpcdet.launch.host_step")),
-                  **{k: v for k, v in spec.environment.items() if k == "PYTHONPATH"}})
+                  PREFIX_ENV: json.dumps(hpcdet_command("hpcdet.launch.host_step"))})
     env = {**os.environ, **added}
     names = passed_names(env, extra=list(added))
     spec_here = replace(container, image=replace(container.image, file=str(image)),

@@ -317,6 +317,11 @@ class EnvironmentConfig:
     registry_auth: dict[str, Any] = field(default_factory=dict)
     python: str | None = None
 
+    @property
+    def has_image(self) -> bool:
+        """Whether trials run in an image (on any device: see ``image_for``)."""
+        return any(self.images.values())
+
     def image_for(self, device: str) -> str | None:
         """The image of a trial on ``device`` (cpu, cuda, rocm); with none of its kind, another
         kind's (a CUDA image runs on CPU nodes too), so that a config naming any image always

@@ -41,10 +41,6 @@ SHARED_ENVIRONMENT = (
     "hpcdet`) and naming your training environment's python in environment.python")
 
 
-def _set(value: Any) -> bool:
-    return bool(value) and (not isinstance(value, dict) or any(value.values()))
-
-
 class Creation:
     def __init__(self, store: Store, journal: Journal, paths: StatePaths, configs: Configs,
                  search: SearchDriver, guard: Guard, submission: Submission) -> None:
@@ -78,12 +74,14 @@ class Creation:
 
     def _create(self, config: dict[str, Any], staging: str, request_id: str,
                 python: str) -> dict[str, Any]:
-        raw = ExperimentConfig.from_dict(config).to_dict()
+        given = ExperimentConfig.from_dict(config)
+        raw = given.to_dict()
         if not raw.get("checkpoint_storage"):
             raw["checkpoint_storage"] = {
                 "type": "shared_fs", "host_path": str(self.paths.default_checkpoints()),
             }
-        self._choose_python(raw["environment"], python)
+        if not given.environment.has_image:
+            self._choose_python(raw["environment"], python)
         cfg = ExperimentConfig.from_dict(raw)
         problems = container_problems(cfg, self.submission.cluster)
         if problems:
@@ -129,8 +127,6 @@ class Creation:
         Raises:
             ConfigError: when there is none, or it cannot run (before anything is stored).
         """
-        if _set(environment.get("image")):
-            return
         cluster = self.submission.cluster
         chosen, said = next(
             ((p, field) for p, field in ((environment.get("python"), "environment.python"),

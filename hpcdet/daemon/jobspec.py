@@ -40,7 +40,7 @@ def container_spec(cfg: ExperimentConfig, cluster: ClusterConfig, placement: Pla
 def container_problems(cfg: ExperimentConfig, cluster: ClusterConfig) -> list[str]:
     """What a config asks of its image that the cluster's runtime cannot do."""
     runtime = cluster.container_runtime
-    if not any(cfg.environment.images.values()):
+    if not cfg.environment.has_image:
         return []
     problems = []
     if cfg.environment.registry_auth and runtime not in ("apptainer", "singularity"):
@@ -51,7 +51,7 @@ def container_problems(cfg: ExperimentConfig, cluster: ClusterConfig) -> list[st
 
 
 def container_warnings(cfg: ExperimentConfig, cluster: ClusterConfig) -> list[str]:
-    if not any(cfg.environment.images.values()):
+    if not cfg.environment.has_image:
         return []
     return [f"bind_mounts[{i}].propagation {m.propagation} is accepted but not applied: "
             f"{cluster.container_runtime} binds take no propagation mode"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from hpcdet import images
-from hpcdet.containers import ContainerSpec, Image
+from hpcdet.containers import ContainerSpec, Image, cache_name
 from hpcdet.errors import ImageError
 from tests.support import REPO
 
@@ -34,8 +34,7 @@ def registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def _spec(cache: Path, ref: str = "docker://library/python:3.11",
           auth: dict[str, str] | None = None) -> ContainerSpec:
-    name = ref.split("://")[1].replace("/", "+").replace(":", "+")
-    return ContainerSpec("apptainer", Image(ref, str(cache / f"{name}.sif"), ref),
+    return ContainerSpec("apptainer", Image(ref, str(cache / cache_name(ref, "apptainer")), ref),
                          registry_auth=auth or {})
 
 
