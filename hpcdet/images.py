@@ -22,6 +22,7 @@ from pathlib import Path
 
 from hpcdet.containers import ContainerSpec, pull_argv, pull_environment
 from hpcdet.errors import ImageError
+from hpcdet.private import PrivacyError, private_dir
 
 HEARTBEAT = 5.0
 STALE_AFTER = 120.0
@@ -58,13 +59,17 @@ def ensure(spec: ContainerSpec, say: Callable[[str], None], force: bool = False)
             raise ImageError(f"the image {image.named} does not exist ({target}); check "
                              "environment.image, or copy the image there")
         return target
+    try:
+        # Another user who could write here could plant the image every trial runs.
+        private_dir(target.parent, None)
+    except PrivacyError as e:
+        raise ImageError(f"the image cache will not do: {e}") from None
     if target.exists() and not force:
         return target
     try:
         spec = locate(spec)
     except ImageError as e:
         raise ImageError(f"cannot convert {image.pull_from}: {e}") from None
-    target.parent.mkdir(parents=True, exist_ok=True)
     lock = target.with_name(target.name + ".lock")
     started = os.stat(target).st_mtime if target.exists() else None
     with _Lock(lock, say):

@@ -50,12 +50,25 @@ def container_problems(cfg: ExperimentConfig, cluster: ClusterConfig) -> list[st
     return problems
 
 
+# What hpcdet hands a runtime of registry_auth (containers.pull_environment).
+_AUTH_APPLIED = ("username", "password")
+
+
 def container_warnings(cfg: ExperimentConfig, cluster: ClusterConfig) -> list[str]:
-    if not cfg.environment.has_image:
+    """What a config sets for its image that hpcdet accepts but does not apply."""
+    env = cfg.environment
+    if not env.has_image:
         return []
-    return [f"bind_mounts[{i}].propagation {m.propagation} is accepted but not applied: "
+    said = [f"bind_mounts[{i}].propagation {m.propagation} is accepted but not applied: "
             f"{cluster.container_runtime} binds take no propagation mode"
             for i, m in enumerate(cfg.bind_mounts) if m.propagation != "rprivate"]
+    if env.python:
+        said.append(f"environment.python {env.python} is accepted but not applied: in "
+                    "environment.image the entrypoint runs with the image's own python3")
+    said += [f"environment.registry_auth.{key} is accepted but not applied: hpcdet gives "
+             f"{cluster.container_runtime} the username and password only"
+             for key in env.registry_auth if key not in _AUTH_APPLIED]
+    return said
 
 
 def trial_python(cfg: ExperimentConfig, cluster: ClusterConfig,

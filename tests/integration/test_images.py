@@ -106,3 +106,12 @@ def test_a_lock_whose_holder_died_is_taken_over(registry: Path, tmp_path: Path,
     assert images.ensure(spec, said.append).exists()
     assert any("taking over the pull lock" in s and "node9 pid 1" in s for s in said), said
     assert not lock.exists()
+
+
+def test_a_cache_others_can_write_is_refused(registry: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o777)
+    cache.chmod(0o777)
+    with pytest.raises(ImageError, match="can be written by other users"):
+        images.ensure(_spec(cache), lambda line: None)
+    assert _pulls(tmp_path) == []

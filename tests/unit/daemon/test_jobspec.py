@@ -61,3 +61,17 @@ def test_what_the_runtime_cannot_do_is_an_error() -> None:
     assert container_problems(cfg, ClusterConfig()) == []
     said = container_problems(cfg, ClusterConfig(container_runtime="podman"))
     assert said and said[0].startswith("environment.registry_auth:") and "podman login" in said[0]
+
+
+def test_what_an_image_config_sets_and_hpcdet_does_not_apply_is_named() -> None:
+    from hpcdet.daemon.jobspec import container_warnings
+
+    cfg = _cfg(environment={"image": "acme/x:1", "python": "/opt/py/bin/python3",
+                            "registry_auth": {"username": "u", "password": "p",
+                                              "serveraddress": "ghcr.io"}},
+               bind_mounts=[{"host_path": "/d", "container_path": "/d", "propagation": "shared"}])
+    said = container_warnings(cfg, ClusterConfig())
+    assert [line.split(" is accepted")[0] for line in said] == [
+        "bind_mounts[0].propagation shared", "environment.python /opt/py/bin/python3",
+        "environment.registry_auth.serveraddress"]
+    assert container_warnings(_cfg(environment={"image": "acme/x:1"}), ClusterConfig()) == []
