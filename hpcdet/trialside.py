@@ -42,6 +42,7 @@ PACKAGES = {
     "hpcdet.core": "hpcdet/core",
     "hpcdet.launch": "hpcdet/launch",
     "hpcdet.rundir": "hpcdet/rundir",
+    "hpcdet.pytorch": "hpcdet/pytorch",
     "hpcdet.shim.determined": "determined",
 }
 MODULES = {

@@ -36,7 +36,7 @@ def split_overrides(argv: Sequence[str]) -> tuple[list[str], list[str]]:
 
     Raises:
         UsageError: The script is empty; ``-h``/``--help`` as the first argument raise it
-            with an empty message; ``--trial`` (Determined's Trial classes) is refused.
+            with an empty message.
     """
     args = list(argv)
     if args[:1] in (["-h"], ["--help"]):
@@ -46,14 +46,50 @@ def split_overrides(argv: Sequence[str]) -> tuple[list[str], list[str]]:
         overrides, script = args[:cut], args[cut + 1 :]
     else:
         overrides, script = [], args
-    if script[:1] == ["--trial"] or any(a.startswith("--trial=") for a in script[:1]):
-        raise UsageError(
-            "--trial is not supported: hpcdet runs Core API scripts; pass the script to run, "
-            "e.g. python3 train.py"
-        )
     if not script:
         raise UsageError("empty script is not allowed")
     return overrides, script
+
+
+TRIAL_HARNESS = "hpcdet.pytorch.harness"
+
+
+def trial_class(script: Sequence[str]) -> str | None:
+    """The ``module:Class`` of a script given as ``--trial module:Class`` (Determined's
+    trial classes), or ``None`` for a plain script.
+
+    Raises:
+        UsageError: ``--trial`` without exactly one class after it.
+    """
+    if script[:1] == ["--trial"]:
+        rest = list(script[1:])
+    elif script and script[0].startswith("--trial="):
+        rest = [script[0].partition("=")[2], *script[1:]]
+    else:
+        return None
+    if len(rest) != 1 or ":" not in rest[0]:
+        raise UsageError("--trial takes one trial class, e.g. --trial model_def:MyTrial")
+    return rest[0]
+
+
+def trial_script(python: str, script: Sequence[str], launcher: str) -> list[str]:
+    """The script a worker runs: ``script`` itself, or for ``--trial module:Class`` the
+    PyTorchTrial harness (the torch launcher's only; others refuse it).
+
+    Raises:
+        UsageError: ``--trial`` to a launcher other than ``torch_distributed``.
+    """
+    spec = trial_class(script)
+    if spec is None:
+        return list(script)
+    if launcher != "torch_distributed":
+        raise UsageError(
+            f"--trial is for PyTorchTrial classes, which run under "
+            f"hpcdet.launch.torch_distributed, not {launcher}; use "
+            f"python3 -m hpcdet.launch.torch_distributed --trial {spec}"
+        )
+    # Not isolated (-I): the trial side comes from PYTHONPATH, as for the trial's own script.
+    return [python, "-m", TRIAL_HARNESS, spec]
 
 
 def wrap_rank_command(python: str, rank_spec: str, script: Sequence[str]) -> list[str]:

@@ -42,6 +42,7 @@ from ._launch import (
     report_usage,
     run_forwarding_signals,
     split_overrides,
+    trial_script,
     wrap_rank_command,
 )
 from .node_step import NodeEntry, claim_step_dir, enter_command, run_step
@@ -139,6 +140,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line ``argv`` (default ``sys.argv[1:]``); returns the exit code."""
     try:
         overrides, script = split_overrides(sys.argv[1:] if argv is None else argv)
+        script = trial_script(sys.executable, script, "deepspeed")
     except UsageError as e:
         return report_usage(USAGE, e)
     try:

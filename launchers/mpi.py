@@ -38,6 +38,7 @@ from ._launch import (
     report_usage,
     run_forwarding_signals,
     split_overrides,
+    trial_script,
     wrap_rank_command,
 )
 from .host_step import PREFIX_ENV, ask_host, rank_prefix
@@ -102,6 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line ``argv`` (default ``sys.argv[1:]``); returns the exit code."""
     try:
         overrides, script = split_overrides(sys.argv[1:] if argv is None else argv)
+        script = trial_script(sys.executable, script, "mpi")
     except UsageError as e:
         return report_usage(USAGE, e)
     try:

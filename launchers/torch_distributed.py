@@ -1,5 +1,8 @@
 """``python -m hpcdet.launch.torch_distributed [[TORCH_OVERRIDES...] --] SCRIPT...``
 
+``SCRIPT`` may be ``--trial module:Class`` (a PyTorchTrial): each worker then runs
+``hpcdet.pytorch.harness module:Class``.
+
 Runs one ``torchrun`` (``python -m torch.distributed.run``) on every node of the trial; each
 starts ``len(slot_ids)`` workers, each worker being SCRIPT under ``wrap_rank RANK``. torchrun
 sets ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE``, ``GROUP_RANK`` and
@@ -32,6 +35,7 @@ from ._launch import (
     report_usage,
     run_forwarding_signals,
     split_overrides,
+    trial_script,
 )
 
 USAGE = "usage: python3 -m hpcdet.launch.torch_distributed [[TORCH_OVERRIDES...] --] SCRIPT..."
@@ -123,6 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line ``argv`` (default ``sys.argv[1:]``); returns the exit code."""
     try:
         overrides, script = split_overrides(sys.argv[1:] if argv is None else argv)
+        script = trial_script(sys.executable, script, "torch_distributed")
     except UsageError as e:
         return report_usage(USAGE, e)
     try:

@@ -54,15 +54,21 @@ DEFAULT_PREEMPTION_TIMEOUT = 3600
 # Determined's legacy form, a trial class: "model_def:MNistTrial", "pkg.module:Trial".
 _TRIAL_CLASS = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 
+# What a trial-class entrypoint runs: the torch launcher, one harness per slot.
+TRIAL_CLASS_LAUNCHER = ("python3", "-m", "hpcdet.launch.torch_distributed", "--trial")
+
+
+def trial_class(entrypoint: Any) -> str | None:
+    """The ``module:Class`` an entrypoint names (Determined's legacy trial-class form), or
+    ``None`` for a command."""
+    if isinstance(entrypoint, str) and _TRIAL_CLASS.fullmatch(entrypoint.strip()):
+        return entrypoint.strip()
+    return None
+
 
 def _entrypoint(value: Any, at: At) -> Any:
     if value is None:
         at.error("managed experiments require entrypoint; e.g. entrypoint: python3 train.py")
-    elif isinstance(value, str) and _TRIAL_CLASS.fullmatch(value.strip()):
-        # Run as a shell command it would fail with exit code 127; say why instead.
-        at.error(f"{value.strip()!r} names a trial class (Determined's PyTorchTrial API), which "
-                 "hpcdet cannot run yet; write a Core API script (with det.core.init() as core:"
-                 " ...) and set entrypoint: python3 train.py")
     elif isinstance(value, str) and value.strip():
         return value
     elif isinstance(value, list) and value and all(isinstance(v, str) for v in value):
@@ -73,6 +79,37 @@ def _entrypoint(value: Any, at: At) -> Any:
             f" got {show(value)}"
         )
     return None
+
+
+_LENGTH_UNITS = ("batches", "records", "epochs")
+
+
+def _check_trial_class(raw: dict[str, Any], at: At) -> None:
+    """What a trial-class entrypoint needs that a script does not: a batch size the slots
+    share, and a training length."""
+    gbs = (raw["hyperparameters"] or {}).get("global_batch_size")
+    slots = raw["resources"]["slots_per_trial"]
+    where = at / "hyperparameters" / "global_batch_size"
+    if gbs is None:
+        where.error(f"the trial class {trial_class(raw['entrypoint'])} needs the "
+                    "hyperparameter global_batch_size (records per batch, over all slots), "
+                    "e.g. global_batch_size: 64")
+    elif gbs.get("type") == "const":
+        value = gbs.get("val")
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            where.error(f"must be a positive integer, got {show(value)}")
+        elif value % max(slots, 1):
+            where.error(f"{value} is not divisible by resources.slots_per_trial ({slots}); "
+                        f"each slot trains on global_batch_size / slots records per batch")
+    searcher = raw["searcher"]
+    if searcher is None:
+        return
+    timed = searcher.get("time_metric") in _LENGTH_UNITS and searcher.get("max_time")
+    if searcher.get("max_length") is None and not timed:
+        (at / "searcher").error(
+            "a trial class trains for searcher.max_length (e.g. max_length: {epochs: 5}), or "
+            "for max_time with time_metric batches, records or epochs; set one of them"
+        )
 
 
 def _period(value: Any, at: At) -> Any:
@@ -155,6 +192,8 @@ def _cross_checks(raw: dict[str, Any], at: At) -> None:
     if bool(raw["workspace"]) != bool(raw["project"]):
         missing = "project" if raw["workspace"] else "workspace"
         (at / missing).error("workspace and project must both be set or both be left out")
+    if trial_class(raw["entrypoint"]):
+        _check_trial_class(raw, at)
     searcher = raw["searcher"]
     if searcher is not None and searcher["name"] == "grid":
         check_grid_counts(raw["hyperparameters"], at / "hyperparameters")
@@ -232,6 +271,18 @@ class ExperimentConfig:
             return Path(storage.container_path)
         base = Path(storage.host_path or default)
         return base / storage.storage_path if storage.storage_path else base
+
+    @property
+    def is_trial_class(self) -> bool:
+        """Whether the entrypoint names a trial class (the PyTorch API), not a command."""
+        return trial_class(self.entrypoint) is not None
+
+    @property
+    def command(self) -> str | list[str]:
+        """What the harness runs: the entrypoint, or for a trial class the torch launcher
+        with ``--trial``."""
+        spec = trial_class(self.entrypoint)
+        return [*TRIAL_CLASS_LAUNCHER, spec] if spec else self.entrypoint
 
     def to_dict(self) -> dict[str, Any]:
         """The full config with defaults filled in (a deep copy of ``raw``), JSON-compatible."""

@@ -11,8 +11,12 @@ _NO_CONTAINER = ("hpcdet runs containers with Apptainer, Singularity, Podman or 
                  " take no such setting")
 _NO_IMAGE = ("it applies to a trial run in environment.image, and the config names no image; "
              "the trial runs in your own environment and sees the nodes' paths as they are")
-_TRIAL_API = ("it is read by Determined's Trial APIs (PyTorchTrial), which hpcdet does not have"
-              " yet; the Core API ignores it, as Determined's does")
+_TRIAL_API = ("it is read by the PyTorch API (a trial-class entrypoint, or det.pytorch.Trainer "
+              "in the script); a Core API script ignores it, as Determined's does")
+_RECORDS_PER_EPOCH = ("epochs are counted from the training data loader's length, as in "
+                      "Determined since 0.21")
+# optimizations keys det.pytorch applies; the others are Horovod's or Apex's.
+OPTIMIZATIONS_APPLIED = ("aggregation_frequency", "average_aggregated_gradients")
 _NOT_KEPT = "hpcdet keeps no such setting"
 
 # (path, why) for every key accepted and not applied.
@@ -30,11 +34,7 @@ NOT_APPLIED: tuple[tuple[str, str], ...] = (
     ("resources.is_single_node", "set slurm.slots_per_node / pbs.slots_per_node to the trial's"
      " slots to keep it on one node"),
     ("resources.native_parallel", "it was removed from Determined"),
-    ("min_validation_period", _TRIAL_API),
-    ("min_checkpoint_period", _TRIAL_API),
-    ("records_per_epoch", _TRIAL_API),
-    ("perform_initial_validation", _TRIAL_API),
-    ("optimizations", _TRIAL_API),
+    ("records_per_epoch", _RECORDS_PER_EPOCH),
     ("profiling", "hpcdet has no profiler"),
     ("tensorboard_storage", "TensorBoard files stay where the trial writes them"),
     ("log_policies", _NOT_KEPT),
@@ -65,9 +65,28 @@ def _set(value: Any) -> bool:
 IMAGE_ONLY = ("environment.force_pull_image", "environment.registry_auth", "bind_mounts")
 
 
-def not_applied(raw: Mapping[str, Any]) -> list[str]:
-    """One line per key the config (``ExperimentConfig.raw``) sets that hpcdet does not apply."""
-    keys = list(NOT_APPLIED)
+# Applied by the PyTorch API only (hpcdet.pytorch's Trainer reads them from the config).
+TRIAL_API_ONLY = ("min_validation_period", "min_checkpoint_period", "perform_initial_validation",
+                  "scheduling_unit")
+
+
+def _optimizations(raw: Mapping[str, Any], trial_api: bool) -> list[tuple[str, str]]:
+    section = raw.get("optimizations") or {}
+    if not isinstance(section, Mapping):
+        return []
+    return [(f"optimizations.{key}", _TRIAL_API if key in OPTIMIZATIONS_APPLIED
+             else "hpcdet's PyTorch API trains with torch's DistributedDataParallel, without "
+             "Horovod or Apex") for key in section
+            if not (trial_api and key in OPTIMIZATIONS_APPLIED)]
+
+
+def not_applied(raw: Mapping[str, Any], trial_api: bool = False) -> list[str]:
+    """One line per key the config (``ExperimentConfig.raw``) sets that hpcdet does not apply;
+    ``trial_api``: the entrypoint is a trial class, which applies the PyTorch API's keys."""
+    keys = list(NOT_APPLIED) + _optimizations(raw, trial_api)
+    if not trial_api:
+        keys += [(path, _TRIAL_API) for path in TRIAL_API_ONLY
+                 if not (path == "scheduling_unit" and raw.get(path) == 100)]
     if not _set(_value(raw, "environment.image")):
         keys += [(path, _NO_IMAGE) for path in IMAGE_ONLY]
     return [f"{path} is accepted but not applied: {why}"

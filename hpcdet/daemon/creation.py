@@ -153,7 +153,7 @@ class Creation:
         if cfg.environment.python and trialside.probe(cfg.environment.python).is_hpcdets:
             reasons.append(SHARED_ENVIRONMENT.format(python=cfg.environment.python))
         reasons += container_warnings(cfg, self.submission.cluster)
-        warning = "\n".join([r for r in reasons if r] + not_applied(cfg.raw)
+        warning = "\n".join([r for r in reasons if r] + not_applied(cfg.raw, cfg.is_trial_class)
                              + other_sections(cfg.raw, section, self.backend))
         sub = self.submission
         container = container_spec(cfg, sub.cluster, sub.site.placement(cfg), self.paths)

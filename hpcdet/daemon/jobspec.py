@@ -99,7 +99,7 @@ def run_spec(
         trial_seed=trial["trial_seed"],
         hparams=trial["hparams"],
         config=cfg.to_dict(),
-        entrypoint=cfg.entrypoint,
+        entrypoint=cfg.command,
         context_dir=str(paths.context(exp_id)),
         run_dir=str(paths.run(exp_id, trial["id"], run_id)),
         umask=int(umask_in_force(), 8),

@@ -30,11 +30,32 @@ def test_every_module_of_the_tree_imports_without_site_packages(tmp_path: Path) 
     assert {"hpcdet.core", "hpcdet.launch.torch_distributed", "determined.core",
             "determined.launch.torch_distributed", "hpcdet.images"} <= set(modules)
     assert not any(m.startswith(("hpcdet.daemon", "hpcdet.store", "hpcdet.cli")) for m in modules)
+    torch_side = [m for m in modules if m.startswith(TORCH_SIDE)]
+    assert "hpcdet.pytorch.harness" in torch_side and "determined.pytorch" in torch_side
     # -I -S: no site-packages, no PYTHONPATH; only the tree and the standard library.
+    _import_from(tree, [m for m in modules if m not in torch_side])
+
+
+def test_the_pytorch_api_of_the_tree_imports_with_torch_alone(tmp_path: Path) -> None:
+    import torch
+
+    tree = trialside.ensure(tmp_path / "trialside")
+    modules = [m for m in _modules(tree) if m.startswith(TORCH_SIDE)]
+    # torch's own directory after the tree, its .pth files unread: hpcdet's editable install
+    # (a .pth in the same site-packages) stays out of reach.
+    _import_from(tree, modules, str(Path(torch.__file__).parents[1]))
+
+
+TORCH_SIDE = ("hpcdet.pytorch", "determined.pytorch")
+
+
+def _import_from(tree: Path, modules: list[str], site: str = "") -> None:
     script = ("import importlib, sys; sys.path.insert(0, sys.argv[1]); "
-              "[importlib.import_module(m) for m in sys.argv[2:]]; "
-              "assert 'yaml' not in sys.modules and 'jinja2' not in sys.modules")
-    done = subprocess.run([sys.executable, "-I", "-S", "-c", script, str(tree), *modules],
+              "sys.argv[2] and sys.path.append(sys.argv[2]); "
+              "[importlib.import_module(m) for m in sys.argv[3:]]; "
+              "assert 'yaml' not in sys.modules and 'jinja2' not in sys.modules; "
+              "import hpcdet; assert hpcdet.__file__.startswith(sys.argv[1]), hpcdet.__file__")
+    done = subprocess.run([sys.executable, "-I", "-S", "-c", script, str(tree), site, *modules],
                           capture_output=True, text=True, cwd="/")
     assert done.returncode == 0, done.stderr
 

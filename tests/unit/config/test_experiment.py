@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -816,10 +817,38 @@ def test_where_the_checkpoints_of_an_experiment_go(tmp_path: Path) -> None:
     assert load_experiment_config(directory).checkpoint_dir(default) == Path("/ckpt")
 
 
-def test_a_trial_class_entrypoint_is_refused_with_why() -> None:
-    base = {"name": "x", "searcher": {"name": "single", "metric": "x", "max_length": 1}}
-    for entrypoint in ("model_def:MNistTrial", " pkg.model_def:Trial "):
-        with pytest.raises(ConfigError, match="names a trial class .*cannot run yet"):
-            ExperimentConfig.from_dict({**base, "entrypoint": entrypoint})
+def test_a_trial_class_entrypoint_runs_the_torch_launcher() -> None:
+    base = {"name": "x", "searcher": {"name": "single", "metric": "x", "max_length": 1},
+            "hyperparameters": {"global_batch_size": 8}}
+    for entrypoint, spec in (("model_def:MNistTrial", "model_def:MNistTrial"),
+                             (" pkg.model_def:Trial ", "pkg.model_def:Trial")):
+        cfg = ExperimentConfig.from_dict({**base, "entrypoint": entrypoint})
+        assert cfg.is_trial_class and cfg.entrypoint == entrypoint  # stored as written
+        assert cfg.command == ["python3", "-m", "hpcdet.launch.torch_distributed", "--trial",
+                               spec]
     for command in ("python3 train.py", "python3 -c 'print(1)'", "echo a:b"):
-        assert ExperimentConfig.from_dict({**base, "entrypoint": command}).entrypoint == command
+        cfg = ExperimentConfig.from_dict({**base, "entrypoint": command})
+        assert not cfg.is_trial_class and cfg.command == command
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"hyperparameters": {}},
+         "hyperparameters.global_batch_size: the trial class model_def:T needs the hyperparameter"
+         " global_batch_size"),
+        ({"resources": {"slots_per_trial": 4}, "hyperparameters": {"global_batch_size": 30}},
+         "hyperparameters.global_batch_size: 30 is not divisible by resources.slots_per_trial"
+         " \\(4\\)"),
+        ({"searcher": {"name": "single", "metric": "x"}},
+         "searcher: a trial class trains for searcher.max_length"),
+    ],
+)
+def test_what_a_trial_class_needs_is_named(extra: dict[str, Any], message: str) -> None:
+    base = {"name": "x", "entrypoint": "model_def:T", "hyperparameters": {"global_batch_size": 8},
+            "searcher": {"name": "single", "metric": "x", "max_length": 1}}
+    with pytest.raises(ConfigError, match=message):
+        ExperimentConfig.from_dict({**base, **extra})
+    timed = {"name": "adaptive_asha", "metric": "x", "max_trials": 2, "time_metric": "batches",
+             "max_time": 10}
+    assert ExperimentConfig.from_dict({**base, "searcher": timed}).is_trial_class

@@ -62,3 +62,19 @@ def test_the_section_of_another_batch_system_is_named() -> None:
         "pbs: is accepted but not applied: the backend in use is local"]
     assert other_sections(ExperimentConfig.from_dict(BASE).raw, "slurm", "slurm") == []
 
+
+
+def test_a_trial_class_applies_the_pytorch_api_keys_and_names_the_rest() -> None:
+    keys = {"min_validation_period": {"epochs": 1}, "perform_initial_validation": True,
+            "scheduling_unit": 10, "records_per_epoch": 1000,
+            "optimizations": {"aggregation_frequency": 2, "mixed_precision": "O1"}}
+    script = [line.split(" is accepted")[0] for line in _said(**keys)]
+    assert script == ["records_per_epoch", "optimizations.aggregation_frequency",
+                      "optimizations.mixed_precision", "min_validation_period",
+                      "perform_initial_validation", "scheduling_unit"]
+    cfg = ExperimentConfig.from_dict({**BASE, **keys, "entrypoint": "model_def:Trial",
+                                      "hyperparameters": {"global_batch_size": 8}})
+    said = not_applied(cfg.raw, cfg.is_trial_class)
+    assert [line.split(" is accepted")[0] for line in said] == [
+        "records_per_epoch", "optimizations.mixed_precision"]
+    assert "Horovod or Apex" in said[1]

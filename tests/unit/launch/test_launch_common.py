@@ -17,6 +17,7 @@ from hpcdet.launch._launch import (
     exit_code,
     load_layout,
     split_overrides,
+    trial_script,
     wrap_rank_command,
 )
 from hpcdet.rundir.spec import ClusterInfoRecord
@@ -45,13 +46,23 @@ def test_split_overrides(argv: list[str], overrides: list[str], script: list[str
         ([], "empty script is not allowed"),
         (["--"], "empty script is not allowed"),
         (["--max_restarts", "1", "--"], "empty script is not allowed"),
-        (["--trial", "model_def:MyTrial"], "--trial is not supported"),
-        (["--", "--trial=model_def:MyTrial"], "--trial is not supported"),
     ],
 )
 def test_split_overrides_errors(argv: list[str], message: str) -> None:
     with pytest.raises(UsageError, match=message):
         split_overrides(argv)
+
+
+def test_a_trial_class_runs_the_pytorch_harness_under_the_torch_launcher_only() -> None:
+    harness = ["py", "-m", "hpcdet.pytorch.harness", "model_def:MyTrial"]
+    assert trial_script("py", ["--trial", "model_def:MyTrial"], "torch_distributed") == harness
+    assert trial_script("py", ["--trial=model_def:MyTrial"], "torch_distributed") == harness
+    assert trial_script("py", ["python3", "train.py"], "mpi") == ["python3", "train.py"]
+    with pytest.raises(UsageError, match="run under hpcdet.launch.torch_distributed, not mpi"):
+        trial_script("py", ["--trial", "model_def:MyTrial"], "mpi")
+    for bad in (["--trial"], ["--trial", "a:B", "extra"], ["--trial", "no_class"]):
+        with pytest.raises(UsageError, match="--trial takes one trial class"):
+            trial_script("py", bad, "torch_distributed")
 
 
 def test_help_is_a_usage_error_without_message() -> None:

@@ -1,0 +1,583 @@
+"""The loop that trains a ``PyTorchTrial`` on the Core API.
+
+Per global batch, every worker trains on its own batch (``train_batch``); the loop keeps the
+position (``batches_trained``), steps LR schedulers, and at the configured periods reports
+averaged training metrics, validates, and checkpoints. A preemption, pause or searcher stop
+makes it checkpoint and return; a trial resumed from that checkpoint continues at the same
+batch, with the same data order and the same random state.
+
+Workers agree once per batch on whether to stop (one allgather when there are several), so
+they always leave the loop at the same batch.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn as nn
+
+from hpcdet.core import EarlyExitReason, SearcherOperation
+from hpcdet.pytorch._callback import PyTorchCallback
+from hpcdet.pytorch._context import PyTorchTrialContext
+from hpcdet.pytorch._data import DataLoader
+from hpcdet.pytorch._lr_scheduler import LRScheduler
+from hpcdet.pytorch._reducer import Reducer, check_reducers, reduce_batches, scalar
+from hpcdet.pytorch._trial import (
+    PyTorchTrial,
+    evaluate_batch_takes_index,
+    evaluation_mode,
+)
+from hpcdet.pytorch._units import Batch, TrainUnit
+
+logger = logging.getLogger("hpcdet.pytorch")
+
+STATE_FILE = "state-dict.pth"
+# Determined's code writes state_dict.pth (its docs say state-dict.pth): read either.
+STATE_FILES = (STATE_FILE, "state_dict.pth")
+LOAD_DATA_FILE = "load_data.json"
+TRIAL_STATE_FILE = "trial_state.json"
+CHECKPOINT_POLICIES = ("best", "all", "none")
+
+try:
+    import numpy as np
+except ImportError:  # numpy is optional in the trial's environment
+    np = None  # type: ignore[assignment]
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python's, numpy's and torch's generators, as every trial starts."""
+    random.seed(seed)
+    if np is not None:
+        np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def rng_state() -> dict[str, Any]:
+    state: dict[str, Any] = {"cpu_rng_state": torch.get_rng_state(),
+                             "random_rng_state": random.getstate()}
+    if np is not None:
+        state["np_rng_state"] = np.random.get_state()
+    if torch.cuda.is_available():
+        state["gpu_rng_state"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    torch.set_rng_state(state["cpu_rng_state"])
+    random.setstate(state["random_rng_state"])
+    if np is not None and "np_rng_state" in state:
+        np.random.set_state(state["np_rng_state"])
+    if torch.cuda.is_available() and "gpu_rng_state" in state:
+        torch.cuda.set_rng_state_all(state["gpu_rng_state"])
+
+
+def unwrap(model: nn.Module) -> nn.Module:
+    """The model inside DistributedDataParallel, whose state dict has no ``module.``."""
+    return model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
+
+
+def _strip_module_prefix(state: dict[str, Any]) -> dict[str, Any]:
+    if state and all(k.startswith("module.") for k in state):
+        return {k[len("module."):]: v for k, v in state.items()}
+    return state
+
+
+def check_batches(batches: list[dict[str, Any]], reducers: Reducer | dict[str, Reducer]
+                  ) -> list[dict[str, Any]]:
+    """Every worker's ``evaluate_batch`` metrics, checked: some, the same names in each, and
+    a reducer for each name when there is one per name.
+
+    Raises:
+        ValueError: Naming what differs.
+    """
+    if not batches:
+        raise ValueError("the validation data loader is empty: it gave no batch to "
+                         "evaluate_batch()")
+    names = set(batches[0])
+    for b in batches[1:]:
+        if set(b) != names:
+            raise ValueError("Validation metric names must match across all batches of data: "
+                             f"{sorted(names)} != {sorted(b)}")
+    if isinstance(reducers, dict) and set(reducers) != names:
+        raise ValueError(
+            "evaluation_reducer() must return one Reducer, or a Reducer for every validation "
+            f"metric: expected keys {sorted(names)}, got {sorted(reducers)}")
+    return batches
+
+
+def plain_metrics(metrics: Any, where: str) -> dict[str, Any]:
+    """What ``train_batch``/``evaluate_batch`` returned as a dict of plain values.
+
+    Raises:
+        TypeError: It is neither a dict nor a tensor (a tensor is taken as the loss).
+    """
+    if isinstance(metrics, torch.Tensor):
+        metrics = {"loss": metrics}
+    if not isinstance(metrics, dict):
+        raise TypeError(f"{where} must return a dict of metrics (or the loss tensor), not "
+                        f"{type(metrics).__name__}")
+    return {str(k): scalar(v.detach() if isinstance(v, torch.Tensor) else v)
+            for k, v in metrics.items()}
+
+
+@dataclass
+class Periods:
+    """When the loop reports, validates and checkpoints (``None``: not periodically)."""
+
+    reporting: TrainUnit = field(default_factory=lambda: Batch(100))
+    validation: TrainUnit | None = None
+    checkpoint: TrainUnit | None = None
+    checkpoint_policy: str = "best"
+    step_zero_validation: bool = False
+
+
+@dataclass
+class Searcher:
+    """What validations are judged by."""
+
+    metric: str | None = None
+    smaller_is_better: bool = True
+    # Added to validation metrics when absent: the searcher's time_metric (0.38 searchers).
+    time_metric: str | None = None
+
+
+class _Stop(Exception):
+    """Leave training: the workers agreed to stop (preemption, searcher, or the trial)."""
+
+    def __init__(self, preempted: bool) -> None:
+        self.preempted = preempted
+
+
+class Loop:
+    """Trains ``trial`` through ``context`` (see the module's docstring)."""
+
+    def __init__(
+        self,
+        trial: PyTorchTrial,
+        context: PyTorchTrialContext,
+        periods: Periods,
+        searcher: Searcher,
+        *,
+        test_mode: bool = False,
+    ) -> None:
+        if periods.checkpoint_policy not in CHECKPOINT_POLICIES:
+            raise ValueError(f"checkpoint_policy must be one of {', '.join(CHECKPOINT_POLICIES)}"
+                             f", not {periods.checkpoint_policy!r}")
+        self.trial = trial
+        self.ctx = context
+        self.core = context._core
+        self.dist = context.distributed
+        self.periods = periods
+        self.searcher = searcher
+        self.test_mode = test_mode
+        self.evaluation = evaluation_mode(type(trial))
+        self.callbacks: dict[str, PyTorchCallback] = dict(trial.build_callbacks())
+        self.reducers = check_reducers(trial.evaluation_reducer())
+        self.seed = context.get_trial_seed()
+        self.epoch_len = 1  # known once the training data loader is built (run())
+        self._global_batch = 1
+
+        self.batches_trained = 0
+        self.last_validation: int | None = None
+        self.last_checkpoint: int | None = None
+        self.best: float | None = None
+        self.last_metrics: dict[str, Any] | None = None
+        self._period_metrics: list[dict[str, Any]] = []
+
+    def _build_loaders(self) -> None:
+        train = self.trial.build_training_data_loader()
+        val = self.trial.build_validation_data_loader()
+        for name, loader in (("build_training_data_loader", train),
+                             ("build_validation_data_loader", val)):
+            if not isinstance(loader, DataLoader):
+                raise TypeError(
+                    f"{name}() returned an instance of {type(loader).__name__}, which is not a "
+                    "det.pytorch.DataLoader; build it with det.pytorch.DataLoader(dataset, "
+                    "batch_size=context.get_per_slot_batch_size(), ...)"
+                )
+        self.train_data = train
+        self.val_data = val
+        self.epoch_len = train.steps_per_epoch(self.dist.size, self.seed)
+        if self.epoch_len == 0:
+            raise ValueError("the training data loader has no batches (is the dataset empty, "
+                             "or smaller than the batch size with drop_last=True?)")
+        self.ctx._epoch_len = self.epoch_len
+        self._global_batch = self._global_batch_size()
+
+    # --- helpers ------------------------------------------------------------------------
+
+    def _global_batch_size(self) -> int:
+        try:
+            return self.ctx.get_global_batch_size()
+        except ValueError:
+            return (self.train_data.batch_size or 1) * self.dist.size
+
+    def to_batches(self, unit: TrainUnit) -> int:
+        return unit.batches(self.epoch_len, self._global_batch)
+
+    def _due(self, unit: TrainUnit | None) -> bool:
+        if unit is None:
+            return False
+        every = self.to_batches(unit)
+        return every > 0 and self.batches_trained % every == 0
+
+    def _is_chief(self) -> bool:
+        return self.dist.rank == 0
+
+    def _callbacks(self, hook: str, *args: Any) -> None:
+        for cb in self.callbacks.values():
+            getattr(cb, hook)(*args)
+
+    # --- checkpoints --------------------------------------------------------------------
+
+    def restore(self, uuid: str) -> None:
+        """Load the checkpoint ``uuid``; its counters too when it is this trial's own."""
+        with self.core.checkpoint.restore_path(uuid) as path:
+            found = [Path(path) / n for n in STATE_FILES if (Path(path) / n).exists()]
+            if not found:
+                raise FileNotFoundError(
+                    f"checkpoint {uuid} has no {STATE_FILE}; it was not saved by a PyTorchTrial")
+            state = torch.load(found[0], map_location=self.ctx.device, weights_only=False)
+            trial_state_file = Path(path) / TRIAL_STATE_FILE
+            counters = (json.loads(trial_state_file.read_text())
+                        if trial_state_file.exists() else {})
+        self._callbacks("on_checkpoint_load_start", state)
+        self.load_state(state)
+        own = counters.get("trial_id") == self.ctx._trial_id
+        if own:
+            self.batches_trained = int(counters.get("batches_trained", 0))
+            self.last_checkpoint = self.batches_trained
+            self.last_validation = counters.get("last_validation")
+            self.best = counters.get("best")
+        logger.info("resumed from checkpoint %s at batch %d", uuid, self.batches_trained)
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        """Restore models, optimizers, schedulers, scalers, callbacks and RNG state."""
+        models = state.get("models_state_dict", [])
+        if len(models) != len(self.ctx.models):
+            raise RuntimeError(
+                f"the checkpoint holds {len(models)} models, the trial wrapped "
+                f"{len(self.ctx.models)}; wrap the same models as the run that saved it"
+            )
+        for model, sd in zip(self.ctx.models, models):
+            unwrap(model).load_state_dict(_strip_module_prefix(sd))
+        for opt, sd in zip(self.ctx.optimizers, state.get("optimizers_state_dict", [])):
+            opt.load_state_dict(sd)
+        for sched, sd in zip(self.ctx.lr_schedulers, state.get("lr_schedulers_state_dict", [])):
+            sched.load_state_dict(sd)
+        for scaler, sd in zip(self.ctx.scalers, state.get("scalers_state_dict", [])):
+            scaler.load_state_dict(sd)
+        saved_callbacks = state.get("callbacks", {})
+        for name, cb in self.callbacks.items():
+            if name in saved_callbacks:
+                cb.load_state_dict(saved_callbacks[name])
+        rng = state.get("rng_states") or []
+        if len(rng) == self.dist.size:
+            set_rng_state(rng[self.dist.rank])
+        elif "rng_state" in state:
+            set_rng_state(state["rng_state"])
+
+    def state(self, rng_states: list[dict[str, Any]]) -> dict[str, Any]:
+        return {
+            "models_state_dict": [unwrap(m).state_dict() for m in self.ctx.models],
+            "optimizers_state_dict": [o.state_dict() for o in self.ctx.optimizers],
+            "lr_schedulers_state_dict": [s.state_dict() for s in self.ctx.lr_schedulers],
+            "scalers_state_dict": [s.state_dict() for s in self.ctx.scalers],
+            "callbacks": {name: cb.state_dict() for name, cb in self.callbacks.items()},
+            "rng_state": rng_states[0],
+            "rng_states": rng_states,
+        }
+
+    def checkpoint(self) -> None:
+        """Save a checkpoint at the current batch (collective: every worker calls it)."""
+        if self.last_checkpoint == self.batches_trained:
+            return
+        rng_states = self.dist.allgather(rng_state())
+        self.last_checkpoint = self.batches_trained
+        uuid = None
+        if self._is_chief():
+            uuid = self._write_checkpoint(self.state(rng_states))
+        uuid = self.dist.broadcast(uuid)
+        self._callbacks("on_checkpoint_upload_end", uuid)
+
+    def _write_checkpoint(self, state: dict[str, Any]) -> str:
+        self._callbacks("on_checkpoint_save_start", state)
+        metadata = {
+            "steps_completed": self.batches_trained,
+            "framework": f"torch-{torch.__version__}",
+            "format": "pickle",
+            "trial_type": "PyTorchTrial",
+        }
+        counters = {
+            "trial_id": self.ctx._trial_id,
+            "batches_trained": self.batches_trained,
+            "epochs_trained": self.batches_trained // self.epoch_len,
+            "last_validation": self.last_validation,
+            "best": self.best,
+        }
+        load_data = {
+            "trial_type": "PyTorchTrial",
+            "trial_cls_spec": f"{type(self.trial).__module__}:{type(self.trial).__qualname__}",
+            "experiment_config": self.ctx.get_experiment_config(),
+            "hparams": self.ctx.get_hparams(),
+        }
+        with self.core.checkpoint.store_path(metadata, shard=False) as (path, uuid):
+            torch.save(state, Path(path) / STATE_FILE)
+            (Path(path) / TRIAL_STATE_FILE).write_text(json.dumps(counters))
+            (Path(path) / LOAD_DATA_FILE).write_text(json.dumps(load_data, default=str))
+            self._callbacks("on_checkpoint_write_end", str(path))
+            self._callbacks("on_checkpoint_end", str(path))
+        logger.info("checkpoint %s at batch %d", uuid, self.batches_trained)
+        return str(uuid)
+
+    # --- validation ---------------------------------------------------------------------
+
+    def _validation_loader(self, replicas: int, rank: int) -> torch.utils.data.DataLoader[Any]:
+        return self.val_data.get_data_loader(repeat=False, num_replicas=replicas, rank=rank,
+                                             seed=self.seed)
+
+    def validate(self) -> dict[str, Any]:
+        """Validate every worker's share (or, with ``evaluate_full_dataset``, all of it on
+        the chief) and report; then checkpoint if the policy says so."""
+        self._callbacks("on_validation_start")
+        self._callbacks("on_validation_epoch_start")
+        for model in self.ctx.models:
+            model.eval()
+        for r in self.ctx.reducers:
+            r.reducer.reset()
+        outputs: list[dict[str, Any]] = []
+        with torch.no_grad():
+            if self.evaluation == "batch":
+                with_index = evaluate_batch_takes_index(type(self.trial))
+                loader = self._validation_loader(self.dist.size, self.dist.rank)
+                for idx, batch in enumerate(loader):
+                    batch = self.ctx.to_device(batch)
+                    out = (self.trial.evaluate_batch(batch, idx) if with_index
+                           else self.trial.evaluate_batch(batch))  # type: ignore[call-arg]
+                    outputs.append(plain_metrics(out, "evaluate_batch()"))
+                    if self.test_mode:
+                        break
+                every = [m for per_rank in self.dist.allgather(outputs) for m in per_rank]
+                metrics = reduce_batches(check_batches(every, self.reducers), self.reducers)
+            else:
+                full = None
+                if self._is_chief():
+                    full = plain_metrics(
+                        self.trial.evaluate_full_dataset(self._validation_loader(1, 0)),
+                        "evaluate_full_dataset()")
+                metrics = self.dist.broadcast(full)
+            for r in self.ctx.reducers:
+                if r.for_validation:
+                    metrics.update(r.result(self.dist.allgather(r.reducer.per_slot_reduce())))
+        for model in self.ctx.models:
+            model.train()
+        self._add_time_metric(metrics)
+        best_checkpoint = False
+        if self._is_chief():
+            if self.periods.checkpoint_policy == "best":
+                previous = self.core.train.get_experiment_best_validation()
+                best_checkpoint = self._improves(metrics, previous)
+            self.core.train.report_validation_metrics(self.batches_trained, metrics)
+        self.last_validation = self.batches_trained
+        self.last_metrics = metrics
+        self._callbacks("on_validation_epoch_end", outputs)
+        self._callbacks("on_validation_end", metrics)
+        if self.dist.broadcast(best_checkpoint) or self.periods.checkpoint_policy == "all":
+            self.checkpoint()
+        return metrics
+
+    def _add_time_metric(self, metrics: dict[str, Any]) -> None:
+        # As Determined 0.38: a searcher's time_metric can be batches or epochs unasked.
+        metrics.setdefault("batches", self.batches_trained)
+        metrics.setdefault("epochs", self.batches_trained // self.epoch_len)
+        if self.searcher.time_metric == "records":
+            metrics.setdefault("records", self.batches_trained * self._global_batch)
+
+    def searcher_value(self, metrics: dict[str, Any]) -> float:
+        """The searcher's metric among ``metrics``.
+
+        Raises:
+            KeyError: The validation metrics lack it, naming the ones there are.
+        """
+        name = self.searcher.metric
+        if name is None or name not in metrics:
+            raise KeyError(
+                f"the searcher metric {name!r} (searcher.metric) is not among the validation "
+                f"metrics ({', '.join(sorted(metrics))}); return it from evaluate_batch() or "
+                "evaluate_full_dataset()"
+            )
+        return float(metrics[name])
+
+    def _improves(self, metrics: dict[str, Any], experiment_best: float | None) -> bool:
+        """Whether ``metrics`` beat the experiment's best validation (as Determined's
+        ``best`` policy judges), or this trial's when the experiment has none yet."""
+        if self.searcher.metric is None:
+            return False
+        value = self.searcher_value(metrics)
+        best = experiment_best if experiment_best is not None else self.best
+        better = best is None or (value < best if self.searcher.smaller_is_better
+                                  else value > best)
+        if self.best is None or (value < self.best if self.searcher.smaller_is_better
+                                 else value > self.best):
+            self.best = value
+        return better
+
+    # --- training -----------------------------------------------------------------------
+
+    def _agree_to_stop(self) -> bool | None:
+        """Whether to stop after this batch: ``True`` to be resumed (preemption), ``False``
+        for an early stop the trial asked for, ``None`` to go on. Collective."""
+        preempt = self._is_chief() and self.core.preempt.should_preempt()
+        stop = self.ctx.get_stop_requested()
+        if self.dist.size > 1:
+            votes = self.dist.allgather((preempt, stop))
+            preempt = bool(votes[0][0])
+            stop = any(v[1] for v in votes)
+        if preempt:
+            return True
+        return False if stop else None
+
+    def _report_training(self) -> None:
+        every = [m for per_rank in self.dist.allgather(self._period_metrics) for m in per_rank]
+        metrics = reduce_batches(every, Reducer.AVG) if every else {}
+        for r in self.ctx.reducers:
+            if r.for_training:
+                metrics.update(r.result(self.dist.allgather(r.reducer.per_slot_reduce())))
+                r.reducer.reset()
+        if self._is_chief():
+            self.core.train.report_training_metrics(self.batches_trained, metrics)
+        self._callbacks("on_training_workload_end", metrics, self._period_metrics)
+        self._period_metrics = []
+
+    def _end_of_batch(self, target: int) -> bool:
+        """Step what steps per batch and epoch, and report, validate and checkpoint when
+        due. Returns whether a boundary (one of those three) was reached."""
+        ctx = self.ctx
+        self.batches_trained += 1
+        for sched in ctx.lr_schedulers:
+            if sched.due(LRScheduler.StepMode.STEP_EVERY_BATCH, self.batches_trained):
+                sched.step()
+        if self.batches_trained % self.epoch_len == 0:
+            epoch = self.batches_trained // self.epoch_len - 1
+            self._callbacks("on_training_epoch_end", epoch)
+            for sched in ctx.lr_schedulers:
+                if sched.due(LRScheduler.StepMode.STEP_EVERY_EPOCH, epoch + 1):
+                    sched.step()
+        at_end = self.batches_trained == target
+        validate = self._due(self.periods.validation) and not at_end
+        checkpoint = self._due(self.periods.checkpoint) and not at_end
+        report = self._due(self.periods.reporting) or at_end
+        if not (validate or checkpoint or report):
+            return False
+        # As Determined: a window of training metrics ends at any boundary.
+        self._report_training()
+        if self._is_chief() and target:
+            self.core.train.report_progress(min(1.0, self.batches_trained / target))
+        if validate:
+            self.validate()
+        if checkpoint:
+            self.checkpoint()
+        return True
+
+    def train_to(self, batches: Iterator[Any], target: int) -> None:
+        """Train until ``target`` batches have been trained.
+
+        A single worker checks for a stop after every batch (it costs nothing); several
+        agree on it at each boundary, as Determined's do, to keep collectives off the
+        per-batch path.
+
+        Raises:
+            _Stop: The workers agreed to stop before ``target``.
+        """
+        ctx = self.ctx
+        while self.batches_trained < target:
+            epoch, in_epoch = divmod(self.batches_trained, self.epoch_len)
+            ctx._epoch, ctx._batch = epoch, self.batches_trained
+            if in_epoch == 0 or not self._started_epoch:
+                self._callbacks("on_training_epoch_start", epoch)
+                self._started_epoch = True
+            batch = ctx.to_device(next(batches))
+            out = self.trial.train_batch(batch, epoch, self.batches_trained)
+            self._period_metrics.append(plain_metrics(out, "train_batch()"))
+            ctx._end_batch()
+            boundary = self._end_of_batch(target)
+            if boundary or self.dist.size == 1:
+                decision = self._agree_to_stop()
+                if decision is not None:
+                    raise _Stop(preempted=decision)
+            if self.test_mode:
+                return
+
+    _started_epoch = False
+
+    def run(self, lengths: Iterator[tuple[int, SearcherOperation | None]],
+            latest_checkpoint: str | None, first_batch: int = 0) -> bool:
+        """Train to each length in turn (in batches; with its searcher operation, if any),
+        validating at each; checkpoint at the end. Returns whether the trial was preempted
+        (it checkpointed to be resumed)."""
+        if not self.ctx.models:
+            raise ValueError("Must have at least one model. This might be caused by not "
+                             "wrapping your model with context.wrap_model().")
+        if not self.ctx.optimizers:
+            raise ValueError("Must have at least one optimizer. This might be caused by not "
+                             "wrapping your optimizer with context.wrap_optimizer().")
+        self._callbacks("on_trial_startup", first_batch, latest_checkpoint)
+        try:
+            self._build_loaders()
+            if latest_checkpoint:
+                self.restore(latest_checkpoint)
+            return self._run(lengths)
+        finally:
+            self._callbacks("on_trial_shutdown")
+
+    def _run(self, lengths: Iterator[tuple[int, SearcherOperation | None]]) -> bool:
+        loader = self.train_data.get_data_loader(
+            repeat=True, skip=self.batches_trained, num_replicas=self.dist.size,
+            rank=self.dist.rank, seed=self.seed)
+        batches = iter(loader)
+        self._callbacks("on_training_start")
+        for model in self.ctx.models:
+            model.train()
+        if self.periods.step_zero_validation and self.batches_trained == 0:
+            self.validate()
+        started = time.monotonic()
+        for target, op in lengths:
+            try:
+                self.train_to(batches, target)
+            except _Stop as stop:
+                self.checkpoint()
+                if not stop.preempted and self._is_chief():
+                    self.core.train.report_early_exit(EarlyExitReason.USER_REQUESTED_STOP)
+                return stop.preempted
+            if self.last_validation != self.batches_trained:
+                self.validate()
+            if op is not None and self._is_chief():
+                assert self.last_metrics is not None
+                op.report_completed(self.searcher_value(self.last_metrics))
+            if self.test_mode:
+                break
+        self.checkpoint()
+        logger.info("trained %d batches in %.1f s", self.batches_trained,
+                    time.monotonic() - started)
+        return False
+
+
+def lengths_from_ops(loop: Loop, ops: Iterator[SearcherOperation], unit: TrainUnit | None
+                     ) -> Iterator[tuple[int, SearcherOperation | None]]:
+    """Targets in batches from the searcher's operations (lengths in ``unit``'s kind)."""
+    kind = type(unit) if unit is not None else Batch
+    for op in ops:
+        yield loop.to_batches(kind(op.length)), op
+
+
+def fixed_length(loop: Loop, length: TrainUnit) -> Iterator[tuple[int, SearcherOperation | None]]:
+    yield loop.to_batches(length), None
+

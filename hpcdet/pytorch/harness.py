@@ -1,0 +1,40 @@
+"""``python3 -m hpcdet.pytorch.harness module:TrialClass``: one worker of a trial class.
+
+What a legacy ``entrypoint: model_def:MyTrial`` and ``torch_distributed --trial`` run in each
+worker: imports the class from the working directory, builds it with ``det.pytorch.init()``
+and trains it with the ``Trainer``, everything else coming from the experiment config.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Sequence
+
+from hpcdet.core import LOG_FORMAT
+from hpcdet.errors import ConfigError
+from hpcdet.pytorch._trainer import Trainer, init
+from hpcdet.pytorch._trial import load_trial_class
+
+USAGE = "usage: python3 -m hpcdet.pytorch.harness module:TrialClass"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) != 1 or args[0] in ("-h", "--help"):
+        print(USAGE, file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
+    try:
+        trial_class = load_trial_class(args[0])
+    except ConfigError as e:
+        print(f"hpcdet: {e}", file=sys.stderr)
+        return 1
+    with init() as context:
+        trial = trial_class(context)
+        Trainer(trial, context).fit()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
