@@ -7,12 +7,14 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 phase() { echo "[test.sh] $(date -u +%H:%M:%S) (+${SECONDS}s) $*"; }
 phase "installing Python packages"
 bash scripts/setup-python.sh
-# torch only for the DDP example's tests. 2.13.0 is the CPU build these machines keep on disk;
-# elsewhere pip would fetch a multi-GB CUDA build, so a failure only skips those tests.
+# torch and scikit-learn (its digits are the PyTorch API's data) for the trials of the DDP and
+# PyTorch API tests, which run in this venv. 2.13.0 is the CPU build these machines keep on
+# disk; elsewhere pip would fetch a multi-GB CUDA build, so a failure there only skips those
+# tests (under CI=true they fail).
 if [[ ${HPCDET_TEST_TORCH:-1} == 1 ]] \
     && .venv/bin/python -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; then
-    .venv/bin/python -m pip install -q torch==2.13.0 \
-        || echo "torch 2.13.0 not installable here: the DDP tests will be skipped"
+    .venv/bin/python -m pip install -q torch==2.13.0 scikit-learn \
+        || echo "torch 2.13.0 not installable here: the torch tests will be skipped"
 fi
 if [[ $(id -u) -eq 0 ]]; then
     phase "starting the Slurm test cluster"

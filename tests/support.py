@@ -231,3 +231,19 @@ class Images:
             return []
         calls = [json.loads(line) for line in self.log.read_text().splitlines()]
         return [c for c in calls if c.get("subcommand") == subcommand]
+
+
+def require_modules(*names: str) -> None:
+    """Optional Python modules a test needs (scripts/test.sh installs them): a missing one
+    fails the test under ``CI=true``, else skips it."""
+    import importlib.util
+
+    import pytest
+
+    missing = [n for n in names if importlib.util.find_spec(n) is None]
+    if not missing:
+        return
+    reason = f"needs the Python module(s) {', '.join(missing)} (scripts/test.sh installs them)"
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(reason, pytrace=False)
+    pytest.skip(reason)
