@@ -67,6 +67,11 @@ class ImageError(HpcdetError):
     """A trial's image cannot be had: no container runtime, no such image, a failed pull."""
 
 
+class TrialClassError(HpcdetError):
+    """A trial class (``entrypoint: module:Class``) cannot be loaded or lacks what the
+    PyTorch API calls; the message names what to define."""
+
+
 class SubmitError(HpcdetError):
     """The scheduler refused a submission; the message is the scheduler's reason."""
 

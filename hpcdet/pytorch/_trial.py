@@ -10,7 +10,7 @@ from typing import Any, Union
 
 import torch
 
-from hpcdet.errors import ConfigError
+from hpcdet.errors import TrialClassError
 from hpcdet.pytorch._callback import PyTorchCallback
 from hpcdet.pytorch._context import PyTorchTrialContext
 from hpcdet.pytorch._data import DataLoader
@@ -81,21 +81,21 @@ def evaluation_mode(trial_class: type) -> str:
     """``"batch"`` or ``"full"``: which validation method the class defines.
 
     Raises:
-        ConfigError: It defines both or neither, or lacks a method the loop calls.
+        TrialClassError: It defines both or neither, or lacks a method the loop calls.
     """
     name = trial_class.__name__
     if not (isinstance(trial_class, type) and issubclass(trial_class, PyTorchTrial)):
-        raise ConfigError(f"{name} is not a subclass of det.pytorch.PyTorchTrial")
+        raise TrialClassError(f"{name} is not a subclass of det.pytorch.PyTorchTrial")
     missing = sorted(getattr(trial_class, "__abstractmethods__", ()))
     if missing:
-        raise ConfigError(
+        raise TrialClassError(
             f"{name} does not define {', '.join(missing)}, which every PyTorchTrial must "
             "define"
         )
     batch = trial_class.evaluate_batch is not PyTorchTrial.evaluate_batch
     full = trial_class.evaluate_full_dataset is not PyTorchTrial.evaluate_full_dataset
     if batch == full:
-        raise ConfigError(
+        raise TrialClassError(
             f"{name} must define exactly one of evaluate_batch() and evaluate_full_dataset(),"
             f" not {'both' if batch else 'neither'}"
         )
@@ -112,22 +112,22 @@ def load_trial_class(spec: str) -> type:
     """The class named by an entrypoint ``module:Class``, imported from the working directory.
 
     Raises:
-        ConfigError: The module or class cannot be found, or is not a PyTorchTrial.
+        TrialClassError: The module or class cannot be found, or is not a PyTorchTrial.
     """
     module_name, _, class_name = spec.partition(":")
     if not module_name or not class_name:
-        raise ConfigError(f"{spec!r} is not a trial class; write module:Class, e.g. "
+        raise TrialClassError(f"{spec!r} is not a trial class; write module:Class, e.g. "
                           "model_def:MyTrial")
     if "" not in sys.path:
         sys.path.insert(0, "")
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as e:
-        raise ConfigError(f"cannot import {module_name} for the trial class {spec}: {e}; is "
+        raise TrialClassError(f"cannot import {module_name} for the trial class {spec}: {e}; is "
                           f"{module_name.replace('.', '/')}.py in the context directory?"
                           ) from None
     cls = getattr(module, class_name, None)
     if cls is None:
-        raise ConfigError(f"module {module_name} has no class {class_name} (entrypoint {spec})")
+        raise TrialClassError(f"module {module_name} has no class {class_name} (entrypoint {spec})")
     evaluation_mode(cls)
     return cls  # type: ignore[no-any-return]

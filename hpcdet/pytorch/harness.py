@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from hpcdet.core import LOG_FORMAT
-from hpcdet.errors import ConfigError
+from hpcdet.errors import TrialClassError
 from hpcdet.pytorch._trainer import Trainer, init
 from hpcdet.pytorch._trial import load_trial_class
 
@@ -27,7 +27,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
     try:
         trial_class = load_trial_class(args[0])
-    except ConfigError as e:
+    except TrialClassError as e:
         print(f"hpcdet: {e}", file=sys.stderr)
         return 1
     with init() as context:
