@@ -58,3 +58,12 @@ def test_digits_adaptive_asha_in_one_array(slurm_hpcdet: Hpcdet, tmp_path: Path)
                for v in pytorch_scenarios.validations(h, t["id"]))
     assert best >= 0.9, best
     assert json.dumps(d)  # describe is plain data
+
+
+def test_a_paused_ddp_trial_resumes_where_it_stopped(slurm_hpcdet: Hpcdet, tmp_path: Path
+                                                     ) -> None:
+    require_modules("torch", "sklearn")
+    # 4 slots over 2 nodes agree to stop at a report (scheduling_unit 5) or validation.
+    paused_at = pytorch_scenarios.pause_resumes_bitwise(
+        slurm_hpcdet, tmp_path, base="distributed.yaml", tolerance=1e-6)
+    assert paused_at % 5 == 0 or paused_at % 45 == 0, paused_at
