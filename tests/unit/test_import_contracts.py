@@ -72,6 +72,10 @@ def test_trial_side_code_imports_only_the_standard_library(tree: Path) -> None:
     # The forbidden contract names hpcdet's own dependencies; this catches any other package.
     imported = imported_outside_hpcdet(tree, *TRIAL_SIDE)
     assert "json" in imported  # the graph reached the trial side's imports at all
-    # mpi4py is the user's own, imported only when a trial asks for MPI.
+    # mpi4py is the user's own, imported only when a trial asks for MPI; torch and numpy are
+    # the user's own too, imported only by the PyTorch API (hpcdet.pytorch).
     allowed = sys.stdlib_module_names | {"mpi4py"}
-    assert {name for name in imported if name.split(".")[0] not in allowed} == set()
+    outside = {name.split(".")[0] for name in imported} - allowed
+    assert outside == {"torch", "numpy"}
+    no_torch = imported_outside_hpcdet(tree, "hpcdet.core", "hpcdet.launch")
+    assert {name.split(".")[0] for name in no_torch} - allowed == set()
