@@ -37,6 +37,9 @@ def to_device(data: Any, device: torch.device | str, warned: set[type] | None = 
         return type(data)(to_device(v, device, warned) for v in data)
     if hasattr(data, "to") and callable(data.to):
         return data.to(device)
+    if type(data).__module__ == "numpy" and getattr(getattr(data, "dtype", None), "kind",
+                                                    "O") in "fciub":
+        return torch.as_tensor(data, device=device)
     if warned is not None and type(data) not in warned and not isinstance(data, (int, float,
                                                                                  str, bool)):
         warned.add(type(data))

@@ -405,16 +405,21 @@ class Loop:
         """The searcher's metric among ``metrics``.
 
         Raises:
-            KeyError: The validation metrics lack it, naming the ones there are.
+            ValueError: The validation metrics lack it (naming those there are), or it is
+                not a number.
         """
         name = self.searcher.metric
         if name is None or name not in metrics:
-            raise KeyError(
-                f"the searcher metric {name!r} (searcher.metric) is not among the validation "
-                f"metrics ({', '.join(sorted(metrics))}); return it from evaluate_batch() or "
-                "evaluate_full_dataset()"
+            raise ValueError(
+                f"Search method is configured to use metric {name!r} (searcher.metric) but the "
+                f"trial returned validation metrics {sorted(metrics)}; return it from "
+                "evaluate_batch() or evaluate_full_dataset()"
             )
-        return float(metrics[name])
+        value = metrics[name]
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"Searcher validation metric {name!r} returned a non-scalar "
+                             f"value: {value!r}")
+        return float(value)
 
     def _improves(self, metrics: dict[str, Any], experiment_best: float | None) -> bool:
         """Whether ``metrics`` beat the experiment's best validation (as Determined's

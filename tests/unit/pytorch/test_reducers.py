@@ -78,3 +78,13 @@ def test_a_metric_reducer_reduces_per_worker_then_across() -> None:
     unnamed = WrappedReducer(r, None, True, True)
     with pytest.raises(TypeError, match="must return a dict of metrics"):
         unnamed.result([r.per_slot_reduce()])
+
+
+def test_batches_move_to_the_device_numpy_arrays_becoming_tensors() -> None:
+    import numpy as np
+
+    from hpcdet.pytorch import to_device
+
+    moved = to_device({"x": [np.arange(3), (torch.ones(2),)], "name": "a"}, "cpu")
+    assert isinstance(moved["x"][0], torch.Tensor) and moved["x"][0].tolist() == [0, 1, 2]
+    assert isinstance(moved["x"][1], tuple) and moved["name"] == "a"
