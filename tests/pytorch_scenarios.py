@@ -54,6 +54,22 @@ def trained(h: Hpcdet, tmp: Path, config: str, *, slots: int = 1, text: str = ""
     assert {"models_state_dict", "optimizers_state_dict", "lr_schedulers_state_dict",
             "callbacks", "rng_state"} <= set(state)
     assert not any(k.startswith("module.") for k in state["models_state_dict"][0])
+    assert_loads_for_inference(h.state / "checkpoints" / trial["latest_checkpoint"])
+
+
+def assert_loads_for_inference(ckpt: Path) -> None:
+    """The checkpoint gives back its trial (class from its code/ copy) with weights that
+    classify the validation digits as well as the trial reported."""
+    import torch
+
+    from hpcdet.pytorch import load_trial_from_checkpoint_path
+
+    trial: Any = load_trial_from_checkpoint_path(ckpt)
+    assert type(trial).__name__ in ("DigitsTrial", "SlowDigits")
+    x, y = trial.build_validation_data_loader().dataset.tensors
+    with torch.no_grad():
+        accuracy = (trial.model(x).argmax(dim=1) == y).float().mean().item()
+    assert accuracy >= 0.9, accuracy
 
 
 PAUSABLE = """\

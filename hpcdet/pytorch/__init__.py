@@ -10,6 +10,7 @@ from __future__ import annotations
 from hpcdet.pytorch._callback import PyTorchCallback
 from hpcdet.pytorch._context import PyTorchTrialContext, to_device
 from hpcdet.pytorch._data import DataLoader
+from hpcdet.pytorch._load import load_trial_from_checkpoint_path
 from hpcdet.pytorch._loop import STATE_FILE
 from hpcdet.pytorch._lr_scheduler import LRScheduler
 from hpcdet.pytorch._reducer import MetricReducer, Reducer
@@ -33,5 +34,6 @@ __all__ = [
     "TrainUnit",
     "Trainer",
     "init",
+    "load_trial_from_checkpoint_path",
     "to_device",
 ]

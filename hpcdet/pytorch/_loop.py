@@ -12,9 +12,12 @@ they always leave the loop at the same batch.
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
+import os
 import random
+import shutil
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -43,6 +46,10 @@ STATE_FILE = "state-dict.pth"
 # Determined's code writes state_dict.pth (its docs say state-dict.pth): read either.
 STATE_FILES = (STATE_FILE, "state_dict.pth")
 LOAD_DATA_FILE = "load_data.json"
+# The trial's Python files, so that load_trial_from_checkpoint_path can import its class.
+CODE_DIR = "code"
+CODE_LIMIT = 16 * 2**20
+CODE_FILES = 2000
 TRIAL_STATE_FILE = "trial_state.json"
 CHECKPOINT_POLICIES = ("best", "all", "none")
 
@@ -84,10 +91,30 @@ def unwrap(model: nn.Module) -> nn.Module:
     return model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
 
 
-def _strip_module_prefix(state: dict[str, Any]) -> dict[str, Any]:
+def strip_module_prefix(state: dict[str, Any]) -> dict[str, Any]:
     if state and all(k.startswith("module.") for k in state):
         return {k[len("module."):]: v for k, v in state.items()}
     return state
+
+
+def copy_code(workdir: Path, to: Path) -> None:
+    """The Python files of the trial's directory (its model definition), as Determined keeps
+    it in checkpoints; hidden and cache directories are skipped, and the copy stops at
+    CODE_LIMIT bytes or CODE_FILES files (a trial run from a home directory)."""
+    total = files = 0
+    for root, dirs, names in os.walk(workdir):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "__pycache__")
+        for name in sorted(n for n in names if n.endswith(".py")):
+            source = Path(root) / name
+            total += source.stat().st_size
+            files += 1
+            if total > CODE_LIMIT or files > CODE_FILES:
+                logger.warning("the trial's directory %s holds more Python than a checkpoint "
+                               "keeps; its code/ copy is incomplete", workdir)
+                return
+            target = to / source.relative_to(workdir)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, target)
 
 
 def check_batches(batches: list[dict[str, Any]], reducers: Reducer | dict[str, Reducer]
@@ -268,7 +295,7 @@ class Loop:
                 f"{len(self.ctx.models)}; wrap the same models as the run that saved it"
             )
         for model, sd in zip(self.ctx.models, models):
-            unwrap(model).load_state_dict(_strip_module_prefix(sd))
+            unwrap(model).load_state_dict(strip_module_prefix(sd))
         for opt, sd in zip(self.ctx.optimizers, state.get("optimizers_state_dict", [])):
             opt.load_state_dict(sd)
         for sched, sd in zip(self.ctx.lr_schedulers, state.get("lr_schedulers_state_dict", [])):
@@ -333,6 +360,7 @@ class Loop:
             torch.save(state, Path(path) / STATE_FILE)
             (Path(path) / TRIAL_STATE_FILE).write_text(json.dumps(counters))
             (Path(path) / LOAD_DATA_FILE).write_text(json.dumps(load_data, default=str))
+            copy_code(Path(inspect.getfile(type(self.trial))).parent, Path(path) / CODE_DIR)
             self._callbacks("on_checkpoint_write_end", str(path))
             self._callbacks("on_checkpoint_end", str(path))
         logger.info("checkpoint %s at batch %d", uuid, self.batches_trained)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import abc
 import importlib
 import inspect
-import sys
 from typing import Any, Union
 
 import torch
@@ -109,7 +108,7 @@ def evaluate_batch_takes_index(trial_class: type[PyTorchTrial]) -> bool:
 
 
 def load_trial_class(spec: str) -> type:
-    """The class named by an entrypoint ``module:Class``, imported from the working directory.
+    """The class named by an entrypoint ``module:Class``, imported from ``sys.path``.
 
     Raises:
         TrialClassError: The module or class cannot be found, or is not a PyTorchTrial.
@@ -118,14 +117,15 @@ def load_trial_class(spec: str) -> type:
     if not module_name or not class_name:
         raise TrialClassError(f"{spec!r} is not a trial class; write module:Class, e.g. "
                           "model_def:MyTrial")
-    if "" not in sys.path:
-        sys.path.insert(0, "")
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as e:
-        raise TrialClassError(f"cannot import {module_name} for the trial class {spec}: {e}; is "
-                          f"{module_name.replace('.', '/')}.py in the context directory?"
-                          ) from None
+        if e.name and module_name.startswith(e.name):
+            raise TrialClassError(
+                f"cannot import {module_name} for the trial class {spec}: {e}; is "
+                f"{module_name.replace('.', '/')}.py in the context directory?") from None
+        raise TrialClassError(f"importing {module_name} for the trial class {spec} failed: {e}"
+                              ) from None
     cls = getattr(module, class_name, None)
     if cls is None:
         raise TrialClassError(f"module {module_name} has no class {class_name} (entrypoint {spec})")

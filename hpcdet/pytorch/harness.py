@@ -8,6 +8,7 @@ and trains it with the ``Trainer``, everything else coming from the experiment c
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
@@ -25,6 +26,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(USAGE, file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
+    # The trial's modules are in the working directory (the context), as for `python3 x.py`.
+    sys.path.insert(0, os.getcwd())
     try:
         trial_class = load_trial_class(args[0])
     except TrialClassError as e:

@@ -179,7 +179,7 @@ def test_a_trial_class_that_cannot_run_is_named(tmp_path: Path,
                                           "build_training_data_loader, "
                                           "build_validation_data_loader, train_batch"):
         evaluation_mode(Incomplete)
-    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
     (tmp_path / "mine.py").write_text("class NotATrial:\n    pass\n")
     with pytest.raises(TrialClassError, match="NotATrial is not a subclass of "
                                           "det.pytorch.PyTorchTrial"):
@@ -188,3 +188,19 @@ def test_a_trial_class_that_cannot_run_is_named(tmp_path: Path,
         load_trial_class("mine:Missing")
     with pytest.raises(TrialClassError, match="cannot import absent"):
         load_trial_class("absent:Trial")
+
+
+def test_a_trial_comes_back_from_its_checkpoint(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    from hpcdet.pytorch import load_trial_from_checkpoint_path
+
+    trial = _fit(tmp_path, monkeypatch, max_length=Batch(3))
+    ckpt = next((tmp_path / "hpcdet" / "checkpoints").iterdir())
+    assert (ckpt / "code" / Path(__file__).name).exists()  # the trial's own directory
+    loaded = load_trial_from_checkpoint_path(ckpt, trial_class=Tiny)
+    assert isinstance(loaded, Tiny) and loaded.context.get_hparams() == {"global_batch_size": 2}
+    for mine, theirs in zip(loaded.model.state_dict().values(),
+                            trial.model.state_dict().values()):
+        assert torch.equal(mine, theirs)
+    with pytest.raises(TrialClassError, match="is not a checkpoint of a PyTorchTrial"):
+        load_trial_from_checkpoint_path(tmp_path)
