@@ -13,7 +13,6 @@ batch fewer.
 from __future__ import annotations
 
 import math
-import random
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -27,10 +26,12 @@ def epoch_batches(
     num_records: int, batch_size: int, *, shuffle: bool, drop_last: bool, seed: int, epoch: int
 ) -> Batches:
     """The per-slot batches (record indices) of one epoch, in order."""
-    order = list(range(num_records))
-    if shuffle:
-        random.Random(f"hpcdet:{seed}:{epoch}").shuffle(order)
-    return group(order, batch_size, drop_last)
+    if not shuffle:
+        return group(range(num_records), batch_size, drop_last)
+    # A generator of its own (torch's global one is the trial's), seeded by seed and epoch.
+    generator = torch.Generator().manual_seed((seed * 1_000_003 + epoch) % 2**63)
+    return group(torch.randperm(num_records, generator=generator).tolist(), batch_size,
+                 drop_last)
 
 
 def group(indices: Iterable[int], batch_size: int, drop_last: bool) -> Batches:
