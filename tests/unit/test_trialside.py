@@ -46,7 +46,7 @@ def test_the_pytorch_api_of_the_tree_imports_with_torch_alone(tmp_path: Path) ->
     _import_from(tree, modules, str(Path(torch.__file__).parents[1]))
 
 
-TORCH_SIDE = ("hpcdet.pytorch", "determined.pytorch")
+TORCH_SIDE = ("hpcdet.pytorch", "determined.pytorch", "determined.exec")
 
 
 def _import_from(tree: Path, modules: list[str], site: str = "") -> None:

@@ -1,0 +1,1 @@
+"""``determined.exec`` for trials run by hpcdet: the harness of trial classes."""
