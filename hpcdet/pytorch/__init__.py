@@ -11,9 +11,9 @@ from hpcdet.pytorch._callback import PyTorchCallback
 from hpcdet.pytorch._context import PyTorchTrialContext, to_device
 from hpcdet.pytorch._data import DataLoader
 from hpcdet.pytorch._load import load_trial_from_checkpoint_path
-from hpcdet.pytorch._loop import STATE_FILE
 from hpcdet.pytorch._lr_scheduler import LRScheduler
 from hpcdet.pytorch._reducer import MetricReducer, Reducer
+from hpcdet.pytorch._state import STATE_FILE
 from hpcdet.pytorch._trainer import Trainer, init
 from hpcdet.pytorch._trial import PyTorchTrial, TorchData
 from hpcdet.pytorch._units import Batch, Epoch, Record, TrainUnit

@@ -14,7 +14,7 @@ import torch
 from hpcdet.core._context import _dummy_init
 from hpcdet.errors import TrialClassError
 from hpcdet.pytorch._context import PyTorchTrialContext
-from hpcdet.pytorch._loop import CODE_DIR, LOAD_DATA_FILE, STATE_FILES, strip_module_prefix
+from hpcdet.pytorch._state import CODE_DIR, LOAD_DATA_FILE, STATE_FILES, strip_module_prefix
 from hpcdet.pytorch._trial import PyTorchTrial, load_trial_class
 
 

@@ -6,8 +6,8 @@ averaged training metrics, validates, and checkpoints. A preemption, pause or se
 makes it checkpoint and return; a trial resumed from that checkpoint continues at the same
 batch, with the same data order and the same random state.
 
-Workers agree once per batch on whether to stop (one allgather when there are several), so
-they always leave the loop at the same batch.
+A single worker checks for a stop after every batch; several agree on it (one allgather) at
+each report, validation or checkpoint, so they always leave the loop at the same batch.
 """
 
 from __future__ import annotations
@@ -15,9 +15,6 @@ from __future__ import annotations
 import inspect
 import json
 import logging
-import os
-import random
-import shutil
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -25,14 +22,31 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn as nn
 
 from hpcdet.core import EarlyExitReason, SearcherOperation
 from hpcdet.pytorch._callback import PyTorchCallback
 from hpcdet.pytorch._context import PyTorchTrialContext
 from hpcdet.pytorch._data import DataLoader
 from hpcdet.pytorch._lr_scheduler import LRScheduler
-from hpcdet.pytorch._reducer import Reducer, check_reducers, reduce_batches, scalar
+from hpcdet.pytorch._reducer import (
+    Reducer,
+    check_batches,
+    check_reducers,
+    reduce_batches,
+    scalar,
+)
+from hpcdet.pytorch._state import (
+    CODE_DIR,
+    LOAD_DATA_FILE,
+    STATE_FILE,
+    STATE_FILES,
+    TRIAL_STATE_FILE,
+    copy_code,
+    rng_state,
+    set_rng_state,
+    strip_module_prefix,
+    unwrap,
+)
 from hpcdet.pytorch._trial import (
     PyTorchTrial,
     evaluate_batch_takes_index,
@@ -42,102 +56,7 @@ from hpcdet.pytorch._units import Batch, TrainUnit
 
 logger = logging.getLogger("hpcdet.pytorch")
 
-STATE_FILE = "state-dict.pth"
-# Determined's code writes state_dict.pth (its docs say state-dict.pth): read either.
-STATE_FILES = (STATE_FILE, "state_dict.pth")
-LOAD_DATA_FILE = "load_data.json"
-# The trial's Python files, so that load_trial_from_checkpoint_path can import its class.
-CODE_DIR = "code"
-CODE_LIMIT = 16 * 2**20
-CODE_FILES = 2000
-TRIAL_STATE_FILE = "trial_state.json"
 CHECKPOINT_POLICIES = ("best", "all", "none")
-
-try:
-    import numpy as np
-except ImportError:  # numpy is optional in the trial's environment
-    np = None  # type: ignore[assignment]
-
-
-def seed_everything(seed: int) -> None:
-    """Seed Python's, numpy's and torch's generators, as every trial starts."""
-    random.seed(seed)
-    if np is not None:
-        np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
-
-
-def rng_state() -> dict[str, Any]:
-    state: dict[str, Any] = {"cpu_rng_state": torch.get_rng_state(),
-                             "random_rng_state": random.getstate()}
-    if np is not None:
-        state["np_rng_state"] = np.random.get_state()
-    if torch.cuda.is_available():
-        state["gpu_rng_state"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def set_rng_state(state: dict[str, Any]) -> None:
-    torch.set_rng_state(state["cpu_rng_state"])
-    random.setstate(state["random_rng_state"])
-    if np is not None and "np_rng_state" in state:
-        np.random.set_state(state["np_rng_state"])
-    if torch.cuda.is_available() and "gpu_rng_state" in state:
-        torch.cuda.set_rng_state_all(state["gpu_rng_state"])
-
-
-def unwrap(model: nn.Module) -> nn.Module:
-    """The model inside DistributedDataParallel, whose state dict has no ``module.``."""
-    return model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
-
-
-def strip_module_prefix(state: dict[str, Any]) -> dict[str, Any]:
-    if state and all(k.startswith("module.") for k in state):
-        return {k[len("module."):]: v for k, v in state.items()}
-    return state
-
-
-def copy_code(workdir: Path, to: Path) -> None:
-    """The Python files of the trial's directory (its model definition), as Determined keeps
-    it in checkpoints; hidden and cache directories are skipped, and the copy stops at
-    CODE_LIMIT bytes or CODE_FILES files (a trial run from a home directory)."""
-    total = files = 0
-    for root, dirs, names in os.walk(workdir):
-        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "__pycache__")
-        for name in sorted(n for n in names if n.endswith(".py")):
-            source = Path(root) / name
-            total += source.stat().st_size
-            files += 1
-            if total > CODE_LIMIT or files > CODE_FILES:
-                logger.warning("the trial's directory %s holds more Python than a checkpoint "
-                               "keeps; its code/ copy is incomplete", workdir)
-                return
-            target = to / source.relative_to(workdir)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(source, target)
-
-
-def check_batches(batches: list[dict[str, Any]], reducers: Reducer | dict[str, Reducer]
-                  ) -> list[dict[str, Any]]:
-    """Every worker's ``evaluate_batch`` metrics, checked: some, the same names in each, and
-    a reducer for each name when there is one per name.
-
-    Raises:
-        ValueError: Naming what differs.
-    """
-    if not batches:
-        raise ValueError("the validation data loader is empty: it gave no batch to "
-                         "evaluate_batch()")
-    names = set(batches[0])
-    for b in batches[1:]:
-        if set(b) != names:
-            raise ValueError("Validation metric names must match across all batches of data: "
-                             f"{sorted(names)} != {sorted(b)}")
-    if isinstance(reducers, dict) and set(reducers) != names:
-        raise ValueError(
-            "evaluation_reducer() must return one Reducer, or a Reducer for every validation "
-            f"metric: expected keys {sorted(names)}, got {sorted(reducers)}")
-    return batches
 
 
 def plain_metrics(metrics: Any, where: str) -> dict[str, Any]:

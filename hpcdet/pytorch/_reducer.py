@@ -97,6 +97,29 @@ def reduce_batches(
     return out
 
 
+def check_batches(batches: list[dict[str, Any]], reducers: Reducer | dict[str, Reducer]
+                  ) -> list[dict[str, Any]]:
+    """Every worker's ``evaluate_batch`` metrics, checked: some, the same names in each, and
+    a reducer for each name when there is one per name.
+
+    Raises:
+        ValueError: Naming what differs.
+    """
+    if not batches:
+        raise ValueError("the validation data loader is empty: it gave no batch to "
+                         "evaluate_batch()")
+    names = set(batches[0])
+    for b in batches[1:]:
+        if set(b) != names:
+            raise ValueError("Validation metric names must match across all batches of data: "
+                             f"{sorted(names)} != {sorted(b)}")
+    if isinstance(reducers, dict) and set(reducers) != names:
+        raise ValueError(
+            "evaluation_reducer() must return one Reducer, or a Reducer for every validation "
+            f"metric: expected keys {sorted(names)}, got {sorted(reducers)}")
+    return batches
+
+
 def check_reducers(reducers: Any) -> Reducer | dict[str, Reducer]:
     """What ``evaluation_reducer()`` returned, checked.
 

@@ -31,8 +31,8 @@ from hpcdet.pytorch._loop import (
     Searcher,
     fixed_length,
     lengths_from_ops,
-    seed_everything,
 )
+from hpcdet.pytorch._state import seed_everything
 from hpcdet.pytorch._trial import PyTorchTrial
 from hpcdet.pytorch._units import UNITS, Batch, TrainUnit, from_config
 

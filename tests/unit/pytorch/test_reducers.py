@@ -13,9 +13,10 @@ require_modules("torch")
 import torch  # noqa: E402
 
 from hpcdet.pytorch import MetricReducer, Reducer  # noqa: E402
-from hpcdet.pytorch._loop import check_batches, plain_metrics  # noqa: E402
+from hpcdet.pytorch._loop import plain_metrics  # noqa: E402
 from hpcdet.pytorch._reducer import (  # noqa: E402
     WrappedReducer,
+    check_batches,
     check_reducers,
     reduce_batches,
     scalar,
