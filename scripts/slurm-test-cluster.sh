@@ -337,6 +337,10 @@ hosts_without_block() {
 write_hosts() {
     local block i current
     block=$HOSTS_BEGIN$'\n'
+    # Debian's /etc/hosts names ::1; without it (as in some containers) each reverse lookup
+    # of ::1 inside a node waits 10 s for a resolver the node cannot reach: torchrun's c10d
+    # store does one per connection.
+    grep -qE '^::1[[:space:]]' <(hosts_without_block) || block+="::1 localhost ip6-localhost ip6-loopback"$'\n'
     for i in "${!NODES[@]}"; do
         block+="${NODE_IPS[$i]} ${NODES[$i]}"$'\n'
     done
