@@ -337,12 +337,15 @@ hosts_without_block() {
 write_hosts() {
     local block i current
     block=$HOSTS_BEGIN$'\n'
-    # Debian's /etc/hosts names ::1; without it (as in some containers) each reverse lookup
-    # of ::1 inside a node waits 10 s for a resolver the node cannot reach: torchrun's c10d
-    # store does one per connection.
+    # The nodes cannot reach the host's resolver, so a reverse lookup that /etc/hosts does not
+    # answer waits 10 s there. torchrun's c10d store looks up each client socket's address,
+    # which its dual-stack socket sees as ::1 or ::ffff:<IPv4>: name those too (Debian's own
+    # /etc/hosts names ::1; real nodes' resolvers answer at once).
     grep -qE '^::1[[:space:]]' <(hosts_without_block) || block+="::1 localhost ip6-localhost ip6-loopback"$'\n'
+    block+="::ffff:127.0.0.1 localhost"$'\n'
     for i in "${!NODES[@]}"; do
         block+="${NODE_IPS[$i]} ${NODES[$i]}"$'\n'
+        block+="::ffff:${NODE_IPS[$i]} ${NODES[$i]}"$'\n'
     done
     block+=$HOSTS_END
     current=$(hosts_without_block)

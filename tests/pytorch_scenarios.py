@@ -85,7 +85,7 @@ class SlowDigits(model_def.DigitsTrial):
 """
 
 
-def _pausable_config(ctx: Path, name: str, base: str = "const.yaml") -> Path:
+def _pausable_config(ctx: Path, name: str, base: str) -> Path:
     cfg = ctx / f"{name}.yaml"
     cfg.write_text(
         (ctx / base).read_text()
@@ -107,6 +107,7 @@ def pause_resumes_bitwise(h: Hpcdet, tmp: Path, base: str = "const.yaml",
     ctx = copy_digits(tmp / "ctx")
     (ctx / "slow.py").write_text(PAUSABLE)
     paused_exp = h.create(_pausable_config(ctx, "paused", base), ctx)
+    whole_exp = h.create(_pausable_config(ctx, "whole", base), ctx)  # alongside, untouched
     h.wait_for("training to start", lambda: any(
         r["group"] == "training" for t in h.describe(paused_exp)["trials"]
         for r in h.metrics(t["id"])), timeout=180)
@@ -116,7 +117,6 @@ def pause_resumes_bitwise(h: Hpcdet, tmp: Path, base: str = "const.yaml",
     paused_at = h.describe(paused_exp)["trials"][0]["steps_completed"]
     assert 0 < paused_at < 225, paused_at
     h.run("experiment", "activate", str(paused_exp))
-    whole_exp = h.create(_pausable_config(ctx, "whole", base), ctx)
     for exp in (paused_exp, whole_exp):
         assert h.wait_state(exp, {"COMPLETED", "ERROR"}, timeout=400)["experiment"][
             "state"] == "COMPLETED", h.describe(exp)
