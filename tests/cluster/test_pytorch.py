@@ -65,5 +65,5 @@ def test_a_paused_ddp_trial_resumes_where_it_stopped(slurm_hpcdet: Hpcdet, tmp_p
     require_modules("torch", "sklearn")
     # 4 slots over 2 nodes agree to stop at a report (scheduling_unit 5) or validation.
     paused_at = pytorch_scenarios.pause_resumes_bitwise(
-        slurm_hpcdet, tmp_path, base="distributed.yaml", tolerance=1e-6)
+        slurm_hpcdet, tmp_path, base="distributed.yaml", tolerance=1e-5)
     assert paused_at % 5 == 0, paused_at
