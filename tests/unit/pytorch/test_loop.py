@@ -206,3 +206,16 @@ def test_a_trial_comes_back_from_its_checkpoint(tmp_path: Path,
         assert torch.equal(mine, theirs)
     with pytest.raises(TrialClassError, match="is not a checkpoint of a PyTorchTrial"):
         load_trial_from_checkpoint_path(tmp_path)
+
+
+def test_aggregation_steps_the_optimizer_every_nth_batch(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    monkeypatch.delenv("HPCDET_CLUSTER_INFO", raising=False)
+    with init(hparams={"global_batch_size": 2}, aggregation_frequency=2) as context:
+        trial = Tiny(context)
+        Trainer(trial, context).fit(max_length=Epoch(2))
+    # 10 batches, the optimizer stepped on every second: 5 steps, the scheduler every 2 of them.
+    assert context._optimizer_steps == 5
+    assert trial.steps[MODES.STEP_EVERY_OPTIMIZER_STEP].last_epoch == 2
+    assert trial.steps[MODES.STEP_EVERY_BATCH].last_epoch == 5
