@@ -47,6 +47,7 @@ def main(core_context, hparams, latest_checkpoint, trial_id):
     x, y = make_data(hparams["num_samples"], seed=0)
     x_train, y_train = x[rank::size], y[rank::size]  # this worker's shard
     x_val, y_val = make_data(64, seed=1)
+    logging.info(f"worker {rank} of {size} trains on {len(x_train)} samples")
 
     torch.manual_seed(0)  # the same initial weights everywhere (DDP also broadcasts them)
     model = DDP(torch.nn.Linear(1, 1))
