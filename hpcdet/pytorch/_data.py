@@ -189,6 +189,10 @@ class DataLoader:
         """Per-slot batches in one epoch (all workers together)."""
         return len(self.plan(0, 0))
 
+    def __iter__(self) -> Iterator[Any]:
+        """One epoch in order, on one worker (as iterating Determined's DataLoader does)."""
+        return iter(self.get_data_loader())
+
     def get_data_loader(
         self, *, repeat: bool = False, skip: int = 0, num_replicas: int = 1, rank: int = 0,
         seed: int = 0,

@@ -73,6 +73,10 @@ def test_validation_is_not_padded_and_not_repeated() -> None:
     assert worker0 == [[0, 1, 2, 3], [8, 9]] and worker1 == [[4, 5, 6, 7]]
 
 
+def test_iterating_the_loader_gives_one_epoch() -> None:
+    assert [b[0].tolist() for b in _loader(n=5, batch=2, shuffle=False)] == [[0, 1], [2, 3], [4]]
+
+
 def test_building_a_loader_draws_nothing_from_torchs_generator() -> None:
     torch.manual_seed(0)
     expected = torch.rand(1)
