@@ -38,12 +38,8 @@ from hpcdet.pytorch._units import UNITS, Batch, TrainUnit, from_config
 
 logger = logging.getLogger("hpcdet.pytorch")
 
-_TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK",
-                  "GROUP_WORLD_SIZE")
-
-
 def _distributed(info: core.ClusterInfo | None) -> DistributedContext | None:
-    if all(v in os.environ for v in _TORCHRUN_VARS) and int(os.environ["WORLD_SIZE"]) > 1:
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # started by torchrun, one of several
         return DistributedContext.from_torch_distributed()
     if info is not None and (len(info.slot_ids) > 1 or len(info.container_addrs) > 1):
         slots = len(info.slot_ids) * len(info.container_addrs)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from hpcdet.core._searcher import configured_length
 
 
 @dataclass(frozen=True)
@@ -49,13 +50,13 @@ UNITS: dict[str, type[TrainUnit]] = {"batches": Batch, "epochs": Epoch, "records
 
 def from_config(length: Any, default_unit: str = "batches") -> TrainUnit | None:
     """A config length (``{batches|records|epochs: N}``, or a plain integer counted in
-    ``default_unit``); ``None`` for none or zero (a period that is not set)."""
-    if length is None:
+    ``default_unit``), parsed as the Core API parses ``searcher.max_length``; ``None`` for
+    none or zero (a period that is not set).
+
+    Raises:
+        ValueError: Another shape (the config's validation refuses those at create).
+    """
+    value, unit = configured_length({"max_length": length})
+    if not value:
         return None
-    if isinstance(length, int) and not isinstance(length, bool):
-        return UNITS[default_unit](length) if length else None
-    if isinstance(length, Mapping) and len(length) == 1:
-        (key, value), = length.items()
-        if key in UNITS and isinstance(value, int):
-            return UNITS[key](value) if value else None
-    raise ValueError(f"a length must be {{batches|records|epochs: N}}, not {length!r}")
+    return UNITS[unit.name.lower() if unit else default_unit](value)
