@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # A real two-node Slurm 22.05 test cluster on one Debian host (DESIGN.md §5, approach (a)).
 #
-#   scripts/slurm-test-cluster.sh [start|stop|status|restart]
+#   scripts/slurm-test-cluster.sh [start|stop|status|restart|logs]
 #
 # slurmctld runs in the host network namespace on the bridge address; node1 and node2 are network
 # (and UTS) namespaces on that bridge, each with its own slurmd, address and hostname.
-# start/stop/restart need root; status does not.
+# start/stop/restart need root; status does not; logs prints the daemons' last log lines.
 #
 # Environment:
 #   HPCDET_TEST_MAX_ARRAY_SIZE  MaxArraySize (default 1001)
@@ -486,6 +486,19 @@ stop_slurm_daemons() {
     stop_by_pidfiles "${args[@]}" "$CTLD_PIDFILE" slurmctld slurmctld
 }
 
+# A daemon that aborted left a core in its working directory, the log directory: named by the
+# time it was found, so that the next crash does not overwrite it, and reported.
+keep_cores() {
+    local core kept
+    for core in "$LOG_DIR"/core "$LOG_DIR"/core.[0-9]*; do
+        [[ -f $core ]] || continue
+        kept="$LOG_DIR/crash-$(date -u +%Y%m%dT%H%M%S)-${core##*/}"
+        mv "$core" "$kept"
+        log "a daemon dumped core: $kept ($(file -b "$kept" 2>/dev/null | grep -o "from '[^']*'" ||
+            echo 'file(1) missing')); gdb -batch -ex bt /usr/sbin/slurmd $kept"
+    done
+}
+
 # --- commands --------------------------------------------------------------------------------
 
 cmd_start() {
@@ -494,6 +507,7 @@ cmd_start() {
     local t0=$SECONDS i node
     install_packages
     mkdir -p "$RUN_DIR" "$LOG_DIR" "$STATE_DIR"
+    keep_cores
     start_munge
     if write_conf; then
         log "wrote $CONF (MaxArraySize=$MAX_ARRAY_SIZE)"
@@ -564,12 +578,13 @@ case ${1:-start} in
     start) cmd_start ;;
     stop) cmd_stop ;;
     status) cmd_status ;;
+    logs) print_log_tails 2>&1 ;;
     restart)
         cmd_stop
         cmd_start
         ;;
     *)
-        echo "usage: $0 [start|stop|status|restart]" >&2
+        echo "usage: $0 [start|stop|status|restart|logs]" >&2
         exit 2
         ;;
 esac

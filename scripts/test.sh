@@ -32,15 +32,31 @@ ruff check .
 mypy hpcdet cli launchers
 python scripts/lint_imports.py  # the import contracts of pyproject.toml
 # Everything but the Slurm tests on two pytest-xdist workers (most tests wait on sleeping
-# trials, not on the CPU); then the Slurm tests.
+# trials, not on the CPU); then the Slurm tests. A test that hangs fails after --timeout s
+# (the slowest take about 60 s and 150 s), so no hang can outlast CI's time.
 status=0
 phase "unit and integration tests"
-python -m pytest -q -n 2 --durations=5 tests/unit tests/fuzz tests/integration "$@" || status=$?
+python -m pytest -q -n 2 --durations=5 --timeout 300 tests/unit tests/fuzz tests/integration "$@" || status=$?
 # Most Slurm tests spend their time waiting for Slurm and share the cluster two at a time;
 # those marked exclusive fill, break or reconfigure it and run alone afterwards.
+export HPCDET_TEST_INCIDENTS=${TMPDIR:-/tmp}/hpcdet-slurm-incidents.$$
+slurm_status=0
 phase "Slurm tests, two at a time"
-python -m pytest -q -n 2 --durations=10 -m "not exclusive" tests/cluster "$@" || status=$?
+python -m pytest -q -n 2 --durations=10 --timeout 600 -m "not exclusive" tests/cluster "$@" || slurm_status=$?
 phase "Slurm tests that need the cluster alone"
-python -m pytest -q --durations=5 -m exclusive tests/cluster "$@" || status=$?
+python -m pytest -q --durations=5 --timeout 600 -m exclusive tests/cluster "$@" || slurm_status=$?
+# Last, where a truncated log still shows it: what went wrong with the cluster itself.
+if [[ -s $HPCDET_TEST_INCIDENTS ]]; then
+    phase "the Slurm test cluster was found down and restarted during the run:"
+    cat "$HPCDET_TEST_INCIDENTS"
+fi
+if ((slurm_status != 0)); then
+    phase "Slurm tests failed; the cluster now:"
+    sinfo -R 2>&1 || true
+    bash scripts/slurm-test-cluster.sh status 2>&1 || true
+    bash scripts/slurm-test-cluster.sh logs 2>&1 || true
+    status=$slurm_status
+fi
+rm -f "$HPCDET_TEST_INCIDENTS"
 phase "done"
 exit "$status"
