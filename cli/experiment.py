@@ -127,9 +127,9 @@ def describe(
         console.print(f"best trial: {view.best.trial_id} ({view.best.metric} = "
                       f"{view.best.value})")
     table(
-        ["Trial ID", "Request", "State", "Hyperparameters", "Restarts", "Searcher",
+        ["Trial ID", "Request", "State", "Status", "Hyperparameters", "Restarts", "Searcher",
          "Ckpt Steps", "Best Validation", "Latest Checkpoint", "Reason"],
-        [[t.id, t.request_id, t.state, t.hparams_json, t.restarts, row.searcher,
+        [[t.id, t.request_id, t.state, t.status, t.hparams_json, t.restarts, row.searcher,
           t.steps_completed, t.best_validation, t.latest_checkpoint, t.end_reason]
          for row in view.trials for t in [row.trial]],
         title="Trials",

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import json
+from typing import Annotated, Any
 
 import typer
 
@@ -18,7 +19,7 @@ from hpcdet.cli.common import (
 )
 from hpcdet.cli.follow import follow_trial, print_logs
 from hpcdet.client import connect
-from hpcdet.views.trials import trial_metrics
+from hpcdet.views.trials import TrialMetrics, describe_trial, trial_metrics
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -38,6 +39,54 @@ def logs(
 
 
 @app.command()
+def describe(
+    trial_id: TrialId,
+    show_metrics: Annotated[bool, typer.Option("--metrics", help="Also every metric it reported.")]
+    = False,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Show a trial: state, hyperparameters, status, metadata, alerts and runs."""
+    store = read_store(paths())
+    view = describe_trial(store, trial_id)
+    reported = trial_metrics(store, trial_id) if show_metrics else None
+    if as_json:
+        out = view.to_dict()
+        if reported is not None:
+            out["metrics"] = _metric_dicts(reported)
+        print_json(out)
+        return
+    t = view.trial
+    table(["Trial ID", "Experiment ID", "State", "Status", "Hyperparameters", "Restarts",
+           "Steps Completed", "Best Validation", "Latest Checkpoint", "Reason"],
+          [[t.id, t.experiment_id, t.state, t.status, t.hparams_json, t.restarts,
+            t.steps_completed, t.best_validation, t.latest_checkpoint, t.end_reason]])
+    if view.metadata:
+        console.print(f"metadata: {json.dumps(view.metadata, sort_keys=True)}")
+    if view.alerts:
+        table(["Level", "Title", "Description", "Time"],
+              [[a["level"], a["title"], a["description"], when(a.get("time"))]
+               for a in view.alerts], title="Alerts")
+    table(["Run", "Job ID", "State", "Reason", "Exit Code", "Submitted", "Ended", "Outcome"],
+          [[r.run_id, r.job_id, r.state, r.reason, r.exit_code, when(r.submitted),
+            when(r.ended), r.outcome] for r in view.runs], title="Jobs")
+    if reported is not None:
+        _metric_table(reported, csv=False)
+
+
+def _metric_dicts(reported: TrialMetrics) -> list[dict[str, Any]]:
+    return [{"group": m.group, "steps_completed": m.steps_completed, "metrics": m.metrics,
+             "batch_metrics": m.batch_metrics, "run_id": m.run_id, "reported": m.reported}
+            for m in reported.rows]
+
+
+def _metric_table(reported: TrialMetrics, csv: bool) -> None:
+    cols = ["Group", "Steps Completed", "Run", "Reported", *reported.keys]
+    data = [[m.group, m.steps_completed, m.run_id, when(m.reported),
+             *[m.metrics.get(k, "") for k in reported.keys]] for m in reported.rows]
+    print_csv(cols, data) if csv else table(cols, data)
+
+
+@app.command()
 def metrics(
     trial_id: TrialId,
     group: Annotated[str, typer.Option(help="training, validation, or another group")] = "",
@@ -47,14 +96,9 @@ def metrics(
     """The metrics a trial reported."""
     reported = trial_metrics(read_store(paths()), trial_id, group or None)
     if as_json:
-        print_json([{"group": m.group, "steps_completed": m.steps_completed,
-                     "metrics": m.metrics, "run_id": m.run_id, "reported": m.reported}
-                    for m in reported.rows])
+        print_json(_metric_dicts(reported))
         return
-    cols = ["Group", "Steps Completed", "Run", "Reported", *reported.keys]
-    data = [[m.group, m.steps_completed, m.run_id, when(m.reported),
-             *[m.metrics.get(k, "") for k in reported.keys]] for m in reported.rows]
-    print_csv(cols, data) if csv else table(cols, data)
+    _metric_table(reported, csv)
 
 
 @app.command("continue")

@@ -11,6 +11,7 @@ the trial sees as ``should_preempt() == True``; the exit code is the entrypoint'
 from __future__ import annotations
 
 import datetime
+import getpass
 import json
 import os
 import shutil
@@ -106,7 +107,7 @@ def entrypoint_argv(entrypoint: str | list[str], hook_done: Path | None) -> list
 
 def trial_variables(
     spec: RunSpec, info_path: Path, record: ClusterInfoRecord, base: Mapping[str, str],
-    node: NodeEnv,
+    node: NodeEnv, workdir: str,
 ) -> dict[str, str]:
     """What hpcdet adds to the trial's environment (the config's variables among them),
     wherever it runs; hpcdet's trial side goes on PYTHONPATH where the trial starts."""
@@ -116,11 +117,17 @@ def trial_variables(
             CLUSTER_INFO_ENV: str(info_path),
             RUN_DIR_ENV: spec.run_dir,
             "PYTHONUNBUFFERED": "1",
+            "DET_CLUSTER_ID": record.cluster_id,
             "DET_EXPERIMENT_ID": str(spec.experiment_id),
+            "DET_EXPERIMENT_CONFIG": dumps(spec.config),
             "DET_TRIAL_ID": str(spec.trial_id),
             "DET_TRIAL_RUN_ID": str(spec.run_id),
             "DET_TRIAL_SEED": str(spec.trial_seed),
             "DET_HPARAMS": dumps(spec.hparams),
+            "DET_STEPS_COMPLETED": str(spec.steps_completed),
+            "DET_WORKDIR": workdir,
+            "DET_USER": base.get("USER") or getpass.getuser(),
+            "DET_USE_TLS": "false",
             "DET_SLOT_IDS": dumps(record.slot_ids),
             "DET_TASK_TYPE": "TRIAL",
             "DET_TASK_ID": record.task_id,
@@ -128,6 +135,10 @@ def trial_variables(
             "DET_AGENT_ID": record.agent_id,
             "DET_CHIEF_IP": record.container_addrs[0],
             "DET_RESOURCES_TYPE": node.resources_type,
+            # Determined's id of the allocation's resources and of this node's container:
+            # the batch job (or the run, off-cluster) and the node's place in it.
+            "DET_RESOURCES_ID": node.job_id or record.allocation_id,
+            "DET_CONTAINER_ID": f"{node.job_id or record.allocation_id}.{record.container_rank}",
         }
     )
     if spec.latest_checkpoint:
@@ -175,11 +186,11 @@ def overlay(site_dirs: list[str], python: str, into: Path) -> Path:
 
 def trial_environment(
     spec: RunSpec, info_path: Path, record: ClusterInfoRecord, base: Mapping[str, str],
-    node: NodeEnv, overlay_bin: Path | None = None,
+    node: NodeEnv, workdir: str, overlay_bin: Path | None = None,
 ) -> dict[str, str]:
     """The environment of a trial run on the host: the job's, with hpcdet's variables."""
     env = dict(base)
-    env.update(trial_variables(spec, info_path, record, base, node))
+    env.update(trial_variables(spec, info_path, record, base, node, workdir))
     pythonpath = [spec.trialside, env.get("PYTHONPATH", "")]
     env["PYTHONPATH"] = os.pathsep.join(p for p in pythonpath if p)
     python_dir = str(overlay_bin or Path(spec.python).parent)
@@ -376,7 +387,8 @@ def launch(
     if spec.container is None:
         overlay_bin = (overlay(spec.overlay_of, spec.python, node_dir / "env")
                        if spec.overlay_of else None)
-        return argv, trial_environment(spec, info_path, record, os.environ, node, overlay_bin)
+        return argv, trial_environment(spec, info_path, record, os.environ, node,
+                                       str(node_dir / "work"), overlay_bin)
     try:
         container = images.locate(ContainerSpec.from_dict(spec.container))
     except ImageError as e:
@@ -384,7 +396,7 @@ def launch(
     # force_pull_image is the CLI's to honour, once, at create: not every task of an array.
     image = images.ensure(container, say)
     binds = container_binds(spec, container, node_dir)
-    added = trial_variables(spec, info_path, record, os.environ, node)
+    added = trial_variables(spec, info_path, record, os.environ, node, WORKDIR)
     # The image's own PYTHONPATH stays, after the trial side: the variable is set inside.
     added.update({IMAGE_ENV: container.image.named, TRIALSIDE_ENV: spec.trialside,
                   PREFIX_ENV: json.dumps(hpcdet_command("hpcdet.launch.host_step"))})

@@ -74,6 +74,10 @@ class DummyExperimentalContext:
         """Ignored."""
 
 
+ALERT_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warn": logging.WARNING,
+                "error": logging.ERROR, "critical": logging.CRITICAL}
+
+
 class Context:
     """The Core API of one process: a composition of one context per concern.
 
@@ -109,6 +113,24 @@ class Context:
         self.experimental = experimental or DummyExperimentalContext()
         self._events = _events or RunEvents(None)
         self._started = False
+
+    def alert(self, title: str = "", description: str = "", level: str = "warn") -> None:
+        """Raise an alert about this trial: it is logged in the trial's log, and the chief's is
+        kept with the trial (``hpcdet trial describe`` lists them). Determined sends alerts to
+        webhooks; hpcdet has none to send them to.
+
+        Raises:
+            ValueError: ``level`` is not one of debug, info, warn, error, critical.
+        """
+        name = str(level).lower()
+        name = "warn" if name == "warning" else name
+        if name not in ALERT_LEVELS:
+            raise ValueError(f"alert level must be one of {', '.join(ALERT_LEVELS)}, not {level!r}")
+        logger.log(ALERT_LEVELS[name], "alert: %s%s", title,
+                   f": {description}" if description else "")
+        if self._events.reporting:
+            self._events.emit("alert", {"title": str(title), "description": str(description),
+                                        "level": name}, flush=True)
 
     def start(self) -> None:
         """Start the event writer and the preemption watcher (idempotent)."""
@@ -252,6 +274,7 @@ def init(
             control_path=run_dir / CONTROL_FILE,
             tensorboard_path=tensorboard,
             tensorboard_mode=TensorboardMode(tensorboard_mode),
+            metadata=info._spec.metadata,
         ),
         searcher=searcher,
         info=info,

@@ -37,6 +37,11 @@ class RunEvents:
             # Buffered events must survive a script that never closes its context.
             atexit.register(writer.flush)
 
+    @property
+    def reporting(self) -> bool:
+        """Whether this process may report: the chief of a run on a cluster."""
+        return self._writer is not None
+
     def emit(self, type_: str, body: dict[str, Any], *, flush: bool = False) -> None:
         """Queue one event (and write the queue now if ``flush``).
 

@@ -9,7 +9,9 @@ the filesystem.
 from __future__ import annotations
 
 import collections
+import copy
 import enum
+import json
 import logging
 import math
 import numbers
@@ -107,6 +109,24 @@ def _validation_values(metrics: Any) -> Any:
     return {k: v for k, v in metrics.items() if k not in dropped}
 
 
+def merge_metadata(old: dict[str, Any], new: Any) -> dict[str, Any]:
+    """``new`` merged into a copy of ``old``: nested dicts merge key by key, anything else
+    replaces what was there."""
+    if not isinstance(new, dict):
+        raise TypeError(f"metadata must be a dict, not {type(new).__name__}")
+    try:
+        json.dumps(new, allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"metadata must be JSON: {e}") from None
+    merged = copy.deepcopy(old)
+    for key, value in new.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = merge_metadata(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
 def _same(a: Any, b: Any) -> bool:
     if a is b:
         return True
@@ -163,6 +183,7 @@ class TrainContext:
         control_path: Path,
         tensorboard_path: Path,
         tensorboard_mode: TensorboardMode = TensorboardMode.AUTO,
+        metadata: dict[str, Any] | None = None,
     ) -> None:
         self._events = events
         self._control_path = control_path
@@ -170,6 +191,7 @@ class TrainContext:
         self._tensorboard_mode = tensorboard_mode
         self._steps = _ReportedSteps()
         self._early_exit_reported = False
+        self._metadata: dict[str, Any] = dict(metadata or {})
 
     def report_training_metrics(
         self,
@@ -233,6 +255,33 @@ class TrainContext:
             {"group": group, "steps_completed": steps, "metrics": body, "batch_metrics": batches},
         )
 
+    def _report_trial_metrics(
+        self,
+        group: str,
+        total_batches: int,
+        metrics: dict[str, Any],
+        batch_metrics: list[dict[str, Any]] | None = None,
+    ) -> None:
+        """Determined's older private spelling of :meth:`report_metrics`, which some of its
+        own examples call."""
+        if batch_metrics is not None and group != "training":
+            raise ValueError("batch_metrics can only be reported for the 'training' group")
+        self._report(group, total_batches, metrics, batch_metrics)
+
+    def set_metadata(self, metadata: dict[str, Any]) -> None:
+        """Merge ``metadata`` into the trial's metadata (nested dicts merge, other values
+        replace) and store it; ``hpcdet trial describe`` shows it.
+
+        Raises:
+            TypeError: ``metadata`` is not a dict, or does not serialize to JSON.
+        """
+        self._metadata = merge_metadata(self._metadata, metadata)
+        self._events.emit("metadata", {"metadata": self._metadata})
+
+    def get_metadata(self) -> dict[str, Any]:
+        """The trial's metadata: what this and earlier runs of the trial set."""
+        return copy.deepcopy(self._metadata)
+
     def report_progress(self, progress: float) -> None:
         """Report the fraction of the trial's training done, in [0, 1].
 
@@ -290,6 +339,9 @@ class TrainContext:
 class DummyTrainContext:
     """Off-cluster stand-in for :class:`TrainContext`: every report is only logged."""
 
+    def __init__(self) -> None:
+        self._metadata: dict[str, Any] = {}
+
     def report_training_metrics(
         self,
         steps_completed: int,
@@ -321,6 +373,25 @@ class DummyTrainContext:
     def set_status(self, status: str) -> None:
         """Log the status."""
         logger.info("set_status(status=%s)", status)
+
+    def _report_trial_metrics(
+        self,
+        group: str,
+        total_batches: int,
+        metrics: dict[str, Any],
+        batch_metrics: list[dict[str, Any]] | None = None,
+    ) -> None:
+        """Log the report."""
+        self.report_metrics(group, total_batches, metrics)
+
+    def set_metadata(self, metadata: dict[str, Any]) -> None:
+        """Merge and log the metadata."""
+        self._metadata = merge_metadata(self._metadata, metadata)
+        logger.info("set_metadata(metadata=%s)", metadata)
+
+    def get_metadata(self) -> dict[str, Any]:
+        """What :meth:`set_metadata` set in this process."""
+        return copy.deepcopy(self._metadata)
 
     def get_experiment_best_validation(self) -> float | None:
         """Always ``None``: off-cluster there is no experiment."""

@@ -106,6 +106,7 @@ def run_spec(
         checkpoint_dir=str(cfg.checkpoint_dir(paths.default_checkpoints())),
         latest_checkpoint=trial.get("latest_checkpoint"),
         steps_completed=trial.get("steps_completed", 0),
+        metadata=trial.get("metadata", {}),
         num_nodes=placement.nodes,
         slots_per_node=placement.slots_per_node,
         python=python,

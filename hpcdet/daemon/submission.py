@@ -169,6 +169,7 @@ class Submission:
             "hparams": json.loads(trial.hparams_json),
             "latest_checkpoint": trial.latest_checkpoint or cfg.searcher.source_checkpoint_uuid,
             "steps_completed": trial.steps_completed,
+            "metadata": json.loads(trial.metadata_json),
         }
         spec = run_spec(cfg, self.paths, exp.id, record, run_id, self.scheduler.options(cfg),
                         self.site.placement(cfg), self.cluster)

@@ -32,6 +32,8 @@ class RunSpec:
     checkpoint_dir: str
     latest_checkpoint: str | None = None
     steps_completed: int = 0
+    # The trial's train.set_metadata() so far, for get_metadata() in a later run.
+    metadata: dict[str, Any] = field(default_factory=dict)
     num_nodes: int = 1
     slots_per_node: int = 1
     # The interpreter trials run with (the user's own; inside an image, the image's), and the

@@ -37,6 +37,9 @@ def _as_float(value: Any) -> float | None:
 
 Applier = Callable[[Session, Trial, Run, Event, "BestOf"], None]
 
+# A trial that alerts in a loop must not grow its row without bound: the newest are kept.
+MAX_ALERTS = 100
+
 
 def _ignore(s: Session, trial: Trial, run: Run, ev: Event, best: BestOf) -> None:
     pass
@@ -50,14 +53,18 @@ def _metrics(s: Session, trial: Trial, run: Run, ev: Event, best: BestOf) -> Non
             Metric.trial_id == trial.id, Metric.group == group, Metric.steps_completed == steps
         )
     ).first()
+    batches = body.get("batch_metrics")
+    batches_json = "" if batches is None else json.dumps(batches)
     if existing is not None and existing.run_id == run.run_id:
         # Determined merges reports of the same (group, step); the trial refused conflicts.
         merged = {**json.loads(existing.metrics_json), **body["metrics"]}
         existing.metrics_json = json.dumps(merged)
+        existing.batch_metrics_json = existing.batch_metrics_json or batches_json
         s.add(existing)
     elif existing is not None:
         # A later run re-reported a step after resuming: its values replace the old run's.
         existing.metrics_json = json.dumps(body["metrics"])
+        existing.batch_metrics_json = batches_json
         existing.run_id, existing.seq, existing.reported = run.run_id, ev.seq, body["time"]
         s.add(existing)
     else:
@@ -65,7 +72,7 @@ def _metrics(s: Session, trial: Trial, run: Run, ev: Event, best: BestOf) -> Non
             Metric(
                 trial_id=trial.id, run_id=run.run_id, seq=ev.seq, group=group,
                 steps_completed=steps, metrics_json=json.dumps(body["metrics"]),
-                reported=body["time"],
+                batch_metrics_json=batches_json, reported=body["time"],
             )
         )
     if group == "validation":
@@ -108,6 +115,21 @@ def _progress(s: Session, trial: Trial, run: Run, ev: Event, best: BestOf) -> No
     trial.progress = float(ev.body["progress"])
 
 
+def _status(s: Session, trial: Trial, run: Run, ev: Event, best: BestOf) -> None:
+    trial.status = str(ev.body.get("status", ""))
+
+
+def _metadata(s: Session, trial: Trial, run: Run, ev: Event, best: BestOf) -> None:
+    # The trial sends the whole merged dict, so a later run's report replaces it.
+    trial.metadata_json = json.dumps(ev.body.get("metadata", {}))
+
+
+def _alert(s: Session, trial: Trial, run: Run, ev: Event, best: BestOf) -> None:
+    alerts = json.loads(trial.alerts_json)
+    alerts.append({k: ev.body.get(k) for k in ("title", "description", "level", "time")})
+    trial.alerts_json = json.dumps(alerts[-MAX_ALERTS:])
+
+
 def _early_exit(s: Session, trial: Trial, run: Run, ev: Event, best: BestOf) -> None:
     trial.early_exit = str(ev.body.get("reason", ""))
 
@@ -121,6 +143,9 @@ APPLIERS: dict[str, Applier] = {
     "checkpoint": _checkpoint,
     "checkpoint_deleted": _checkpoint_deleted,
     "progress": _progress,
+    "status": _status,
+    "metadata": _metadata,
+    "alert": _alert,
     "preempt_ack": _preempt_ack,
     "early_exit": _early_exit,
 }

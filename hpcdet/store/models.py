@@ -48,6 +48,9 @@ class Trial(SQLModel, table=True):
     latest_checkpoint: Optional[str] = None
     steps_completed: int = 0
     progress: float = 0.0
+    status: str = ""  # the trial's last train.set_status()
+    metadata_json: str = "{}"  # train.set_metadata(), merged
+    alerts_json: str = "[]"  # core_context.alert() calls, oldest first
     best_validation: Optional[float] = None
     end_reason: str = ""
     started: Optional[float] = None
@@ -83,6 +86,7 @@ class Metric(SQLModel, table=True):
     group: str
     steps_completed: int
     metrics_json: str
+    batch_metrics_json: str = ""  # report_training_metrics(batch_metrics=...), if given
     reported: float
 
 

@@ -1,4 +1,4 @@
-"""A trial's reported metrics, as `trial metrics` shows them."""
+"""A trial as `trial describe` shows it, and its reported metrics (`trial metrics`)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from hpcdet.store.models import Run, Trial
 from hpcdet.store.repository import Store
 
 
@@ -16,6 +17,37 @@ class MetricRow:
     run_id: int
     reported: float
     metrics: dict[str, Any]
+    batch_metrics: list[dict[str, Any]] | None = None
+
+
+@dataclass(frozen=True)
+class TrialView:
+    trial: Trial
+    hparams: dict[str, Any]
+    metadata: dict[str, Any]  # what the trial gave train.set_metadata()
+    alerts: list[dict[str, Any]]  # its core_context.alert() calls, oldest first
+    runs: list[Run]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The stable form of ``trial describe --json``."""
+        t = self.trial
+        return {
+            "id": t.id, "experiment_id": t.experiment_id, "state": t.state,
+            "hparams": self.hparams, "trial_seed": t.trial_seed, "restarts": t.restarts,
+            "steps_completed": t.steps_completed, "progress": t.progress,
+            "status": t.status, "best_validation": t.best_validation,
+            "latest_checkpoint": t.latest_checkpoint, "end_reason": t.end_reason,
+            "started": t.started, "ended": t.ended,
+            "metadata": self.metadata, "alerts": self.alerts,
+            "runs": [r.model_dump(include={"run_id", "job_id", "state", "reason", "exit_code",
+                                           "submitted", "ended", "outcome"}) for r in self.runs],
+        }
+
+
+def describe_trial(store: Store, trial_id: int) -> TrialView:
+    t = store.trial(trial_id)
+    return TrialView(t, json.loads(t.hparams_json), json.loads(t.metadata_json),
+                     json.loads(t.alerts_json), store.runs([trial_id]))
 
 
 @dataclass(frozen=True)
@@ -28,7 +60,9 @@ def trial_metrics(store: Store, trial_id: int, group: str | None = None) -> Tria
     """What the trial reported (of one group, or all), in report order."""
     store.trial(trial_id)  # a NotFoundError that names the trial
     rows = [MetricRow(m.group, m.steps_completed, m.run_id, m.reported,
-                      json.loads(m.metrics_json)) for m in store.metrics(trial_id, group)]
+                      json.loads(m.metrics_json),
+                      json.loads(m.batch_metrics_json) if m.batch_metrics_json else None)
+            for m in store.metrics(trial_id, group)]
     keys: list[str] = []
     for row in rows:
         keys += [k for k in row.metrics if k not in keys]

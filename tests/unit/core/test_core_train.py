@@ -243,3 +243,43 @@ def test_events_of_an_unclosed_context_are_written_at_exit(fake_run: FakeRun) ->
     )
     assert proc.returncode == 0, proc.stderr
     assert _metric_events(fake_run) == [("training", 1, {"x": 1})]
+
+
+def test_metadata_merges_nested_dicts_and_a_later_run_starts_from_it(
+    on_cluster: FakeRun, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with core.init() as ctx:
+        ctx.train.set_metadata({"a": {"x": 1, "y": [1]}, "b": 1})
+        ctx.train.set_metadata({"a": {"y": [2]}, "c": None})
+        assert ctx.train.get_metadata() == {"a": {"x": 1, "y": [2]}, "b": 1, "c": None}
+        ctx.train.get_metadata()["a"]["x"] = 99  # a copy: changing it changes nothing
+        with pytest.raises(TypeError, match="metadata must be a dict"):
+            ctx.train.set_metadata([1])  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="metadata must be JSON"):
+            ctx.train.set_metadata({"f": object()})
+    stored = on_cluster.bodies("metadata")[-1]["metadata"]
+    assert stored == {"a": {"x": 1, "y": [2]}, "b": 1, "c": None}
+    later = on_cluster.next_run(metadata=stored)
+    monkeypatch.setenv("HPCDET_CLUSTER_INFO", str(later.info_path))
+    with core.init() as ctx:
+        assert ctx.train.get_metadata() == stored
+
+
+def test_alerts_are_events_with_a_level(on_cluster: FakeRun) -> None:
+    with core.init() as ctx:
+        ctx.alert("t1", "d1")
+        ctx.alert(title="t2", level="ERROR")
+        with pytest.raises(ValueError, match="alert level must be one of"):
+            ctx.alert("t3", level="loud")
+    assert [(b["title"], b["description"], b["level"]) for b in on_cluster.bodies("alert")] == [
+        ("t1", "d1", "warn"), ("t2", "", "error")]
+
+
+def test_off_cluster_metadata_and_alerts_only_log(
+    off_cluster: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO), core.init() as ctx:
+        ctx.train.set_metadata({"a": 1})
+        assert ctx.train.get_metadata() == {"a": 1}
+        ctx.alert("offline", "no cluster")
+    assert "alert: offline: no cluster" in caplog.text
