@@ -369,7 +369,10 @@ start_slurmctld() {
         return 0
     fi
     mkdir -p "$STATE_DIR" "$LOG_DIR" "$RUN_DIR"
-    slurmctld 9>&- || fail_with_logs "slurmctld exited with status $?"
+    # -c: no jobs from the saved state. Their processes died with the nodes (a stopped
+    # cluster, a new boot), yet slurmctld would count them running and hold the nodes with
+    # them until it noticed, minutes into the next test run.
+    slurmctld -c 9>&- || fail_with_logs "slurmctld exited with status $?"
     log "started slurmctld (pid $(pid_from_file "$CTLD_PIDFILE" slurmctld || echo '?'))"
 }
 
