@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import sys
+from typing import Annotated
 
 import typer
 
+from hpcdet import DETERMINED_API, __version__
 from hpcdet.cli import checkpoint, cluster, daemon, experiment, job, trial
 from hpcdet.cli.common import visible
 from hpcdet.config.cluster import load_cluster_config
@@ -13,15 +15,44 @@ from hpcdet.errors import HpcdetError
 from hpcdet.private import apply_umask
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_show_locals=False,
+                  context_settings={"help_option_names": ["-h", "--help"]},
                   help="Determined-style experiments on Slurm, PBS or this machine.")
-app.add_typer(experiment.app, name="experiment", help="Create and manage experiments.")
-app.add_typer(experiment.app, name="e", hidden=True)
-app.add_typer(trial.app, name="trial", help="Trial logs and metrics.")
-app.add_typer(trial.app, name="t", hidden=True)
-app.add_typer(checkpoint.app, name="checkpoint", help="Checkpoints.")
-app.add_typer(job.app, name="job", help="The job queue: order and priorities.")
+# Determined's one-letter aliases, hidden from the help as det hides them.
+for group, name, alias, about in (
+    (experiment.app, "experiment", "e", "Create and manage experiments."),
+    (trial.app, "trial", "t", "Trials: describe, logs, metrics, download, kill."),
+    (checkpoint.app, "checkpoint", "c", "Checkpoints: list, describe, download, delete."),
+    (job.app, "job", "j", "The job queue: order and priorities."),
+):
+    app.add_typer(group, name=name, help=about)
+    app.add_typer(group, name=alias, hidden=True)
 app.add_typer(daemon.app, name="daemon", help="The per-user daemon.")
 app.add_typer(cluster.app, name="cluster", help="Cluster settings and what the scheduler says.")
+
+
+def _version_line() -> str:
+    return f"hpcdet {__version__} (Determined {DETERMINED_API} API)"
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        print(_version_line())
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[bool, typer.Option(
+        "--version", callback=_print_version, is_eager=True,
+        help="Print hpcdet's version and exit.")] = False,
+) -> None:
+    """Determined-style experiments on Slurm, PBS or this machine."""
+
+
+@app.command()
+def version() -> None:
+    """hpcdet's version, and the Determined release whose API and CLI it follows."""
+    print(_version_line())
 
 
 def _private_umask() -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -17,8 +17,10 @@ from hpcdet.cli.common import (
     table,
     when,
 )
-from hpcdet.cli.follow import follow_trial, print_logs
+from hpcdet.cli.follow import follow_trial, print_records
 from hpcdet.client import connect
+from hpcdet.errors import UsageError
+from hpcdet.views.logs import LEVELS, LogFilter, trial_log
 from hpcdet.views.trials import TrialMetrics, describe_trial, trial_metrics
 
 app = typer.Typer(no_args_is_help=True)
@@ -28,14 +30,29 @@ app = typer.Typer(no_args_is_help=True)
 def logs(
     trial_id: TrialId,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep streaming.")] = False,
+    head: Annotated[Optional[int], typer.Option(
+        "--head", min=0, help="Only the first N lines.")] = None,
+    tail: Annotated[Optional[int], typer.Option(
+        "--tail", "-t", min=0, help="Only the last N lines (with -f: then the new ones).")] = None,
+    rank_ids: Annotated[Optional[list[int]], typer.Option(
+        "--rank-id", "--rank", help="Only lines of this rank (repeat for several).")] = None,
+    level: Annotated[Optional[str], typer.Option(
+        "--level", "-l", help=f"Only lines of this level or higher: {', '.join(LEVELS)}.")]
+    = None,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
 ) -> None:
-    """Print a trial's logs (all runs, all nodes)."""
+    """Print a trial's logs (all runs, all nodes, in time order)."""
+    if head is not None and (tail is not None or follow):
+        raise UsageError("--head cannot be combined with --tail or --follow")
+    if level is not None and level.upper() not in LEVELS:
+        raise UsageError(f"--level must be one of {', '.join(LEVELS)}, not {level!r}")
+    which = LogFilter(frozenset(rank_ids or ()), level.upper() if level else None, head, tail)
     p = paths()
-    store = read_store(p)
-    trial = store.trial(trial_id)
+    trial = read_store(p).trial(trial_id)
     if follow:
-        raise typer.Exit(follow_trial(p, trial_id))
-    print_logs(p, trial.experiment_id, trial_id, {})
+        raise typer.Exit(follow_trial(p, trial_id, which=which, as_json=as_json,
+                                      announce=False))
+    print_records(trial_log(p, trial.experiment_id, trial_id, which), as_json)
 
 
 @app.command()

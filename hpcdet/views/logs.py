@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,3 +39,75 @@ def new_log_lines(paths: StatePaths, exp_id: int, trial_id: int,
         chunks.append([LogLine(node, line)
                        for line in data[:end].decode(errors="replace").splitlines()])
     return chunks
+
+
+# det.LOG_FORMAT starts a line with its level; wrap_rank puts "[rank=N] " before it.
+_RANK = re.compile(r"^\[rank=(\d+)\] ")
+LEVELS = ("TRACE", "DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+_LEVEL = re.compile(r"^(TRACE|DEBUG|INFO|WARNING|ERROR|CRITICAL): ")
+
+
+@dataclass(frozen=True)
+class LogRecord:
+    """One line of a trial's log with what Determined's log filters look at."""
+
+    timestamp: str
+    node: str  # "run-<R>/node-<rank>"
+    rank_id: int | None  # the [rank=N] prefix of wrap_rank, if there is one
+    level: str | None  # the det.LOG_FORMAT level the line starts with, if any
+    message: str  # the line as the trial wrote it
+
+    @classmethod
+    def parse(cls, line: LogLine) -> LogRecord:
+        stamp, _, text = line.text.partition(" ")
+        rank = _RANK.match(text)
+        level = _LEVEL.match(text[rank.end():] if rank else text)
+        return cls(stamp, line.node, int(rank.group(1)) if rank else None,
+                   level.group(1) if level else None, text)
+
+    def to_dict(self) -> dict[str, object]:
+        """The stable form of ``trial logs --json``, one object per line."""
+        return {"timestamp": self.timestamp, "node": self.node, "rank_id": self.rank_id,
+                "level": self.level, "message": self.message}
+
+
+@dataclass(frozen=True)
+class LogFilter:
+    """Determined's ``trial logs`` filters: ranks, a lowest level, the first or last lines.
+    A line without a level passes a level filter only at INFO and below, as plain output
+    of a trial is INFO to Determined."""
+
+    rank_ids: frozenset[int] = frozenset()
+    level: str | None = None
+    head: int | None = None
+    tail: int | None = None
+
+    def keeps(self, record: LogRecord) -> bool:
+        if self.rank_ids and record.rank_id not in self.rank_ids:
+            return False
+        if self.level is not None:
+            have = LEVELS.index(record.level or "INFO")
+            return have >= LEVELS.index(self.level)
+        return True
+
+    def apply(self, records: list[LogRecord]) -> list[LogRecord]:
+        kept = [r for r in records if self.keeps(r)]
+        if self.head is not None:
+            kept = kept[:self.head]
+        if self.tail is not None:
+            kept = kept[-self.tail:] if self.tail else []
+        return kept
+
+
+def trial_log(paths: StatePaths, exp_id: int, trial_id: int, which: LogFilter
+              ) -> list[LogRecord]:
+    """The trial's whole log so far, filtered."""
+    return which.apply(read_records(paths, exp_id, trial_id, {}))
+
+
+def read_records(paths: StatePaths, exp_id: int, trial_id: int, offsets: dict[Path, int]
+                 ) -> list[LogRecord]:
+    """The lines written since ``offsets`` (updated), every node's merged in time order."""
+    records = [LogRecord.parse(line) for chunk in new_log_lines(paths, exp_id, trial_id, offsets)
+               for line in chunk]
+    return sorted(records, key=lambda r: r.timestamp)

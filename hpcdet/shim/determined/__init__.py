@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+from hpcdet import DETERMINED_API as _API
 from hpcdet import __version__ as _hpcdet_version
 from hpcdet.core import LOG_FORMAT, ClusterInfo, InvalidHP, TrialInfo, get_cluster_info
 
@@ -14,7 +15,7 @@ from . import common, core, errors, util
 
 # The Determined release whose API hpcdet follows, with hpcdet's own version as the local
 # part: a script that compares det.__version__ with a Determined release gets 0.38's answer.
-__version__ = f"0.38.0+hpcdet.{_hpcdet_version}"
+__version__ = f"{_API}+hpcdet.{_hpcdet_version}"
 
 __all__ = [
     "LOG_FORMAT",
