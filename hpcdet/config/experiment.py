@@ -265,7 +265,7 @@ class ExperimentConfig:
         """Where the experiment's checkpoints go (each is ``<dir>/<uuid>``); ``default``, the
         state directory's, when the config names no storage of its own."""
         storage = self.checkpoint_storage
-        if storage is None:
+        if storage is None or storage.is_default:
             return default
         if storage.type == "directory" and storage.container_path:
             return Path(storage.container_path)

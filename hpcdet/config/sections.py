@@ -113,6 +113,15 @@ def check_checkpoint_storage(value: Any, at: At) -> dict[str, Any] | None:
                  f" {show(value)}")
         return None
     kind = value.get("type")
+    if kind is None:
+        # As several of Determined's examples write it: only the GC settings, over the
+        # default storage (the cluster's, in Determined; the daemon's state directory here).
+        gc_only = {k: v for k, v in _STORAGE_COMMON.items() if k != "type"}
+        for key in value:
+            if key not in _STORAGE_COMMON:
+                (at / key).error("needs the storage's type: without one, checkpoint_storage may"
+                                 f" only set {', '.join(gc_only)}; add type: shared_fs")
+        return check_mapping({k: v for k, v in value.items() if k in gc_only}, at, gc_only)
     if kind in _UNSUPPORTED_STORAGE:
         (at / "type").error(
             f"{kind} checkpoint storage is not supported on hpcdet yet; use type: shared_fs with"
@@ -156,7 +165,7 @@ def _check_shared_fs(out: dict[str, Any], at: At) -> None:
 
 @dataclass(frozen=True)
 class CheckpointStorageConfig:
-    type: str
+    type: str | None  # None: GC settings alone, over the default storage
     host_path: str | None = None
     storage_path: str | None = None
     container_path: str | None = None
@@ -164,6 +173,11 @@ class CheckpointStorageConfig:
     save_experiment_best: int = 0
     save_trial_best: int = 1
     save_trial_latest: int = 1
+
+    @property
+    def is_default(self) -> bool:
+        """Only GC settings were given: the checkpoints go to the default storage."""
+        return self.type is None
 
     @property
     def root(self) -> str:

@@ -76,9 +76,11 @@ class Creation:
                 python: str) -> dict[str, Any]:
         given = ExperimentConfig.from_dict(config)
         raw = given.to_dict()
-        if not raw.get("checkpoint_storage"):
+        storage = raw.get("checkpoint_storage") or {}
+        if "type" not in storage:  # none, or only GC settings: over the default storage
             raw["checkpoint_storage"] = {
                 "type": "shared_fs", "host_path": str(self.paths.default_checkpoints()),
+                **storage,
             }
         if not given.environment.has_image:
             self._choose_python(raw["environment"], python)

@@ -1,6 +1,6 @@
 """What Determined scripts read and call inside a trial (issue 14): the DET_* variables, the
 metric group constants, det.__version__, alert, set_metadata, set_status and batch_metrics,
-on the local backend through the CLI."""
+on the local backend through the CLI; and a checkpoint_storage of GC settings alone."""
 
 from __future__ import annotations
 
@@ -53,11 +53,15 @@ def test_a_determined_script_reads_and_reports_what_it_would_on_determined(
     (ctx / "train.py").write_text(SCRIPT)
     cfg = tmp_path / "cfg.yaml"
     cfg.write_text("name: det-env\nentrypoint: python3 train.py\n"
-                   "searcher: {name: single, metric: x, max_length: 2}\nmax_restarts: 0\n")
+                   "searcher: {name: single, metric: x, max_length: 2}\nmax_restarts: 0\n"
+                   # GC settings alone, as several official examples write them
+                   "checkpoint_storage: {save_trial_best: 3}\n")
     exp = h.create(cfg, ctx)
     d = h.wait_state(exp, {"COMPLETED", "ERROR"})
     trial = d["trials"][0]["id"]
     assert d["experiment"]["state"] == "COMPLETED", h.run("trial", "logs", str(trial)).stdout
+    storage = d["config"]["checkpoint_storage"]
+    assert (storage["type"], storage["save_trial_best"]) == ("shared_fs", 3), storage
 
     shown = json.loads(h.run("trial", "describe", str(trial), "--json", "--metrics").stdout)
     assert shown["status"] == "done"

@@ -198,6 +198,18 @@ def test_checkpoint_storage_defaults_and_root() -> None:
     assert directory.checkpoint_storage.root == "/ck"
 
 
+def test_checkpoint_storage_of_gc_settings_alone_keeps_the_default_storage(
+    tmp_path: Path,
+) -> None:
+    # As Determined's official examples write it (mnist_pytorch's const.yaml and others).
+    config = load(MINIMAL + "checkpoint_storage: {save_trial_best: 3, save_trial_latest: 0}\n")
+    storage = config.checkpoint_storage
+    assert storage is not None and storage.is_default
+    assert (storage.save_experiment_best, storage.save_trial_best, storage.save_trial_latest) == (
+        0, 3, 0)
+    assert config.checkpoint_dir(tmp_path) == tmp_path
+
+
 def test_storage_path_inside_host_path_is_accepted() -> None:
     config = load(MINIMAL + "checkpoint_storage: {type: shared_fs, host_path: /a,"
                   " storage_path: /a/b}\n")
@@ -687,6 +699,12 @@ def test_cloud_storage_is_not_supported_yet() -> None:
          "checkpoint_storage.container_path (line 3): is required: an absolute path"),
         ("{type: nfs}",
          "checkpoint_storage.type (line 3): must be shared_fs or directory, got 'nfs'"),
+        ("{host_path: /a, save_trial_best: 2}",
+         "checkpoint_storage.host_path (line 3): needs the storage's type: without one,"
+         " checkpoint_storage may only set save_experiment_best, save_trial_best,"
+         " save_trial_latest; add type: shared_fs"),
+        ("{save_trial_best: -1}",
+         "checkpoint_storage.save_trial_best (line 3): must be an integer >= 0"),
         ("{type: shared_fs, host_path: /a, save_trial_best: -1}",
          "checkpoint_storage.save_trial_best (line 3): must be an integer >= 0"),
     ],
