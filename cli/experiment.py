@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+import time
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -23,10 +24,11 @@ from hpcdet.cli.common import (
     when,
 )
 from hpcdet.cli.follow import follow_trial
-from hpcdet.client import connect
+from hpcdet.client import JobUpdate, connect
 from hpcdet.config import load_experiment_config
 from hpcdet.containers import ContainerSpec
 from hpcdet.errors import ImageError
+from hpcdet.states import FINAL_EXPERIMENT_STATES, ExperimentState
 from hpcdet.views.experiments import describe_experiment, experiment_rows
 
 app = typer.Typer(no_args_is_help=True)
@@ -83,15 +85,32 @@ def _warn(message: str) -> None:
 
 @app.command("list")
 def list_(
+    show_all: Annotated[bool, typer.Option("--all", "-a", help="Archived ones too.")] = False,
+    limit: Annotated[int, typer.Option("--limit", min=1, help="At most this many.")] = 1000,
+    offset: Annotated[int, typer.Option("--offset", min=0, help="Skip this many first.")] = 0,
+    labels: Annotated[Optional[list[str]], typer.Option(
+        "--label", help="Only those with this label (repeat: with every one).")] = None,
     csv: Annotated[bool, typer.Option("--csv")] = False,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """List experiments."""
+    """List experiments (not archived ones, unless --all)."""
+    wanted = set(labels or ())
+    listed = [r for r in experiment_rows(read_store(paths()))
+              if (show_all or not r.experiment.archived)
+              and wanted <= set(json.loads(r.experiment.labels_json))][offset:offset + limit]
+    if as_json:
+        print_json([r.to_dict() for r in listed])
+        return
     rows = [[r.experiment.id, _owner(), r.experiment.name, "", r.experiment.state,
              f"{r.progress:.1%}", when(r.experiment.created), when(r.experiment.ended),
-             r.experiment.resource_pool or "default"] for r in experiment_rows(read_store(paths()))]
+             r.experiment.resource_pool or "default",
+             *([r.experiment.archived] if show_all else [])] for r in listed]
     cols = ["ID", "Owner", "Name", "Parent ID", "State", "Progress", "Started", "Ended",
-            "Resource Pool"]
+            "Resource Pool", *(["Archived"] if show_all else [])]
     print_csv(cols, rows) if csv else table(cols, rows)
+
+
+app.command("ls", hidden=True)(list_)
 
 
 def _owner() -> str:
@@ -121,6 +140,11 @@ def describe(
                   f"   progress {exp.progress:.1%}")
     if exp.error:
         console.print(f"error: {exp.error}")
+    if exp.description:
+        console.print(f"description: {exp.description}")
+    labels = json.loads(exp.labels_json)
+    if labels or exp.archived:
+        console.print(f"labels: {', '.join(labels)}" + ("   archived" if exp.archived else ""))
     console.print(f"searcher {searcher.get('name')}  metric {searcher.get('metric')}  "
                   f"smaller_is_better {searcher.get('smaller_is_better', True)}")
     if view.best is not None:
@@ -184,3 +208,94 @@ def continue_(
     if follow:
         trial = read_store(p).trials(experiment_id)[0]
         raise typer.Exit(follow_trial(p, trial.id))
+
+
+@app.command()
+def config(experiment_id: ExperimentId) -> None:
+    """Print the experiment's config (YAML), as hpcdet runs it: defaults filled in."""
+    stored = json.loads(read_store(paths()).experiment(experiment_id).config_json)
+    print(yaml.safe_dump(stored, sort_keys=False), end="")
+
+
+@app.command()
+def wait(
+    experiment_id: ExperimentId,
+    polling_interval: Annotated[float, typer.Option(
+        "--polling-interval", min=0.1, help="Seconds between checks.")] = 5.0,
+) -> None:
+    """Wait until the experiment ends; exit 1 (saying how it ended) unless it COMPLETED."""
+    p = paths()
+    store = read_store(p)
+    while (state := store.experiment(experiment_id).state) not in FINAL_EXPERIMENT_STATES:
+        time.sleep(polling_interval)
+    if state != ExperimentState.COMPLETED:
+        print(f"Experiment {experiment_id} ended as {state}", file=sys.stderr)
+        raise typer.Exit(1)
+
+
+@app.command()
+def archive(experiment_id: ExperimentId) -> None:
+    """Hide a finished experiment from `experiment list` (--all shows it)."""
+    console.print(connect(paths()).set_experiment(experiment_id, "archived", True))
+
+
+@app.command()
+def unarchive(experiment_id: ExperimentId) -> None:
+    """Show an archived experiment in `experiment list` again."""
+    console.print(connect(paths()).set_experiment(experiment_id, "archived", False))
+
+
+@app.command()
+def delete(
+    experiment_id: ExperimentId,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask first.")] = False,
+) -> None:
+    """Delete a finished experiment: its checkpoints' files, logs, metrics and records."""
+    if not yes:
+        typer.confirm(f"Deleting experiment {experiment_id} removes its checkpoints, logs and "
+                      "metrics for good. Do you still wish to proceed?", abort=True)
+    console.print(connect(paths()).delete_experiment(experiment_id))
+
+
+label_app = typer.Typer(no_args_is_help=True, help="Add or remove an experiment's labels.")
+app.add_typer(label_app, name="label")
+
+
+@label_app.command("add")
+def label_add(experiment_id: ExperimentId, label: str) -> None:
+    """Add a label."""
+    console.print(connect(paths()).set_experiment(experiment_id, "labels_add", label))
+
+
+@label_app.command("remove")
+def label_remove(experiment_id: ExperimentId, label: str) -> None:
+    """Remove a label."""
+    console.print(connect(paths()).set_experiment(experiment_id, "labels_remove", label))
+
+
+set_app = typer.Typer(no_args_is_help=True, help="Change one setting of an experiment.")
+app.add_typer(set_app, name="set")
+
+
+@set_app.command("name")
+def set_name(experiment_id: ExperimentId, name: str) -> None:
+    """Rename the experiment."""
+    console.print(connect(paths()).set_experiment(experiment_id, "name", name))
+
+
+@set_app.command("description")
+def set_description(experiment_id: ExperimentId, description: str) -> None:
+    """Set the experiment's description."""
+    console.print(connect(paths()).set_experiment(experiment_id, "description", description))
+
+
+@set_app.command("priority")
+def set_priority(experiment_id: ExperimentId, priority: int) -> None:
+    """Its place in the job queue, as `hpcdet job update --priority` sets it."""
+    console.print(connect(paths()).update_jobs([JobUpdate(experiment_id, "priority", priority)]))
+
+
+@set_app.command("weight")
+def set_weight(experiment_id: ExperimentId, weight: float) -> None:
+    """Its fair-share weight, as `hpcdet job update --weight` sets it."""
+    console.print(connect(paths()).update_jobs([JobUpdate(experiment_id, "weight", weight)]))

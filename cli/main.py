@@ -25,7 +25,7 @@ for group, name, alias, about in (
     (job.app, "job", "j", "The job queue: order and priorities."),
 ):
     app.add_typer(group, name=name, help=about)
-    app.add_typer(group, name=alias, hidden=True)
+    app.add_typer(group, name=alias, hidden=True, help=about)
 app.add_typer(daemon.app, name="daemon", help="The per-user daemon.")
 app.add_typer(cluster.app, name="cluster", help="Cluster settings and what the scheduler says.")
 
@@ -43,7 +43,7 @@ def _print_version(value: bool) -> None:
 @app.callback()
 def _options(
     version: Annotated[bool, typer.Option(
-        "--version", callback=_print_version, is_eager=True,
+        "--version", "-v", callback=_print_version, is_eager=True,
         help="Print hpcdet's version and exit.")] = False,
 ) -> None:
     """Determined-style experiments on Slurm, PBS or this machine."""

@@ -129,3 +129,9 @@ def continue_(
     console.print(f"Created experiment {created.experiment_id}")
     if follow:
         raise typer.Exit(follow_trial(p, created.trial_ids[0]))
+
+
+@app.command()
+def kill(trial_id: TrialId) -> None:
+    """End the trial as CANCELED now; the rest of its experiment goes on."""
+    console.print(connect(paths()).kill_trial(trial_id))

@@ -77,6 +77,15 @@ class FileClient:
     def delete_checkpoint(self, uuid: str) -> str:
         return str(self._send(ops.DeleteCheckpoint(uuid)))
 
+    def set_experiment(self, exp_id: int, field: str, value: Any) -> str:
+        return str(self._send(ops.SetExperiment(exp_id, field, value)))
+
+    def delete_experiment(self, exp_id: int) -> str:
+        return str(self._send(ops.DeleteExperiment(exp_id)))
+
+    def kill_trial(self, trial_id: int) -> str:
+        return str(self._send(ops.KillTrial(trial_id)))
+
     def update_jobs(self, updates: list[JobUpdate]) -> str:
         body = [{"job": u.experiment_id, "field": u.field, "value": u.value} for u in updates]
         return str(self._send(ops.UpdateJobs(body)) or "")

@@ -18,9 +18,15 @@ from hpcdet.daemon.journal import Journal
 from hpcdet.daemon.queueing import Queue
 from hpcdet.daemon.retention import Retention
 from hpcdet.daemon.submission import Submission
-from hpcdet.errors import NotFoundError, StateError
+from hpcdet.errors import NotFoundError, StateError, UsageError
 from hpcdet.paths import StatePaths, hostname
-from hpcdet.states import FINAL_EXPERIMENT_STATES, CheckpointState, ExperimentState, TrialState
+from hpcdet.states import (
+    FINAL_EXPERIMENT_STATES,
+    FINAL_TRIAL_STATES,
+    CheckpointState,
+    ExperimentState,
+    TrialState,
+)
 from hpcdet.store.repository import Store
 
 
@@ -71,6 +77,12 @@ class Commands:
             return self.continue_trial(operation.trial_id)
         if isinstance(operation, ops.DeleteCheckpoint):
             return self.delete_checkpoint(operation.uuid)
+        if isinstance(operation, ops.SetExperiment):
+            return self.set_experiment(operation.exp_id, operation.field, operation.value)
+        if isinstance(operation, ops.DeleteExperiment):
+            return self.delete_experiment(operation.exp_id)
+        if isinstance(operation, ops.KillTrial):
+            return self.kill_trial(operation.trial_id)
         return self.queue.update_jobs(operation.updates)
 
     def ping(self) -> dict[str, Any]:
@@ -170,6 +182,63 @@ class Commands:
             return self.creation.create(raw, str(staging))
         finally:
             shutil.rmtree(staging, ignore_errors=True)
+
+    def set_experiment(self, exp_id: int, field: str, value: Any) -> str:
+        """Name, description, labels or archived: what describes the experiment."""
+        exp = self.store.experiment(exp_id)
+        labels: list[str] = json.loads(exp.labels_json)
+        if field == "name":
+            if not isinstance(value, str) or not value.strip():
+                raise UsageError("an experiment's name cannot be empty")
+            entry: dict[str, Any] = {"name": value}
+            said = f"Set name of experiment {exp_id} to '{value}'"
+        elif field == "description":
+            entry = {"description": str(value)}
+            said = f"Set description of experiment {exp_id} to '{value}'"
+        elif field == "labels_add":
+            entry = {"labels": labels + [str(value)] if str(value) not in labels else labels}
+            said = f"Added label '{value}' to experiment {exp_id}"
+        elif field == "labels_remove":
+            entry = {"labels": [label for label in labels if label != str(value)]}
+            said = f"Removed label '{value}' from experiment {exp_id}"
+        elif field == "archived":
+            if value and exp.state not in FINAL_EXPERIMENT_STATES:
+                raise StateError(f"experiment {exp_id} is {exp.state}; only a finished "
+                                 "experiment can be archived (kill or cancel it first)")
+            entry = {"archived": bool(value)}
+            said = f"{'Archived' if value else 'Unarchived'} experiment {exp_id}"
+        else:
+            raise UsageError(f"an experiment has no setting {field!r}")
+        self.journal.record(exp_id, "experiment_meta", **entry)
+        return said
+
+    def delete_experiment(self, exp_id: int) -> str:
+        """A finished experiment goes: its checkpoints' files, its run tree, its rows. Its id
+        is not given again."""
+        exp = self.store.experiment(exp_id)
+        if exp.state not in FINAL_EXPERIMENT_STATES:
+            raise StateError(f"experiment {exp_id} is {exp.state}; only a finished experiment "
+                             "can be deleted (kill or cancel it first)")
+        for ckpt in self.store.checkpoints(exp_id=exp_id):
+            if ckpt.state == CheckpointState.COMPLETED:
+                self.retention.delete(ckpt)
+        # Out of the run tree first (one rename), so that a rebuild never brings it back.
+        doomed = self.journal.bury(exp_id)
+        self.configs.forget(exp_id)
+        self.store.discard_experiment(exp_id)
+        shutil.rmtree(doomed, ignore_errors=True)
+        return f"Deleted experiment {exp_id}"
+
+    def kill_trial(self, trial_id: int) -> str:
+        """The trial ends as CANCELED at once; the rest of its experiment goes on."""
+        trial = self.store.trial(trial_id)
+        if trial.state not in FINAL_TRIAL_STATES:
+            self.journal.record(trial.experiment_id, "trial_state", trial_id=trial_id,
+                                state=TrialState.CANCELED, restarts=trial.restarts,
+                                reason="canceled by the user")
+            self.controls.stop(trial.experiment_id, trial, graceful=False)
+            self.controls.sync_all()
+        return f"Killed trial {trial_id}"
 
     def delete_checkpoint(self, uuid: str) -> str:
         try:

@@ -99,7 +99,7 @@ class Creation:
             write_atomic(self.paths.experiment_record(exp_id), {"id": exp_id, "config": raw})
             self.journal.record(
                 exp_id, "experiment_created", name=cfg.name, config=raw,
-                description=cfg.description, backend=self.backend,
+                description=cfg.description, labels=cfg.labels, backend=self.backend,
                 resource_pool=cfg.resources.resource_pool, priority=cfg.resources.priority,
                 weight=cfg.resources.weight, searcher=cfg.searcher.name,
                 **({"request_id": request_id} if request_id else {}),

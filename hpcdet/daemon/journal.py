@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from pathlib import Path
 from typing import Any
 
 from hpcdet.paths import StatePaths
@@ -67,12 +68,26 @@ class Journal:
                 skip.add(e.start)
 
     def experiment_ids(self) -> list[int]:
+        return self._ids("exp-")
+
+    def _ids(self, prefix: str) -> list[int]:
         ids = []
         if self.paths.runs.exists():
             for d in self.paths.runs.iterdir():
-                if d.name.startswith("exp-") and d.name[4:].isdigit():
-                    ids.append(int(d.name[4:]))
+                if d.name.startswith(prefix) and d.name[len(prefix):].isdigit():
+                    ids.append(int(d.name[len(prefix):]))
         return sorted(ids)
+
+    def bury(self, exp_id: int) -> Path:
+        """Take a deleted experiment out of the run tree: its directory is renamed (returned,
+        for the caller to remove) and a tombstone, holding the largest trial id so far, keeps
+        its ids from being given again."""
+        (self.paths.runs / f"deleted-{exp_id}").write_text(f"{self.max_ids()[1]}\n")
+        source = self.paths.experiment(exp_id)
+        doomed = source.with_name(f"deleting-{exp_id}")
+        if source.exists():
+            source.replace(doomed)
+        return doomed
 
     def replay_all(self) -> int:
         return sum(self.replay(exp_id) for exp_id in self.experiment_ids())
@@ -80,7 +95,11 @@ class Journal:
     def max_ids(self) -> tuple[int, int]:
         """Largest experiment and trial ids known to the database or the run tree."""
         max_exp, max_trial = self.store.max_ids()
-        return max(max_exp, *self.experiment_ids(), 0), max_trial
+        buried = self._ids("deleted-")
+        for exp_id in buried:
+            text = (self.paths.runs / f"deleted-{exp_id}").read_text().strip()
+            max_trial = max(max_trial, int(text) if text.isdigit() else 0)
+        return max(max_exp, *self.experiment_ids(), *buried, 0), max_trial
 
     def run_ended(
         self, exp_id: int, run: Run, decision: Decision, *, job_state: JobState, outcome: str,

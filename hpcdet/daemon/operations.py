@@ -81,6 +81,29 @@ class DeleteCheckpoint:
 
 
 @dataclass(frozen=True)
+class SetExperiment:
+    """What describes an experiment: ``field`` is name, description, labels_add,
+    labels_remove or archived."""
+
+    NAME: ClassVar[str] = "set_experiment"
+    exp_id: int
+    field: str
+    value: Any
+
+
+@dataclass(frozen=True)
+class DeleteExperiment:
+    NAME: ClassVar[str] = "delete_experiment"
+    exp_id: int
+
+
+@dataclass(frozen=True)
+class KillTrial:
+    NAME: ClassVar[str] = "kill_trial"
+    trial_id: int
+
+
+@dataclass(frozen=True)
 class UpdateJobs:
     """Each update: {"job": experiment id, "field": ..., "value": ...}, checked all before any
     is applied."""
@@ -90,10 +113,11 @@ class UpdateJobs:
 
 
 Operation = Union[Ping, Shutdown, Create, Pause, Activate, Cancel, Kill, Continue,
-                  ContinueTrial, DeleteCheckpoint, UpdateJobs]
+                  ContinueTrial, DeleteCheckpoint, SetExperiment, DeleteExperiment, KillTrial,
+                  UpdateJobs]
 _BY_NAME: dict[str, type[Any]] = {cls.NAME: cls for cls in (
     Ping, Shutdown, Create, Pause, Activate, Cancel, Kill, Continue, ContinueTrial,
-    DeleteCheckpoint, UpdateJobs)}
+    DeleteCheckpoint, SetExperiment, DeleteExperiment, KillTrial, UpdateJobs)}
 # Arguments that name a stored experiment or trial (a create's request_id is the CLI's own).
 _ID_ARGS = frozenset({"exp_id", "trial_id"})
 

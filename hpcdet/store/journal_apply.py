@@ -32,6 +32,7 @@ def _experiment_created(s: Session, e: dict[str, Any]) -> None:
             Experiment(
                 id=e["exp_id"], name=e["name"], config_json=json.dumps(e["config"]),
                 description=e.get("description") or "", resource_pool=e.get("resource_pool", ""),
+                labels_json=json.dumps(e.get("labels", [])),
                 priority=e.get("priority"), weight=e.get("weight", 1.0),
                 position=float(e["exp_id"]), backend=e["backend"], searcher=e["searcher"],
                 created=e["time"],
@@ -118,6 +119,22 @@ def _experiment_error(s: Session, e: dict[str, Any]) -> None:
     if exp is not None:
         exp.error = e["message"]
         s.add(exp)
+
+
+def _experiment_meta(s: Session, e: dict[str, Any]) -> None:
+    """What describes an experiment, not how it runs: name, description, labels, archived."""
+    exp = s.get(Experiment, e["exp_id"])
+    if exp is None:
+        return
+    if "name" in e:
+        exp.name = e["name"]
+    if "description" in e:
+        exp.description = e["description"]
+    if "labels" in e:
+        exp.labels_json = json.dumps(e["labels"])
+    if "archived" in e:
+        exp.archived = bool(e["archived"])
+    s.add(exp)
 
 
 def _experiment_config(s: Session, e: dict[str, Any]) -> None:
@@ -330,6 +347,7 @@ APPLIERS: dict[str, Callable[[Session, dict[str, Any]], None]] = {
     "array_submitted": _array_submitted,
     "checkpoint_deleted": _checkpoint_deleted,
     "experiment_config": _experiment_config,
+    "experiment_meta": _experiment_meta,
     "experiment_error": _experiment_error,
     "experiment_failed": _experiment_failed,
     "experiment_queue": _experiment_queue,

@@ -15,6 +15,8 @@ class Experiment(SQLModel, table=True):
     state: str = "ACTIVE"
     config_json: str
     description: str = ""
+    labels_json: str = "[]"
+    archived: bool = False
     resource_pool: str = ""
     priority: Optional[int] = None
     weight: float = 1.0  # fair share: stored and shown, not applied (no per-job equivalent)

@@ -16,6 +16,15 @@ class ExperimentRow:
     experiment: Experiment
     progress: float  # 0..1: the searcher's, or else the share of its trials' work done
 
+    def to_dict(self) -> dict[str, Any]:
+        """The stable form of ``experiment list --json``."""
+        e = self.experiment
+        return {"id": e.id, "name": e.name, "state": e.state, "progress": self.progress,
+                "description": e.description, "labels": json.loads(e.labels_json),
+                "archived": e.archived, "searcher": e.searcher, "backend": e.backend,
+                "resource_pool": e.resource_pool, "priority": e.priority, "weight": e.weight,
+                "started": e.created, "ended": e.ended, "error": e.error}
+
 
 @dataclass(frozen=True)
 class TrialRow:

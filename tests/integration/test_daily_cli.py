@@ -1,0 +1,107 @@
+"""The `det` commands a researcher types every day (issue 14), through hpcdet's CLI on the
+local backend: aliases and global options, experiment list/config/wait/archive/label/set/
+delete, and trial kill."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.scenarios import FIXTURES, _first_checkpoint_seen
+from tests.support import Hpcdet
+
+
+def _experiment(h: Hpcdet, tmp: Path, name: str, steps: int, labels: str = "[]") -> int:
+    ctx = tmp / f"ctx-{name}"
+    ctx.mkdir()
+    (ctx / "long.py").write_text((FIXTURES / "long_training.py").read_text())
+    cfg = tmp / f"{name}.yaml"
+    cfg.write_text(f"name: {name}\nentrypoint: python3 long.py\nlabels: {labels}\n"
+                   "searcher: {name: single, metric: x, max_length: 1}\nmax_restarts: 0\n"
+                   f"environment:\n  environment_variables: [STEPS={steps}]\n")
+    return h.create(cfg, ctx)
+
+
+def test_global_options_and_one_letter_aliases(local_hpcdet: Hpcdet) -> None:
+    h = local_hpcdet
+    version = h.run("--version").stdout
+    assert version.startswith("hpcdet ") and "Determined 0.38.0 API" in version
+    assert h.run("version").stdout == version
+    assert h.run("-v").stdout == version
+    assert "Usage:" in h.run("-h").stdout
+    for alias, group in (("e", "experiment"), ("t", "trial"), ("c", "checkpoint"),
+                         ("j", "job")):
+        short, long = h.run(alias, "-h").stdout, h.run(group, "--help").stdout
+        assert f" {alias} [OPTIONS]" in short and f" {group} [OPTIONS]" in long
+        # the same group: the same text after the usage line, whose padding differs
+        assert short.split("\n", 2)[2] == long.split("\n", 2)[2]
+    assert h.run("e", "ls", "--json").stdout.strip() == "[]"
+
+
+def test_an_experiment_is_listed_labelled_renamed_archived_and_deleted(
+    local_hpcdet: Hpcdet, tmp_path: Path
+) -> None:
+    h = local_hpcdet
+    done = _experiment(h, tmp_path, "short", 2, labels="[base]")
+    running = _experiment(h, tmp_path, "long", 600)
+
+    # wait: 0 for a completed experiment (silent, as det's), 1 for one that ends otherwise
+    assert h.run("e", "wait", str(done), "--polling-interval", "0.2").stdout == ""
+    h.wait_for("a first checkpoint", lambda: _first_checkpoint_seen(h, running))
+    uuid = h.describe(running)["trials"][0]["latest_checkpoint"]
+    assert len(list(h.root.rglob(uuid))) == 1
+    assert h.run("trial", "kill", str(h.describe(running)["trials"][0]["id"])).stdout.startswith(
+        "Killed trial")
+    waited = h.run("e", "wait", str(running), "--polling-interval", "0.2", check=False)
+    assert waited.returncode == 1 and "ended as CANCELED" in waited.stderr
+    assert h.describe(running)["trials"][0]["end_reason"] == "canceled by the user"
+
+    assert "name: short" in h.run("e", "config", str(done)).stdout
+    h.run("e", "label", "add", str(done), "keep")
+    h.run("e", "label", "add", str(done), "keep")  # once only
+    h.run("e", "label", "remove", str(done), "base")
+    h.run("e", "set", "name", str(done), "renamed")
+    h.run("e", "set", "description", str(done), "the baseline")
+    listed = json.loads(h.run("e", "list", "--json").stdout)
+    assert [(e["id"], e["name"], e["labels"], e["description"]) for e in listed] == [
+        (done, "renamed", ["keep"], "the baseline"), (running, "long", [], "")]
+    assert [e["id"] for e in json.loads(h.run("e", "list", "--json", "--label", "keep").stdout)
+            ] == [done]
+    assert [e["id"] for e in json.loads(
+        h.run("e", "list", "--json", "--offset", "1", "--limit", "1").stdout)] == [running]
+    text = h.run("e", "describe", str(done)).stdout
+    assert "description: the baseline" in text and "labels: keep" in text
+
+    h.run("e", "archive", str(done))
+    assert [e["id"] for e in json.loads(h.run("e", "list", "--json").stdout)] == [running]
+    assert [e["archived"] for e in json.loads(h.run("e", "list", "--all", "--json").stdout)
+            ] == [True, False]
+    h.run("e", "unarchive", str(done))
+
+    assert h.run("e", "delete", str(running), "--yes").stdout.strip() == \
+        f"Deleted experiment {running}"
+    assert [e["id"] for e in json.loads(h.run("e", "list", "--json").stdout)] == [done]
+    gone = h.run("e", "describe", str(running), check=False)
+    assert gone.returncode == 1 and "Traceback" not in gone.stderr
+    assert not (h.state / "runs" / f"exp-{running}").exists()
+    assert list(h.root.rglob(uuid)) == []  # its checkpoints went with it
+    # A deleted experiment's id is not given again.
+    assert _experiment(h, tmp_path, "after", 2) == running + 1
+
+
+def test_what_cannot_be_done_is_refused_with_the_reason(
+    local_hpcdet: Hpcdet, tmp_path: Path
+) -> None:
+    h = local_hpcdet
+    running = _experiment(h, tmp_path, "long", 600)
+    for args, said in (
+        (("e", "archive", str(running)), "only a finished experiment can be archived"),
+        (("e", "delete", str(running), "--yes"), "only a finished experiment can be deleted"),
+        (("e", "set", "name", str(running), " "), "an experiment's name cannot be empty"),
+        (("t", "logs", "1", "--head", "1", "--tail", "1"), "--head cannot be combined"),
+        (("t", "logs", "1", "--level", "LOUD"), "--level must be one of"),
+    ):
+        p = h.run(*args, check=False)
+        assert p.returncode != 0 and said in p.stderr, (args, p.stderr)
+        assert "Traceback" not in p.stderr
+    h.run("e", "kill", str(running))
