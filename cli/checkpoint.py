@@ -4,15 +4,21 @@ from __future__ import annotations
 
 import json
 import shutil
+from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
 
-from hpcdet.cli.common import ExperimentId, paths, read_store, table, when
+from hpcdet.cli.common import ExperimentId, paths, print_json, read_store, table, when
 from hpcdet.client import connect
+from hpcdet.errors import UsageError
 from hpcdet.store.models import Checkpoint
-from hpcdet.views.checkpoints import ranked_checkpoints, stored_checkpoint
+from hpcdet.views.checkpoints import (
+    checkpoint_validation,
+    ranked_checkpoints,
+    stored_checkpoint,
+)
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -42,6 +48,14 @@ def list_(
           fold=True)
 
 
+class Mode(str, Enum):
+    """Determined's download modes. hpcdet has no master: every download is direct."""
+
+    direct = "direct"
+    auto = "auto"
+    master = "master"
+
+
 @app.command("download")
 def download(
     uuid: str,
@@ -51,21 +65,54 @@ def download(
     quiet: Annotated[bool, typer.Option(
         "--quiet", "-q", help="Print only the local path."
     )] = False,
+    mode: Annotated[Mode, typer.Option(
+        "--mode", help="direct or auto: straight from the checkpoint storage (hpcdet has no "
+        "master to download through)."
+    )] = Mode.auto,
 ) -> None:
     """Copy a completed checkpoint from its storage into a local directory.
 
     The storage is a shared filesystem that this host mounts, as the compute nodes do.
     """
+    if mode == Mode.master:
+        raise UsageError("--mode master downloads through Determined's master, which hpcdet "
+                         "does not have; use --mode direct (or auto): this host reads the "
+                         "checkpoint storage itself")
+    download_checkpoint(uuid, output_dir, quiet)
+
+
+def download_checkpoint(uuid: str, output_dir: Path | None, quiet: bool) -> Path:
+    """What `checkpoint download` does, for the trial's and the experiment's downloads too."""
     stored = stored_checkpoint(read_store(paths()), paths(), uuid)
     dest = output_dir if output_dir is not None else Path("checkpoints") / uuid
     shutil.copytree(stored.source, dest, dirs_exist_ok=True)
     if quiet:
         print(dest)
-        return
+        return dest
     print("Local checkpoint path:")
     print(dest)
     print()
     _describe(stored.checkpoint, stored.validation)
+    return dest
+
+
+@app.command("describe")
+def describe(
+    uuid: str,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """A checkpoint: its experiment and trial, steps, time, validation metrics, metadata."""
+    store = read_store(paths())
+    c = store.checkpoint(uuid)
+    validation = checkpoint_validation(store, c)
+    if as_json:
+        print_json({"uuid": c.uuid, "experiment_id": c.experiment_id, "trial_id": c.trial_id,
+                    "steps_completed": c.steps_completed, "report_time": c.reported,
+                    "state": c.state, "validation_metrics": validation,
+                    "metadata": json.loads(c.metadata_json),
+                    "resources": json.loads(c.resources_json)})
+        return
+    _describe(c, validation)
 
 
 def _describe(c: Checkpoint, validation: dict[str, Any]) -> None:
@@ -75,6 +122,17 @@ def _describe(c: Checkpoint, validation: dict[str, Any]) -> None:
 
 
 @app.command("delete")
-def delete(uuid: str) -> None:
-    """Delete a checkpoint's files from storage; the daemon does it and records it."""
-    print(connect(paths()).delete_checkpoint(uuid))
+def delete(
+    uuids: Annotated[str, typer.Argument(help="UUIDs, separated by commas.")],
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask first.")] = False,
+) -> None:
+    """Delete checkpoints' files from storage; the daemon does it and records it."""
+    listed = [u.strip() for u in uuids.split(",") if u.strip()]
+    if not listed:
+        raise UsageError("name at least one checkpoint UUID")
+    if not yes:
+        typer.confirm("Deleting checkpoints removes their files from the checkpoint storage "
+                      "for good. Do you still want to proceed?", abort=True)
+    client = connect(paths())
+    for uuid in listed:
+        print(client.delete_checkpoint(uuid))

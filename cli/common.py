@@ -112,3 +112,15 @@ def print_csv(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
 
 def print_json(obj: Any) -> None:
     print(json.dumps(obj, indent=2, default=str))
+
+
+def truth(option: str, value: str | None) -> bool | None:
+    """A true/false option value as Determined's CLI reads them (strtobool's words)."""
+    if value is None:
+        return None
+    word = value.strip().lower()
+    if word in ("y", "yes", "t", "true", "on", "1"):
+        return True
+    if word in ("n", "no", "f", "false", "off", "0"):
+        return False
+    raise typer.BadParameter(f"{option} takes true or false, not {value!r}")

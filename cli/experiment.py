@@ -13,6 +13,7 @@ import typer
 import yaml
 
 from hpcdet import images
+from hpcdet.cli import checkpoint
 from hpcdet.cli.common import (
     ExperimentId,
     console,
@@ -21,15 +22,27 @@ from hpcdet.cli.common import (
     print_json,
     read_store,
     table,
+    truth,
     when,
 )
-from hpcdet.cli.follow import follow_trial
+from hpcdet.cli.follow import (
+    Follow,
+    Head,
+    JsonLines,
+    Level,
+    RankIds,
+    Tail,
+    follow_trial,
+    show_logs,
+)
 from hpcdet.client import JobUpdate, connect
 from hpcdet.config import load_experiment_config
 from hpcdet.containers import ContainerSpec
-from hpcdet.errors import ImageError
+from hpcdet.errors import ImageError, NotFoundError, UsageError
 from hpcdet.states import FINAL_EXPERIMENT_STATES, ExperimentState
+from hpcdet.views.checkpoints import ranked_checkpoints
 from hpcdet.views.experiments import describe_experiment, experiment_rows
+from hpcdet.views.trials import trial_dict
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -299,3 +312,65 @@ def set_priority(experiment_id: ExperimentId, priority: int) -> None:
 def set_weight(experiment_id: ExperimentId, weight: float) -> None:
     """Its fair-share weight, as `hpcdet job update --weight` sets it."""
     console.print(connect(paths()).update_jobs([JobUpdate(experiment_id, "weight", weight)]))
+
+
+@app.command()
+def logs(
+    experiment_id: ExperimentId, follow: Follow = False, head: Head = None, tail: Tail = None,
+    rank_ids: RankIds = None, level: Level = None, as_json: JsonLines = False,
+) -> None:
+    """The logs of the experiment's first trial, with `trial logs`' options."""
+    trials = read_store(paths()).trials(experiment_id)
+    if not trials:
+        raise NotFoundError(f"experiment {experiment_id} has no trials yet")
+    raise typer.Exit(show_logs(trials[0].id, follow, head, tail, rank_ids, level, as_json))
+
+
+@app.command("list-trials")
+def list_trials(
+    experiment_id: ExperimentId,
+    csv: Annotated[bool, typer.Option("--csv")] = False,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """The experiment's trials."""
+    view = describe_experiment(read_store(paths()), experiment_id)
+    if as_json:
+        print_json([trial_dict(row.trial) for row in view.trials])
+        return
+    cols = ["Trial ID", "State", "H-Params", "Started", "Ended", "# of Batches"]
+    rows = [[t.id, t.state, t.hparams_json, when(t.started), when(t.ended), t.steps_completed]
+            for row in view.trials for t in [row.trial]]
+    print_csv(cols, rows) if csv else table(cols, rows)
+
+
+app.command("lt", hidden=True)(list_trials)
+app.command("list-checkpoints")(checkpoint.list_)
+app.command("lc", hidden=True)(checkpoint.list_)
+
+
+@app.command()
+def download(
+    experiment_id: ExperimentId,
+    output_dir: Annotated[Path, typer.Option(
+        "--output-dir", "-o", help="Each checkpoint goes into OUTPUT_DIR/UUID.")]
+    = Path("checkpoints"),
+    top_n: Annotated[int, typer.Option("--top-n", min=1, help="How many of the best.")] = 1,
+    sort_by: Annotated[Optional[str], typer.Option(
+        "--sort-by", help="A validation metric to rank by (default: the searcher's).")] = None,
+    smaller_is_better: Annotated[Optional[str], typer.Option(
+        "--smaller-is-better", help="With --sort-by: true or false.")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the paths.")] = False,
+) -> None:
+    """Copy the experiment's best checkpoints here."""
+    if (sort_by is None) != (smaller_is_better is None):
+        raise UsageError("--sort-by and --smaller-is-better must be set together")
+    smaller = truth("--smaller-is-better", smaller_is_better)
+    best = ranked_checkpoints(read_store(paths()), paths(), experiment_id, top_n,
+                              sort_by=sort_by, smaller_is_better=smaller)
+    if not best.checkpoints:
+        raise NotFoundError(f"experiment {experiment_id} has no checkpoint with a validation "
+                            "metric to rank it by")
+    for c in best.checkpoints:
+        checkpoint.download_checkpoint(c.checkpoint.uuid, output_dir / c.checkpoint.uuid, quiet)
+        if not quiet:
+            print()

@@ -6,12 +6,43 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Annotated, Optional
 
-from hpcdet.errors import NotFoundError
+import typer
+
+from hpcdet.cli.common import paths, read_store
+from hpcdet.errors import NotFoundError, UsageError
 from hpcdet.paths import StatePaths
 from hpcdet.states import FINAL_TRIAL_STATES, ExperimentState, TrialState
 from hpcdet.store.repository import Store
-from hpcdet.views.logs import LogFilter, LogRecord, read_records
+from hpcdet.views.logs import LEVELS, LogFilter, LogRecord, read_records, trial_log
+
+# The options of `trial logs`, which `experiment logs` takes too.
+Follow = Annotated[bool, typer.Option("--follow", "-f", help="Keep streaming.")]
+Head = Annotated[Optional[int], typer.Option("--head", min=0, help="Only the first N lines.")]
+Tail = Annotated[Optional[int], typer.Option(
+    "--tail", min=0, help="Only the last N lines (with -f: then the new ones).")]
+RankIds = Annotated[Optional[list[int]], typer.Option(
+    "--rank-id", help="Only lines of this rank (repeat for several).")]
+Level = Annotated[Optional[str], typer.Option(
+    "--level", help=f"Only lines of this level or higher: {', '.join(LEVELS)}.")]
+JsonLines = Annotated[bool, typer.Option("--json", help="One JSON object per line.")]
+
+
+def show_logs(trial_id: int, follow: bool, head: int | None, tail: int | None,
+              rank_ids: list[int] | None, level: str | None, as_json: bool) -> int:
+    """`trial logs` with its filters; the exit code (with --follow, 1 unless it completed)."""
+    if head is not None and (tail is not None or follow):
+        raise UsageError("--head cannot be combined with --tail or --follow")
+    if level is not None and level.upper() not in LEVELS:
+        raise UsageError(f"--level must be one of {', '.join(LEVELS)}, not {level!r}")
+    which = LogFilter(frozenset(rank_ids or ()), level.upper() if level else None, head, tail)
+    p = paths()
+    trial = read_store(p).trial(trial_id)
+    if follow:
+        return follow_trial(p, trial_id, which=which, as_json=as_json, announce=False)
+    print_records(trial_log(p, trial.experiment_id, trial_id, which), as_json)
+    return 0
 
 
 def format_record(r: LogRecord) -> str:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
 
+from hpcdet.cli.checkpoint import download_checkpoint
 from hpcdet.cli.common import (
     TrialId,
     console,
@@ -15,12 +17,22 @@ from hpcdet.cli.common import (
     print_json,
     read_store,
     table,
+    truth,
     when,
 )
-from hpcdet.cli.follow import follow_trial, print_records
+from hpcdet.cli.follow import (
+    Follow,
+    Head,
+    JsonLines,
+    Level,
+    RankIds,
+    Tail,
+    follow_trial,
+    show_logs,
+)
 from hpcdet.client import connect
-from hpcdet.errors import UsageError
-from hpcdet.views.logs import LEVELS, LogFilter, trial_log
+from hpcdet.errors import NotFoundError, UsageError
+from hpcdet.views.checkpoints import ranked_checkpoints
 from hpcdet.views.trials import TrialMetrics, describe_trial, trial_metrics
 
 app = typer.Typer(no_args_is_help=True)
@@ -28,31 +40,11 @@ app = typer.Typer(no_args_is_help=True)
 
 @app.command()
 def logs(
-    trial_id: TrialId,
-    follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep streaming.")] = False,
-    head: Annotated[Optional[int], typer.Option(
-        "--head", min=0, help="Only the first N lines.")] = None,
-    tail: Annotated[Optional[int], typer.Option(
-        "--tail", "-t", min=0, help="Only the last N lines (with -f: then the new ones).")] = None,
-    rank_ids: Annotated[Optional[list[int]], typer.Option(
-        "--rank-id", "--rank", help="Only lines of this rank (repeat for several).")] = None,
-    level: Annotated[Optional[str], typer.Option(
-        "--level", "-l", help=f"Only lines of this level or higher: {', '.join(LEVELS)}.")]
-    = None,
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
+    trial_id: TrialId, follow: Follow = False, head: Head = None, tail: Tail = None,
+    rank_ids: RankIds = None, level: Level = None, as_json: JsonLines = False,
 ) -> None:
     """Print a trial's logs (all runs, all nodes, in time order)."""
-    if head is not None and (tail is not None or follow):
-        raise UsageError("--head cannot be combined with --tail or --follow")
-    if level is not None and level.upper() not in LEVELS:
-        raise UsageError(f"--level must be one of {', '.join(LEVELS)}, not {level!r}")
-    which = LogFilter(frozenset(rank_ids or ()), level.upper() if level else None, head, tail)
-    p = paths()
-    trial = read_store(p).trial(trial_id)
-    if follow:
-        raise typer.Exit(follow_trial(p, trial_id, which=which, as_json=as_json,
-                                      announce=False))
-    print_records(trial_log(p, trial.experiment_id, trial_id, which), as_json)
+    raise typer.Exit(show_logs(trial_id, follow, head, tail, rank_ids, level, as_json))
 
 
 @app.command()
@@ -135,3 +127,41 @@ def continue_(
 def kill(trial_id: TrialId) -> None:
     """End the trial as CANCELED now; the rest of its experiment goes on."""
     console.print(connect(paths()).kill_trial(trial_id))
+
+
+@app.command()
+def download(
+    trial_id: TrialId,
+    best: Annotated[bool, typer.Option("--best", help="Its best checkpoint.")] = False,
+    latest: Annotated[bool, typer.Option("--latest", help="Its latest checkpoint.")] = False,
+    uuid: Annotated[Optional[str], typer.Option("--uuid", help="This checkpoint of it.")] = None,
+    output_dir: Annotated[Optional[Path], typer.Option(
+        "--output-dir", "-o", help="Where to put the files (default: checkpoints/UUID).")]
+    = None,
+    sort_by: Annotated[Optional[str], typer.Option(
+        "--sort-by", help="With --best: a validation metric to rank by.")] = None,
+    smaller_is_better: Annotated[Optional[str], typer.Option(
+        "--smaller-is-better", help="With --sort-by: true or false.")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the path.")] = False,
+) -> None:
+    """Copy one of the trial's checkpoints here: --best, --latest or --uuid."""
+    if [best, latest, uuid is not None].count(True) != 1:
+        raise UsageError("give exactly one of --best, --latest and --uuid")
+    if (sort_by is not None or smaller_is_better is not None) and not best:
+        raise UsageError("--sort-by and --smaller-is-better flags can only be used with --best")
+    if (sort_by is None) != (smaller_is_better is None):
+        raise UsageError("--sort-by and --smaller-is-better must be set together")
+    store = read_store(paths())
+    trial = store.trial(trial_id)
+    chosen = uuid or trial.latest_checkpoint
+    if best:
+        smaller = truth("--smaller-is-better", smaller_is_better)
+        ranked = ranked_checkpoints(store, paths(), trial.experiment_id, 1, trial_id=trial_id,
+                                    sort_by=sort_by, smaller_is_better=smaller)
+        chosen = ranked.checkpoints[0].checkpoint.uuid if ranked.checkpoints else None
+    if chosen is None:
+        raise NotFoundError(f"trial {trial_id} has no checkpoint to download"
+                            + (" with a validation metric to rank it by" if best else ""))
+    if store.checkpoint(chosen).trial_id != trial_id:
+        raise NotFoundError(f"checkpoint {chosen} is not one of trial {trial_id}'s")
+    download_checkpoint(chosen, output_dir, quiet)

@@ -43,22 +43,28 @@ class StoredCheckpoint:
     validation: dict[str, Any]  # the validation metrics reported at its steps ({} if none)
 
 
-def ranked_checkpoints(store: Store, paths: StatePaths, exp_id: int, top: int | None = None
-                       ) -> CheckpointList:
-    """The experiment's completed checkpoints in ``rank`` order; with ``top``, only the best
-    ``top`` by the searcher metric, best first (those without the metric left out)."""
+def ranked_checkpoints(
+    store: Store, paths: StatePaths, exp_id: int, top: int | None = None, *,
+    trial_id: int | None = None, sort_by: str | None = None,
+    smaller_is_better: bool | None = None,
+) -> CheckpointList:
+    """The experiment's (or one trial's) completed checkpoints in ``rank`` order; with
+    ``top``, only the best ``top`` by the searcher metric (or ``sort_by``), best first, those
+    without the metric left out."""
     exp = store.experiment(exp_id)
     cfg = _config(exp)
-    ckpts = {c.uuid: c for c in store.checkpoints(exp_id=exp_id)}
+    metric = sort_by or cfg.searcher.metric
+    smaller = cfg.searcher.smaller_is_better if smaller_is_better is None else smaller_is_better
+    ckpts = {c.uuid: c for c in store.checkpoints(exp_id=exp_id, trial_id=trial_id)}
     validations = [
         ValidationRecord(m.trial_id, m.steps_completed, json.loads(m.metrics_json))
         for m in store.experiment_metrics(exp_id, "validation")
     ]
     records = [CheckpointRecord(c.uuid, c.trial_id, c.steps_completed, c.reported)
                for c in ckpts.values()]
-    ranked = rank(records, validations, cfg.searcher.metric)
+    ranked = rank(records, validations, metric)
     if top is not None:
-        ranked = best(ranked, cfg.searcher.smaller_is_better)[:top]
+        ranked = best(ranked, smaller)[:top]
     return CheckpointList(cfg.checkpoint_dir(paths.default_checkpoints()),
                           [RankedCheckpoint(ckpts[r.checkpoint.uuid], r.metric) for r in ranked])
 
@@ -74,11 +80,16 @@ def stored_checkpoint(store: Store, paths: StatePaths, uuid: str) -> StoredCheck
     source = cfg.checkpoint_dir(paths.default_checkpoints()) / uuid
     if not source.is_dir():
         raise NotFoundError(f"checkpoint {uuid} is missing from its storage: no {source}")
+    return StoredCheckpoint(ckpt, source, checkpoint_validation(store, ckpt))
+
+
+def checkpoint_validation(store: Store, ckpt: Checkpoint) -> dict[str, Any]:
+    """The validation metrics its trial reported at its steps ({} if none)."""
     merged: dict[str, Any] = {}
     for m in store.metrics(ckpt.trial_id, "validation"):
         if m.steps_completed == ckpt.steps_completed:
             merged.update(json.loads(m.metrics_json))
-    return StoredCheckpoint(ckpt, source, merged)
+    return merged
 
 
 def _config(exp: Experiment) -> ExperimentConfig:

@@ -23,31 +23,43 @@ class MetricRow:
 @dataclass(frozen=True)
 class TrialView:
     trial: Trial
-    hparams: dict[str, Any]
-    metadata: dict[str, Any]  # what the trial gave train.set_metadata()
-    alerts: list[dict[str, Any]]  # its core_context.alert() calls, oldest first
     runs: list[Run]
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """What the trial gave train.set_metadata()."""
+        value: dict[str, Any] = json.loads(self.trial.metadata_json)
+        return value
+
+    @property
+    def alerts(self) -> list[dict[str, Any]]:
+        """Its core_context.alert() calls, oldest first."""
+        value: list[dict[str, Any]] = json.loads(self.trial.alerts_json)
+        return value
 
     def to_dict(self) -> dict[str, Any]:
         """The stable form of ``trial describe --json``."""
-        t = self.trial
-        return {
-            "id": t.id, "experiment_id": t.experiment_id, "state": t.state,
-            "hparams": self.hparams, "trial_seed": t.trial_seed, "restarts": t.restarts,
-            "steps_completed": t.steps_completed, "progress": t.progress,
-            "status": t.status, "best_validation": t.best_validation,
-            "latest_checkpoint": t.latest_checkpoint, "end_reason": t.end_reason,
-            "started": t.started, "ended": t.ended,
-            "metadata": self.metadata, "alerts": self.alerts,
-            "runs": [r.model_dump(include={"run_id", "job_id", "state", "reason", "exit_code",
-                                           "submitted", "ended", "outcome"}) for r in self.runs],
-        }
+        return {**trial_dict(self.trial),
+                "runs": [r.model_dump(include={"run_id", "job_id", "state", "reason",
+                                               "exit_code", "submitted", "ended", "outcome"})
+                         for r in self.runs]}
+
+
+def trial_dict(t: Trial) -> dict[str, Any]:
+    """A trial as the CLI's --json output and the SDK give it."""
+    return {
+        "id": t.id, "experiment_id": t.experiment_id, "state": t.state,
+        "hparams": json.loads(t.hparams_json), "trial_seed": t.trial_seed,
+        "restarts": t.restarts, "steps_completed": t.steps_completed, "progress": t.progress,
+        "status": t.status, "best_validation": t.best_validation,
+        "latest_checkpoint": t.latest_checkpoint, "end_reason": t.end_reason,
+        "started": t.started, "ended": t.ended,
+        "metadata": json.loads(t.metadata_json), "alerts": json.loads(t.alerts_json),
+    }
 
 
 def describe_trial(store: Store, trial_id: int) -> TrialView:
-    t = store.trial(trial_id)
-    return TrialView(t, json.loads(t.hparams_json), json.loads(t.metadata_json),
-                     json.loads(t.alerts_json), store.runs([trial_id]))
+    return TrialView(store.trial(trial_id), store.runs([trial_id]))
 
 
 @dataclass(frozen=True)

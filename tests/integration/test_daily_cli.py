@@ -105,3 +105,76 @@ def test_what_cannot_be_done_is_refused_with_the_reason(
         assert p.returncode != 0 and said in p.stderr, (args, p.stderr)
         assert "Traceback" not in p.stderr
     h.run("e", "kill", str(running))
+
+
+# Three checkpoints, each with a validation; the best loss is at the second.
+CHECKPOINTS = '''
+import logging, pathlib
+import determined as det
+logging.basicConfig(level=logging.INFO, format=det.LOG_FORMAT)
+with det.core.init() as core_context:
+    for step, loss in ((1, 0.5), (2, 0.1), (3, 0.3)):
+        logging.warning("step %d", step)
+        core_context.train.report_validation_metrics(steps_completed=step,
+                                                     metrics={"loss": loss, "acc": 1 - loss})
+        with core_context.checkpoint.store_path({"steps_completed": step}) as (path, _):
+            (path / "step").write_text(str(step))
+'''
+
+
+def test_checkpoints_and_logs_from_the_experiment_trial_and_checkpoint_commands(
+    local_hpcdet: Hpcdet, tmp_path: Path
+) -> None:
+    h = local_hpcdet
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    (ctx / "ckpt.py").write_text(CHECKPOINTS)
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text("name: ckpts\nentrypoint: python3 ckpt.py\n"
+                   "searcher: {name: single, metric: loss, max_length: 3}\n"
+                   "checkpoint_storage: {save_trial_best: 5, save_trial_latest: 5}\n")
+    exp = h.create(cfg, ctx)
+    h.run("e", "wait", str(exp), "--polling-interval", "0.2")
+    trial = h.describe(exp)["trials"][0]["id"]
+    by_step = {}
+    for line in h.run("e", "lc", str(exp)).stdout.splitlines():
+        for word in line.replace("│", " ").split():
+            if len(word) == 36 and word.count("-") == 4:
+                by_step[int(line.replace("│", " ").split()[1])] = word
+    assert sorted(by_step) == [1, 2, 3], by_step
+
+    lt = h.run("e", "lt", str(exp), "--csv").stdout.splitlines()
+    assert lt[0] == "Trial ID,State,H-Params,Started,Ended,# of Batches"
+    assert lt[1].startswith(f"{trial},COMPLETED,") and lt[1].endswith(",3")
+
+    def downloaded(*args: str) -> str:
+        path = Path(h.run(*args, "-q").stdout.strip())
+        if not path.is_absolute():
+            path = Path.cwd() / path
+        return (path / "step").read_text()
+
+    out = tmp_path / "out"
+    assert downloaded("t", "download", str(trial), "--best", "-o", str(out / "b")) == "2"
+    assert downloaded("t", "download", str(trial), "--latest", "-o", str(out / "l")) == "3"
+    assert downloaded("t", "download", str(trial), "--uuid", by_step[1], "-o",
+                      str(out / "u")) == "1"
+    assert downloaded("t", "download", str(trial), "--best", "--sort-by", "acc",
+                      "--smaller-is-better", "false", "-o", str(out / "a")) == "2"
+    h.run("e", "download", str(exp), "--top-n", "2", "-o", str(out / "top"), "-q")
+    assert sorted(p.name for p in (out / "top").iterdir()) == sorted([by_step[2], by_step[3]])
+    assert downloaded("c", "download", by_step[3], "--mode", "direct", "-o",
+                      str(out / "c")) == "3"
+    master = h.run("c", "download", by_step[3], "--mode", "master", check=False)
+    assert master.returncode != 0 and "does not have" in master.stderr
+
+    described = json.loads(h.run("c", "describe", by_step[2], "--json").stdout)
+    assert (described["trial_id"], described["steps_completed"]) == (trial, 2)
+    assert described["validation_metrics"] == {"loss": 0.1, "acc": 0.9}
+    h.run("c", "delete", f"{by_step[1]},{by_step[3]}", "--yes")
+    assert json.loads(h.run("c", "describe", by_step[1], "--json").stdout)["state"] == "DELETED"
+    assert not (out / "top" / by_step[3] / "missing").exists()
+
+    logs = h.run("e", "logs", str(exp), "--level", "WARNING", "--json").stdout.splitlines()
+    assert [json.loads(line)["message"].split(": ")[-1] for line in logs] == [
+        "step 1", "step 2", "step 3"]
+    assert h.run("t", "logs", str(trial), "--tail", "1").stdout.count("\n") == 1
