@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import getpass
 import re
+import sys
 from dataclasses import asdict
 from typing import Annotated, Optional
 
 import typer
+import yaml
 
-from hpcdet.cli.common import console, paths, print_json, read_store, table, when
+from hpcdet.cli.common import console, paths, print_csv, print_json, read_store, table, when
 from hpcdet.client import JobUpdate, connect
 from hpcdet.config.cluster import load_cluster_config
 from hpcdet.errors import UsageError
@@ -22,25 +24,34 @@ app = typer.Typer(no_args_is_help=True)
 @app.command("list")
 def list_(
     resource_pool: Annotated[Optional[str], typer.Option("--resource-pool", "-p")] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, help="At most this many.")] = 100,
+    offset: Annotated[int, typer.Option("--offset", min=0, help="Skip this many first.")] = 0,
+    reverse: Annotated[bool, typer.Option(
+        "--reverse", help="Last to start first.")] = False,
     as_json: Annotated[bool, typer.Option("--json")] = False,
+    as_yaml: Annotated[bool, typer.Option("--yaml")] = False,
+    csv: Annotated[bool, typer.Option("--csv")] = False,
 ) -> None:
     """Jobs in the order they would start: not yet submitted, pending, running."""
+    if [as_json, as_yaml, csv].count(True) > 1:
+        raise UsageError("give at most one of --json, --yaml and --csv")
     store = read_store(paths())
     statuses, problem = scheduler_statuses(_scheduler())
     if problem:
-        console.print(f"the scheduler did not answer ({problem}); showing stored states",
-                      markup=False)
-    rows = job_queue(store, statuses, resource_pool)
-    if as_json:
-        print_json([asdict(r) for r in rows])
+        print(f"the scheduler did not answer ({problem}); showing stored states",
+              file=sys.stderr)
+    ranked = list(enumerate(job_queue(store, statuses, resource_pool)))
+    shown = (ranked[::-1] if reverse else ranked)[offset:offset + limit]
+    if as_json or as_yaml:
+        dicts = [asdict(r) for _, r in shown]
+        print_json(dicts) if as_json else print(yaml.safe_dump(dicts, sort_keys=False), end="")
         return
     user = getpass.getuser()
-    table(
-        ["#", "ID", "Type", "Job Name", "Priority", "Submitted", "Slots (acquired/needed)",
-         "Status", "User"],
-        [[i, r.job_id, "TYPE_EXPERIMENT", r.name, r.priority, when(r.submitted),
-          f"{r.acquired}/{r.needed}", _status(r), user] for i, r in enumerate(rows)],
-    )
+    cols = ["#", "ID", "Type", "Job Name", "Priority", "Submitted", "Slots (acquired/needed)",
+            "Status", "User"]
+    rows = [[i, r.job_id, "TYPE_EXPERIMENT", r.name, r.priority, when(r.submitted),
+             f"{r.acquired}/{r.needed}", _status(r), user] for i, r in shown]
+    print_csv(cols, rows) if csv else table(cols, rows)
 
 
 def _status(row: QueueRow) -> str:
@@ -81,6 +92,9 @@ def update(
                          "several, use `hpcdet job update-batch JOB.priority=1 ...`")
     (field, value), = given.items()
     _send([(job_id, field, value)])
+
+
+app.command("u", hidden=True)(update)
 
 
 @app.command("update-batch")

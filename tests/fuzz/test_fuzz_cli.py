@@ -85,7 +85,10 @@ COMMANDS = [
     ["experiment", "create"], ["trial", "logs"], ["trial", "metrics"], ["t", "metrics"],
     ["trial", "continue"], ["checkpoint", "list"], ["checkpoint", "delete"],
     ["checkpoint", "download"], ["job", "list"], ["job", "update"], ["job", "update-batch"],
-    ["daemon", "status"], ["cluster", "show"],
+    ["daemon", "status"], ["cluster", "show"], ["version"], ["e", "ls"], ["e", "config"],
+    ["e", "lt"], ["e", "lc"], ["e", "logs"], ["e", "archive"], ["e", "unarchive"],
+    ["e", "label", "add"], ["e", "set", "name"], ["e", "set", "priority"], ["t", "describe"],
+    ["t", "kill"], ["c", "describe"], ["j", "ls"], ["j", "u"],
 ]
 IDS = st.one_of(
     st.integers(min_value=-(2**70), max_value=2**70).map(str),
@@ -99,6 +102,8 @@ FLAGS = st.sampled_from([
     "--json", "--csv", "--help", "--group", "validation", "--top", "--best", "--priority",
     "-p", "--weight", "-w", "--ahead-of", "--behind-of", "--resource-pool", "--config",
     "searcher.max_length=2", "--quiet", "-q", "--", "-", "--nope", "-x", "--json=1", "-pq",
+    "--level", "--head", "--tail", "--rank-id", "--limit", "--offset", "--all", "--label",
+    "--yaml", "--reverse", "--metrics", "-h", "-v",
 ])
 TEXT = st.text(max_size=8).filter(lambda t: not t.startswith("-"))
 
