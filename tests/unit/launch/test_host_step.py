@@ -28,12 +28,16 @@ def test_the_harness_runs_the_launchers_step_and_passes_signals_on(tmp_path: Pat
         other = tmp_path / "launch" / "mpi-1"
         other.mkdir()
         def term_later() -> None:
-            time.sleep(0.5)
+            # Once the step says its trap is set: on a loaded machine a fixed delay could
+            # send the signal before, and the shell would die of it instead.
+            deadline = time.monotonic() + 60
+            while "trap set" not in lines and time.monotonic() < deadline:
+                time.sleep(0.05)
             (other / "host-step.signal").write_text(f"{int(signal.SIGTERM)}\n")
 
         threading.Thread(target=term_later, daemon=True).start()
         code = ask_host(other, 0, ["sh", "-c", 'trap "echo got TERM; exit 7" TERM; '
-                                   'sleep 30 & wait'], {}, poll=0.05)
+                                   'echo trap set; sleep 30 & wait'], {}, poll=0.05)
         assert code == 7 and "got TERM" in lines
         assert (other / EXIT).exists() and not (elsewhere / EXIT).exists()
     finally:
