@@ -7,7 +7,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 import yaml
@@ -35,8 +35,8 @@ from hpcdet.cli.follow import (
     follow_trial,
     show_logs,
 )
-from hpcdet.client import JobUpdate, connect
-from hpcdet.config import load_experiment_config
+from hpcdet.client import Created, JobUpdate, connect
+from hpcdet.config import load_experiment_config, smoke_config
 from hpcdet.containers import ContainerSpec
 from hpcdet.errors import ImageError, NotFoundError, UsageError
 from hpcdet.states import FINAL_EXPERIMENT_STATES, ExperimentState
@@ -51,28 +51,76 @@ app = typer.Typer(no_args_is_help=True)
 def create(
     config_file: Annotated[Path, typer.Argument(help="Experiment config (Determined's YAML).")],
     context: Annotated[Path, typer.Argument(help="Context directory, copied at submit.")],
-    follow: Annotated[bool, typer.Option("--follow", "-f", help="Stream the first trial's logs.")]
+    follow: Annotated[bool, typer.Option(
+        "--follow", "-f", "--follow-first-trial", help="Stream the first trial's logs.")]
     = False,
     config: Annotated[Optional[list[str]], typer.Option(
         "--config", help="Override a config field: key=value (dotted keys).")] = None,
+    paused: Annotated[bool, typer.Option(
+        "--paused", help="Create it paused: its trials wait for `experiment activate`.")]
+    = False,
+    includes: Annotated[Optional[list[Path]], typer.Option(
+        "--include", "-i", help="A file or directory to add at the context's top (repeat).")]
+    = None,
+    test: Annotated[bool, typer.Option(
+        "--test", "--test-mode", "-t", help="Run one trial of length 1 first, as a check, "
+        "and say whether it worked; nothing else is created.")] = False,
 ) -> None:
     """Create an experiment from CONFIG_FILE with CONTEXT as its code."""
+    if [follow, paused, test].count(True) > 1:
+        raise UsageError("--follow, --paused and --test cannot be combined")
     cfg = load_experiment_config(config_file, config or [])
+    raw = smoke_config(cfg.raw) if test else cfg.raw
+    if test:
+        console.print("Experiment configuration validation succeeded!")
     p = paths()
+    created = _create(raw, context, paused, includes or [])
+    console.print(f"Created {'test ' if test else ''}experiment {created.experiment_id}")
+    if follow or test:
+        code = follow_trial(p, created.trial_ids[0])
+        if test:
+            console.print("Model definition test succeeded!" if code == 0 else
+                          "Model definition test failed: see the trial's logs above")
+        raise typer.Exit(code)
+
+
+def _create(raw: dict[str, Any], context: Path, paused: bool, includes: list[Path]) -> Created:
+    """The create `experiment create` and `submit` share: snapshot, create, say what came
+    of it, and convert the image here."""
 
     def announce(files: int, size: int) -> None:
         console.print(f"Preparing files to send to the daemon... {size / 1e3:.1f}KB and "
                       f"{files} files")
 
-    created = connect(p).create(cfg.raw, context, on_snapshot=announce, warn=_warn)
-    console.print(f"Created experiment {created.experiment_id}")
+    created = connect(paths()).create(raw, context, on_snapshot=announce, warn=_warn,
+                                      paused=paused, includes=includes)
     for line in created.warning.splitlines():
         console.print(f"Warning: {line}")
     if created.image:
         _convert(ContainerSpec.from_dict(created.image))
-    if follow:
-        code = follow_trial(p, created.trial_ids[0])
-        raise typer.Exit(code)
+    return created
+
+
+def submit(
+    config_file: Annotated[Path, typer.Argument(help="Experiment config (Determined's YAML).")],
+    context: Annotated[Optional[Path], typer.Argument(
+        help="Context directory (default: the config file's directory).")] = None,
+    config: Annotated[Optional[list[str]], typer.Option(
+        "--config", help="Override a config field: key=value (dotted keys).")] = None,
+    includes: Annotated[Optional[list[Path]], typer.Option(
+        "--include", "-i", help="A file or directory to add at the context's top (repeat).")]
+    = None,
+) -> None:
+    """Create an experiment and return at once, saying how to follow it (log out if you
+    like: the daemon and the batch system carry on)."""
+    cfg = load_experiment_config(config_file, config or [])
+    created = _create(cfg.raw, context or config_file.parent, False, includes or [])
+    exp = created.experiment_id
+    console.print(f"Created experiment {exp}")
+    console.print(f"  follow its logs:  hpcdet experiment logs {exp} -f")
+    console.print(f"  see its trials:   hpcdet experiment describe {exp}")
+    console.print("  its jobs:         hpcdet job list")
+    console.print(f"  wait for its end: hpcdet experiment wait {exp}")
 
 
 def _convert(spec: ContainerSpec) -> None:

@@ -26,6 +26,7 @@ for group, name, alias, about in (
 ):
     app.add_typer(group, name=name, help=about)
     app.add_typer(group, name=alias, hidden=True, help=about)
+app.command("submit")(experiment.submit)
 app.add_typer(daemon.app, name="daemon", help="The per-user daemon.")
 app.add_typer(cluster.app, name="cluster", help="Cluster settings and what the scheduler says.")
 

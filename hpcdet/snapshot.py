@@ -182,6 +182,25 @@ def select_files(root: Path, warn: Warn = _log_warning) -> list[Path]:
     return [rel for rel, _ in _walk(root, warn).files]
 
 
+def include(path: Path, dest: Path, warn: Warn | None = None) -> tuple[int, int]:
+    """``create --include``: a file or directory beside the context, put at its top under its
+    own name (a directory's .detignore applies to it); returns (files, bytes).
+
+    Raises:
+        ContextError: it does not exist, or the context already has that name.
+    """
+    target = dest / path.name
+    if not path.exists():
+        raise ContextError(f"--include {path}: no such file or directory")
+    if target.exists() or target.is_symlink():
+        raise ContextError(f"--include {path}: the context already has {path.name}; rename "
+                           "one of them")
+    if path.is_dir():
+        return snapshot(path, target, warn)
+    copy_file(path, target)
+    return 1, target.stat().st_size
+
+
 def snapshot(root: Path, dest: Path, warn: Warn | None = None) -> tuple[int, int]:
     """Copy the context into ``dest``; returns (files, bytes). Refuses above the size limit.
 

@@ -5,6 +5,7 @@ directory (``files``); another (SSH from a laptop) goes beside it behind ``conne
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Protocol
@@ -45,9 +46,11 @@ class DaemonClient(Protocol):
 
     def create(self, config: dict[str, Any], context: Path,
                on_snapshot: Callable[[int, int], None] | None = None,
-               warn: Callable[[str], None] | None = None) -> Created:
-        """Snapshot ``context`` (``on_snapshot(files, bytes)`` once it is taken) and create
-        the experiment of the validated ``config``."""
+               warn: Callable[[str], None] | None = None, paused: bool = False,
+               includes: Sequence[Path] = ()) -> Created:
+        """Snapshot ``context`` and each of ``includes`` (a file or directory, put at the
+        context's top under its own name; ``on_snapshot(files, bytes)`` once they are taken)
+        and create the experiment of the validated ``config``, ``paused`` if asked."""
         ...
 
     def pause(self, exp_id: int) -> str: ...

@@ -8,6 +8,7 @@ import os
 import shutil
 import time
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Callable
 
@@ -18,7 +19,7 @@ from hpcdet.daemon.requests import GONE, TAKEN, reply_path, request_path
 from hpcdet.errors import DaemonError, DiskFullError, HpcdetError, disk_full_cause
 from hpcdet.paths import StatePaths
 from hpcdet.rundir.exchange import read_json, write_atomic
-from hpcdet.snapshot import snapshot
+from hpcdet.snapshot import include, snapshot
 
 
 class FileClient:
@@ -34,7 +35,8 @@ class FileClient:
 
     def create(self, config: dict[str, Any], context: Path,
                on_snapshot: Callable[[int, int], None] | None = None,
-               warn: Callable[[str], None] | None = None) -> Created:
+               warn: Callable[[str], None] | None = None, paused: bool = False,
+               includes: Sequence[Path] = ()) -> Created:
         """The snapshot goes into the request area, where the daemon moves it into the
         experiment; a create given up on (a timeout, Ctrl-C) is withdrawn or left to the
         daemon, never half done (``give_up``)."""
@@ -42,11 +44,15 @@ class FileClient:
         staging = self.paths.requests / f"{rid}.context"
         try:
             files, size = snapshot(context, staging, warn)
+            for extra in includes:
+                added, more = include(extra, staging, warn)
+                files, size = files + added, size + more
             if on_snapshot is not None:
                 on_snapshot(files, size)
             # Trials run with the python3 the user has at hand, unless the config says otherwise.
             python = shutil.which("python3") or ""
-            reply = self._send(ops.Create(config, str(staging), rid, python), request_id=rid)
+            reply = self._send(ops.Create(config, str(staging), rid, python, paused),
+                               request_id=rid)
         except BaseException as e:
             outcome = give_up(self.paths, rid, staging, e)
             if outcome is e:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from hpcdet.config.cluster import ClusterConfig, load_cluster_config
-from hpcdet.config.experiment import ExperimentConfig, load_experiment_config
+from hpcdet.config.experiment import ExperimentConfig, load_experiment_config, smoke_config
 from hpcdet.config.hpc import PbsConfig, SlurmConfig
 from hpcdet.config.schema import format_walltime, parse_walltime
 from hpcdet.config.searcher import SearcherConfig
@@ -15,6 +15,7 @@ from hpcdet.config.sections import (
 )
 
 __all__ = [
+    "smoke_config",
     "BindMount",
     "CheckpointStorageConfig",
     "ClusterConfig",

@@ -369,3 +369,22 @@ def _read_source(source: str | Path) -> tuple[str, str]:
     except OSError as err:
         problem = f"{path}: cannot be read ({err.strerror or err})"
     raise ConfigError([problem], source=label)
+
+
+def smoke_config(raw: dict[str, Any]) -> dict[str, Any]:
+    """`experiment create --test`: one trial, no restarts, trained for one unit of its length
+    (a 0.38 ``max_time`` becomes 1 of its ``time_metric``), as a check before the real run."""
+    searcher = raw["searcher"]
+    length = searcher.get("max_length")
+    short: dict[str, Any] = {
+        "name": "single", "metric": searcher["metric"],
+        "smaller_is_better": searcher.get("smaller_is_better", True),
+    }
+    if isinstance(length, dict):
+        short["max_length"] = dict.fromkeys(length, 1)
+    elif length is not None:
+        short["max_length"] = 1
+    elif searcher.get("max_time") is not None:
+        short.update(max_time=1, time_metric=searcher.get("time_metric"))
+    return {**raw, "name": f"{raw.get('name') or 'experiment'} (test)", "max_restarts": 0,
+            "searcher": short}

@@ -62,7 +62,8 @@ class Commands:
             return self.shutdown()
         if isinstance(operation, ops.Create):
             return self.creation.create(operation.config, operation.staging,
-                                        operation.request_id, operation.python)
+                                        operation.request_id, operation.python,
+                                        operation.paused)
         if isinstance(operation, ops.Pause):
             return self.pause(operation.exp_id)
         if isinstance(operation, ops.Activate):

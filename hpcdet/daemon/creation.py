@@ -29,7 +29,7 @@ from hpcdet.errors import (
 )
 from hpcdet.paths import StatePaths
 from hpcdet.rundir.exchange import whole_lines, write_atomic
-from hpcdet.states import TrialState
+from hpcdet.states import ExperimentState, TrialState
 from hpcdet.store.repository import Store
 
 log = logging.getLogger(__name__)
@@ -54,7 +54,8 @@ class Creation:
         self.backend = submission.backend
 
     def create(
-        self, config: dict[str, Any], staging: str, request_id: str = "", python: str = ""
+        self, config: dict[str, Any], staging: str, request_id: str = "", python: str = "",
+        paused: bool = False,
     ) -> dict[str, Any]:
         """``request_id``: the CLI's; the same request carried out again (a daemon that died
         before its reply was written) answers with the experiment it created.
@@ -63,7 +64,7 @@ class Creation:
         stopped waiting): it is moved into the experiment, or removed with any other answer.
         """
         try:
-            return self._create(config, staging, request_id, python)
+            return self._create(config, staging, request_id, python, paused)
         finally:
             self._drop_staging(Path(staging))
 
@@ -73,7 +74,7 @@ class Creation:
             shutil.rmtree(staging, ignore_errors=True)
 
     def _create(self, config: dict[str, Any], staging: str, request_id: str,
-                python: str) -> dict[str, Any]:
+                python: str, paused: bool = False) -> dict[str, Any]:
         given = ExperimentConfig.from_dict(config)
         raw = given.to_dict()
         storage = raw.get("checkpoint_storage") or {}
@@ -106,6 +107,9 @@ class Creation:
             )
             with self.guard(exp_id, "starting the search"):
                 self.search.start(self.store.experiment(exp_id), cfg)
+            if paused:  # its first trials wait, PAUSED, for `experiment activate`
+                self.journal.record(exp_id, "experiment_state", state=ExperimentState.PAUSED,
+                                    cascade=True)
         except Exception as e:
             self._discard_experiment(exp_id)
             if disk_full_cause(e) is None:

@@ -26,13 +26,15 @@ class Create:
     """``staging``: the context snapshot, which becomes the daemon's once taken;
     ``request_id``: the CLI's, so that the request carried out again answers the same;
     ``python``: the ``python3`` on the CLI's PATH, which trials run with when neither the
-    config nor the cluster config names one."""
+    config nor the cluster config names one; ``paused``: created paused (`create --paused`),
+    its trials wait for `experiment activate`."""
 
     NAME: ClassVar[str] = "create"
     config: dict[str, Any]
     staging: str
     request_id: str = ""
     python: str = ""
+    paused: bool = False
 
 
 @dataclass(frozen=True)

@@ -178,3 +178,54 @@ def test_checkpoints_and_logs_from_the_experiment_trial_and_checkpoint_commands(
     assert [json.loads(line)["message"].split(": ")[-1] for line in logs] == [
         "step 1", "step 2", "step 3"]
     assert h.run("t", "logs", str(trial), "--tail", "1").stdout.count("\n") == 1
+
+
+def test_submit_and_the_create_flags_paused_include_and_test(
+    local_hpcdet: Hpcdet, tmp_path: Path
+) -> None:
+    h = local_hpcdet
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    # The script needs a file the context lacks; --include brings it.
+    (ctx / "train.py").write_text(
+        "import pathlib\nimport determined as det\n"
+        "x = int(pathlib.Path('extra.txt').read_text())\n"
+        "with det.core.init() as core_context:\n"
+        "    core_context.train.report_validation_metrics(steps_completed=1, metrics={'x': x})\n")
+    extra = tmp_path / "shared" / "extra.txt"
+    extra.parent.mkdir()
+    extra.write_text("42")
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text("name: flags\nentrypoint: python3 train.py\nmax_restarts: 3\n"
+                   "searcher: {name: random, metric: x, max_trials: 2, max_length: {batches: 9}}\n"
+                   "hyperparameters: {lr: {type: double, minval: 0.1, maxval: 1}}\n")
+
+    tested = h.run("e", "create", str(cfg), str(ctx), "--test", "-i", str(extra))
+    assert "Model definition test succeeded!" in tested.stdout
+    test_exp = int(tested.stdout.split("Created test experiment ")[1].split()[0])
+    d = h.describe(test_exp)
+    assert (d["experiment"]["name"], d["config"]["searcher"]["name"],
+            d["config"]["searcher"]["max_length"], d["config"]["max_restarts"]) == (
+        "flags (test)", "single", {"batches": 1}, 0)
+    assert len(d["trials"]) == 1 and d["experiment"]["state"] == "COMPLETED"
+
+    paused = h.create(cfg, ctx, "--paused", "--include", str(extra))
+    d = h.describe(paused)
+    assert d["experiment"]["state"] == "PAUSED" and d["runs"] == []
+    assert {t["state"] for t in d["trials"]} == {"PAUSED"}
+    h.run("e", "activate", str(paused))
+    assert h.wait_state(paused, {"COMPLETED", "ERROR"})["experiment"]["state"] == "COMPLETED"
+    assert {r["metrics"]["x"] for t in h.describe(paused)["trials"]
+            for r in h.metrics(t["id"])} == {42}
+
+    clash = h.run("e", "create", str(cfg), str(ctx), "-i", str(ctx / "train.py"), check=False)
+    assert clash.returncode == 1 and "already has train.py" in clash.stderr
+
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "train.py").write_text((ctx / "train.py").read_text())
+    (tmp_path / "sub" / "extra.txt").write_text("7")
+    (tmp_path / "sub" / "cfg.yaml").write_text(cfg.read_text())
+    said = h.run("submit", str(tmp_path / "sub" / "cfg.yaml")).stdout
+    exp = int(said.split("Created experiment ")[1].split()[0])
+    assert f"hpcdet experiment logs {exp} -f" in said and f"experiment wait {exp}" in said
+    h.run("e", "wait", str(exp), "--polling-interval", "0.2")
