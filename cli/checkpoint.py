@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -11,14 +10,10 @@ from typing import Annotated, Any, Optional
 import typer
 
 from hpcdet.cli.common import ExperimentId, paths, print_json, read_store, table, when
-from hpcdet.client import connect
 from hpcdet.errors import UsageError
+from hpcdet.link import connect
 from hpcdet.store.models import Checkpoint
-from hpcdet.views.checkpoints import (
-    checkpoint_validation,
-    ranked_checkpoints,
-    stored_checkpoint,
-)
+from hpcdet.views.checkpoints import checkpoint_validation, copy_checkpoint, ranked_checkpoints
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -83,16 +78,16 @@ def download(
 
 def download_checkpoint(uuid: str, output_dir: Path | None, quiet: bool) -> Path:
     """What `checkpoint download` does, for the trial's and the experiment's downloads too."""
-    stored = stored_checkpoint(read_store(paths()), paths(), uuid)
-    dest = output_dir if output_dir is not None else Path("checkpoints") / uuid
-    shutil.copytree(stored.source, dest, dirs_exist_ok=True)
+    store = read_store(paths())
+    dest = copy_checkpoint(store, paths(), uuid, output_dir)
     if quiet:
         print(dest)
         return dest
     print("Local checkpoint path:")
     print(dest)
     print()
-    _describe(stored.checkpoint, stored.validation)
+    ckpt = store.checkpoint(uuid)
+    _describe(ckpt, checkpoint_validation(store, ckpt))
     return dest
 
 

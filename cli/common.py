@@ -13,12 +13,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from hpcdet.daemon import process
-from hpcdet.errors import DaemonError
 from hpcdet.paths import StatePaths, state_dir
 from hpcdet.store.ids import id_problem
-from hpcdet.store.repository import Store
 from hpcdet.text import escaped, is_control
+from hpcdet.views.access import read_store as read_store  # the commands take it from here
 
 
 def visible(value: Any, keep_lines: bool = False) -> str:
@@ -64,19 +62,6 @@ TrialId = Annotated[int, typer.Argument(parser=_parse_id)]
 
 def paths() -> StatePaths:
     return StatePaths(state_dir())
-
-
-def read_store(p: StatePaths) -> Store:
-    """The database, read-only; it lives on the daemon's host."""
-    current = process.info(p)
-    if current.record and not current.here:
-        raise DaemonError(
-            f"the database of {p.root} is on host {current.record['host']}, where the daemon "
-            f"runs (pid {current.record['pid']}); run this command there"
-        )
-    if not p.database().exists():
-        process.start(p)
-    return Store(p.database(), readonly=True)
 
 
 def when(ts: float | None) -> str:

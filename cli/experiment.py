@@ -35,10 +35,10 @@ from hpcdet.cli.follow import (
     follow_trial,
     show_logs,
 )
-from hpcdet.client import Created, JobUpdate, connect
 from hpcdet.config import load_experiment_config, smoke_config
 from hpcdet.containers import ContainerSpec
 from hpcdet.errors import ImageError, NotFoundError, UsageError
+from hpcdet.link import Created, JobUpdate, connect
 from hpcdet.states import FINAL_EXPERIMENT_STATES, ExperimentState
 from hpcdet.views.checkpoints import ranked_checkpoints
 from hpcdet.views.experiments import describe_experiment, experiment_rows
@@ -191,7 +191,8 @@ def describe(
     if as_json:
         print_json({
             "experiment": exp.model_dump(exclude={"config_json"}), "config": view.config,
-            "trials": [t.trial.model_dump() for t in view.trials],
+            # the stored row, and its JSON columns decoded (hparams, metadata, alerts)
+            "trials": [{**t.trial.model_dump(), **trial_dict(t.trial)} for t in view.trials],
             "runs": [r.model_dump() for r in view.runs],
             "arrays": [a.model_dump() for a in view.arrays],
         })

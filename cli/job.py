@@ -12,9 +12,9 @@ import typer
 import yaml
 
 from hpcdet.cli.common import console, paths, print_csv, print_json, read_store, table, when
-from hpcdet.client import JobUpdate, connect
 from hpcdet.config.cluster import load_cluster_config
 from hpcdet.errors import UsageError
+from hpcdet.link import JobUpdate, connect
 from hpcdet.schedulers import Scheduler, make_scheduler
 from hpcdet.views.queue import QueueRow, experiment_of, job_queue, scheduler_statuses
 

@@ -30,8 +30,8 @@ from hpcdet.cli.follow import (
     follow_trial,
     show_logs,
 )
-from hpcdet.client import connect
 from hpcdet.errors import NotFoundError, UsageError
+from hpcdet.link import connect
 from hpcdet.views.checkpoints import ranked_checkpoints
 from hpcdet.views.trials import TrialMetrics, describe_trial, trial_metrics
 

@@ -824,3 +824,34 @@ def hooks_cannot_break_hpcdet(h: Hpcdet, tmp: Path, python: str | None = None) -
 def _hpcdets_pydantic(h: Hpcdet) -> str:
     return subprocess.run([h.python, "-c", "import pydantic, sqlmodel; print(pydantic.VERSION)"],
                           capture_output=True, text=True, check=True).stdout.strip()
+
+
+# ---- the SDK (issue 14) ----------------------------------------------------------------------
+
+
+def sdk_notebook(h: Hpcdet, tmp: Path) -> None:
+    """A notebook-style script on the login node, through Determined's SDK names: it creates a
+    two-trial grid, waits, reads the metrics and downloads the best checkpoint."""
+    ctx = copy_examples(tmp / "ctx")
+    cfg = tmp / "grid.yaml"
+    cfg.write_text("name: sdk-grid\nentrypoint: python3 3_hpsearch.py\nmax_restarts: 0\n"
+                   "hyperparameters: {increment_by: {type: categorical, vals: [3, 1]}}\n"
+                   "searcher: {name: grid, metric: x, max_length: 20}\n")
+    out = tmp / "best"
+    env = h.env()
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
+    p = subprocess.run([h.python, str(FIXTURES / "sdk_notebook.py"), str(cfg), str(ctx),
+                        str(out)], env=env, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    found = json.loads(p.stdout.strip().splitlines()[-1])
+    assert found["completed"] and found["trials"] == 2 and found["listed"], found
+    # grid order: increment_by 3, then 1; x = increment_by * 20 at step 20
+    assert sorted(v["x"] for v in found["validation"]) == [20, 60]
+    assert sorted(found["training_steps"]) == [10, 10, 20, 20]
+    assert found["best"] == found["trial_best"] and found["best_steps"] == 20
+    exp = int(json.loads(h.run("experiment", "list", "--json").stdout)[-1]["id"])
+    trials = {t["id"]: t for t in h.describe(exp)["trials"]}
+    assert trials[found["best_trial"]]["hparams"] == {"increment_by": 1}
+    # the best checkpoint's files, here: x=20 at step 20 of the best trial
+    assert Path(found["path"]) == out
+    assert (out / "state").read_text() == f"20,20,{found['best_trial']}"

@@ -1,4 +1,4 @@
-"""The requests the daemon serves, as types. The CLI sends them through ``hpcdet.client``;
+"""The requests the daemon serves, as types. The CLI sends them through ``hpcdet.link``;
 ``Commands`` carries them out. On the wire (``hpcdet.daemon.requests``) each is
 ``{"op": NAME, "args": {field: value}}``; ``decode`` checks a request before any of it runs."""
 

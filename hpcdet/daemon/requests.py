@@ -1,5 +1,5 @@
 """CLI -> daemon requests as files in the shared state directory: the daemon's half (the
-CLI's is ``hpcdet.client.files``).
+CLI's is ``hpcdet.link.files``).
 
 Files work from every login node that sees the shared filesystem, need no open port, and
 survive a daemon restart: an unanswered request is answered by the next daemon.

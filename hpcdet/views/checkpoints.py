@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -81,6 +82,14 @@ def stored_checkpoint(store: Store, paths: StatePaths, uuid: str) -> StoredCheck
     if not source.is_dir():
         raise NotFoundError(f"checkpoint {uuid} is missing from its storage: no {source}")
     return StoredCheckpoint(ckpt, source, checkpoint_validation(store, ckpt))
+
+
+def copy_checkpoint(store: Store, paths: StatePaths, uuid: str, dest: Path | None) -> Path:
+    """Copy a completed checkpoint's files to ``dest`` (default ``checkpoints/<uuid>``)."""
+    stored = stored_checkpoint(store, paths, uuid)
+    target = dest if dest is not None else Path("checkpoints") / uuid
+    shutil.copytree(stored.source, target, dirs_exist_ok=True)
+    return target
 
 
 def checkpoint_validation(store: Store, ckpt: Checkpoint) -> dict[str, Any]:

@@ -100,3 +100,9 @@ def test_the_mpi_launcher_over_two_nodes(slurm_hpcdet: Hpcdet, tmp_path: Path) -
 
     out = container_scenarios.mpi_over_two_nodes(slurm_hpcdet, tmp_path)
     assert "image=-" in out
+
+
+def test_the_sdk_creates_waits_reads_and_downloads_on_slurm(
+    slurm_hpcdet: Hpcdet, tmp_path: Path
+) -> None:
+    scenarios.sdk_notebook(slurm_hpcdet, tmp_path)

@@ -1,7 +1,7 @@
 """Property: no command line ends in a traceback. The typer app runs in-process with
 generated arguments (ids huge, negative, non-numeric or unicode; control characters; flags in
 any order) against a state directory with one experiment, where reads work. Requests stop at
-the daemon's door: a stand-in for ``hpcdet.client.files.call`` checks that every id the CLI
+the daemon's door: a stand-in for ``hpcdet.link.files.call`` checks that every id the CLI
 lets through is one SQLite can hold, and answers; the daemon's own checks are tested in
 tests/unit/test_cli_ids.py."""
 
@@ -18,10 +18,10 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from hpcdet.cli.main import app
-from hpcdet.client import files as client_files
 from hpcdet.config.cluster import ClusterConfig
 from hpcdet.daemon.loop import Daemon
 from hpcdet.errors import HpcdetError
+from hpcdet.link import files as client_files
 from hpcdet.paths import StatePaths
 from hpcdet.rundir.layout import EVENTS_FILE
 from hpcdet.schedulers.runner import CommandRunner, Result

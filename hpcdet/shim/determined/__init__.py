@@ -16,6 +16,7 @@ from . import common, core, errors, util
 # The Determined release whose API hpcdet follows, with hpcdet's own version as the local
 # part: a script that compares det.__version__ with a Determined release gets 0.38's answer.
 __version__ = f"{_API}+hpcdet.{_hpcdet_version}"
+IS_HPCDET_SHIM = True
 
 __all__ = [
     "LOG_FORMAT",

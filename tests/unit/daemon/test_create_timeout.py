@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from hpcdet.client import files as client_files
 from hpcdet.config.cluster import ClusterConfig
 from hpcdet.daemon import requests as req
 from hpcdet.daemon.loop import Daemon
 from hpcdet.errors import HpcdetError
+from hpcdet.link import files as client_files
 from hpcdet.paths import StatePaths
 from hpcdet.schedulers.runner import CommandRunner, Result
 from hpcdet.snapshot import snapshot

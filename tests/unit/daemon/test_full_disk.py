@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from hpcdet.client import files as client_files
 from hpcdet.config.cluster import ClusterConfig
 from hpcdet.daemon import requests as req
 from hpcdet.daemon.loop import Daemon
 from hpcdet.errors import DiskFullError
+from hpcdet.link import files as client_files
 from hpcdet.paths import StatePaths
 from hpcdet.rundir.exchange import read_json
 from hpcdet.schedulers.runner import CommandRunner, Result

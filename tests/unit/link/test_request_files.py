@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from hpcdet.client import files as client_files
 from hpcdet.daemon import requests as req
+from hpcdet.link import files as client_files
 from hpcdet.paths import StatePaths
 from hpcdet.rundir.exchange import read_json
 

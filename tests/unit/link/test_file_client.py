@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from hpcdet.client import Created, JobUpdate, connect
-from hpcdet.client import files as client_files
 from hpcdet.daemon import process
 from hpcdet.daemon import requests as req
 from hpcdet.errors import HpcdetError
+from hpcdet.link import Created, JobUpdate, connect
+from hpcdet.link import files as client_files
 from hpcdet.paths import StatePaths
 
 

@@ -12,11 +12,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Callable
 
-from hpcdet.client import Created, JobUpdate
 from hpcdet.daemon import operations as ops
 from hpcdet.daemon import process
 from hpcdet.daemon.requests import GONE, TAKEN, reply_path, request_path
 from hpcdet.errors import DaemonError, DiskFullError, HpcdetError, disk_full_cause
+from hpcdet.link import Created, JobUpdate
 from hpcdet.paths import StatePaths
 from hpcdet.rundir.exchange import read_json, write_atomic
 from hpcdet.snapshot import include, snapshot

@@ -80,6 +80,6 @@ class DaemonClient(Protocol):
 
 def connect(paths: StatePaths) -> DaemonClient:
     """The client for the state directory ``paths`` (the daemon is started when needed)."""
-    from hpcdet.client.files import FileClient
+    from hpcdet.link.files import FileClient
 
     return FileClient(paths)

@@ -1,0 +1,362 @@
+"""The Python SDK on the login node: Determined's ``determined.experimental.client``, for
+notebooks and scripts, over the same views and daemon link as the CLI.
+
+    from hpcdet import client
+
+    exp = client.create_experiment("const.yaml", "model_dir")
+    exp.wait()
+    best = exp.top_checkpoint()
+    path = best.download()
+
+There is no master to log in to: the user's own daemon (started when needed) is the cluster.
+``client.as_determined()`` makes ``from determined.experimental import client`` give this
+module, for scripts written for Determined (see its docstring).
+"""
+
+from __future__ import annotations
+
+import datetime
+import importlib.util
+import json
+import sys
+import time
+import types
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from hpcdet.config import load_experiment_config
+from hpcdet.errors import HpcdetError, NotFoundError, StateError
+from hpcdet.link import connect
+from hpcdet.paths import StatePaths, state_dir
+from hpcdet.states import FINAL_EXPERIMENT_STATES, CheckpointState, ExperimentState, TrialState
+from hpcdet.store.models import Checkpoint as CheckpointRow
+from hpcdet.views.access import read_store
+from hpcdet.views.checkpoints import checkpoint_validation, copy_checkpoint, ranked_checkpoints
+from hpcdet.views.experiments import experiment_rows
+from hpcdet.views.trials import trial_dict, trial_metrics
+
+__all__ = [
+    "Checkpoint",
+    "CheckpointState",
+    "Experiment",
+    "ExperimentState",
+    "Trial",
+    "TrialMetrics",
+    "TrialState",
+    "as_determined",
+    "create_experiment",
+    "get_checkpoint",
+    "get_experiment",
+    "get_trial",
+    "iter_trials_metrics",
+    "list_experiments",
+    "login",
+]
+
+
+def _paths() -> StatePaths:
+    return StatePaths(state_dir())
+
+
+def login(master: str | None = None, user: str | None = None, password: str | None = None,
+          **_: Any) -> None:
+    """Nothing to do: there is no master, and the daemon is the user's own. Accepted so that
+    scripts written for Determined run unchanged."""
+
+
+# ----------------------------------------------------------------------------------- metrics
+
+
+@dataclass(frozen=True)
+class TrialMetrics:
+    """One report of a trial, as Determined's SDK gives it."""
+
+    trial_id: int
+    trial_run_id: int
+    steps_completed: int
+    end_time: datetime.datetime
+    metrics: dict[str, Any]
+    group: str
+    batch_metrics: list[dict[str, Any]] | None = None
+
+    @property
+    def total_batches(self) -> int:
+        """Determined's older name of ``steps_completed``."""
+        return self.steps_completed
+
+
+def iter_trials_metrics(trial_ids: list[int], group: str | None = None
+                        ) -> Iterator[TrialMetrics]:
+    """Every report of these trials (of one group, or all), trial by trial."""
+    for trial_id in trial_ids:
+        yield from Trial(trial_id).iter_metrics(group)
+
+
+# -------------------------------------------------------------------------------- checkpoints
+
+
+class Checkpoint:
+    """A completed (or deleted) checkpoint. ``training`` holds its experiment and trial, the
+    trial's hyperparameters and the validation metrics reported at its steps."""
+
+    def __init__(self, uuid: str) -> None:
+        self.uuid = uuid
+        self.reload()
+
+    def reload(self) -> None:
+        store = read_store(_paths())
+        row: CheckpointRow = store.checkpoint(self.uuid)
+        trial = store.trial(row.trial_id)
+        self.state = CheckpointState(row.state)
+        self.report_time = datetime.datetime.fromtimestamp(row.reported, datetime.timezone.utc)
+        self.metadata: dict[str, Any] = json.loads(row.metadata_json)
+        self.resources: dict[str, int] = json.loads(row.resources_json)
+        self.steps_completed = row.steps_completed
+        self.training = types.SimpleNamespace(
+            experiment_id=row.experiment_id, trial_id=row.trial_id,
+            hparams=json.loads(trial.hparams_json),
+            validation_metrics={"avgMetrics": checkpoint_validation(store, row)},
+            experiment_config=json.loads(store.experiment(row.experiment_id).config_json),
+        )
+
+    def download(self, path: str | Path | None = None, mode: str = "auto") -> str:
+        """Copy its files from the checkpoint storage to ``path`` (default
+        ``checkpoints/<uuid>``); returns the path. ``mode`` is accepted for Determined's
+        sake; every download here is direct, and ``"master"`` is refused."""
+        if str(mode) == "master":
+            raise HpcdetError("mode 'master' downloads through Determined's master, which "
+                              "hpcdet does not have; use 'direct' or 'auto'")
+        dest = Path(path) if path is not None else None
+        return str(copy_checkpoint(read_store(_paths()), _paths(), self.uuid, dest))
+
+    def delete(self) -> None:
+        connect(_paths()).delete_checkpoint(self.uuid)
+
+    def __repr__(self) -> str:
+        return f"Checkpoint(uuid={self.uuid})"
+
+
+def _ranked(exp_id: int, limit: int | None, trial_id: int | None = None,
+            sort_by: str | None = None, smaller_is_better: bool | None = None
+            ) -> list[Checkpoint]:
+    listed = ranked_checkpoints(read_store(_paths()), _paths(), exp_id, limit,
+                                trial_id=trial_id, sort_by=sort_by,
+                                smaller_is_better=smaller_is_better)
+    return [Checkpoint(c.checkpoint.uuid) for c in listed.checkpoints]
+
+
+def _top(exp_id: int, trial_id: int | None, sort_by: str | None,
+         smaller_is_better: bool | None) -> Checkpoint:
+    found = _ranked(exp_id, 1, trial_id, sort_by, smaller_is_better)
+    if not found:
+        whose = f"trial {trial_id}" if trial_id is not None else f"experiment {exp_id}"
+        raise NotFoundError(f"{whose} has no checkpoint with a validation metric to rank it by")
+    return found[0]
+
+
+# ------------------------------------------------------------------------------------- trials
+
+
+class Trial:
+    """A trial: ``id``, ``experiment_id``, ``hparams``, ``state``, ``summary_metrics``."""
+
+    def __init__(self, trial_id: int) -> None:
+        self.id = trial_id
+        self.reload()
+
+    def reload(self) -> None:
+        row = read_store(_paths()).trial(self.id)
+        facts = trial_dict(row)
+        self.experiment_id: int = row.experiment_id
+        self.hparams: dict[str, Any] = facts["hparams"]
+        self.state = TrialState(row.state)
+        self.metadata: dict[str, Any] = facts["metadata"]
+        self.summary_metrics = {"best_validation": row.best_validation,
+                                "steps_completed": row.steps_completed}
+
+    def iter_metrics(self, group: str | None = None) -> Iterator[TrialMetrics]:
+        """Its reports, in order (``group``: "training", "validation" or another)."""
+        for m in trial_metrics(read_store(_paths()), self.id, group).rows:
+            yield TrialMetrics(
+                self.id, m.run_id, m.steps_completed,
+                datetime.datetime.fromtimestamp(m.reported, datetime.timezone.utc),
+                m.metrics, m.group, m.batch_metrics)
+
+    def list_checkpoints(self, max_results: int | None = None) -> list[Checkpoint]:
+        """Its completed checkpoints, best first by the searcher metric."""
+        return _ranked(self.experiment_id, max_results or 10**9, self.id)
+
+    def top_checkpoint(self, sort_by: str | None = None,
+                       smaller_is_better: bool | None = None) -> Checkpoint:
+        """Its best checkpoint by the searcher metric (or ``sort_by``)."""
+        return _top(self.experiment_id, self.id, sort_by, smaller_is_better)
+
+    def kill(self) -> None:
+        connect(_paths()).kill_trial(self.id)
+
+    def get_experiment(self) -> Experiment:
+        return Experiment(self.experiment_id)
+
+    def __repr__(self) -> str:
+        return f"Trial(id={self.id})"
+
+
+# -------------------------------------------------------------------------------- experiments
+
+
+class Experiment:
+    """An experiment: ``id``, ``name``, ``state``, ``config``, ``labels``, ``description``,
+    ``archived``, ``progress``; ``reload()`` reads them again."""
+
+    def __init__(self, experiment_id: int) -> None:
+        self.id = experiment_id
+        self.reload()
+
+    def reload(self) -> None:
+        row = read_store(_paths()).experiment(self.id)
+        self.name = row.name
+        self.state = ExperimentState(row.state)
+        self.config: dict[str, Any] = json.loads(row.config_json)
+        self.labels: list[str] = json.loads(row.labels_json)
+        self.description = row.description
+        self.archived = row.archived
+        self.progress = row.progress
+
+    def wait(self, interval: float = 5.0) -> ExperimentState:
+        """Until it ends; returns its final state.
+
+        Raises:
+            ValueError: it is paused, and would never end.
+        """
+        while True:
+            self.reload()
+            if self.state in FINAL_EXPERIMENT_STATES:
+                return self.state
+            if self.state == ExperimentState.PAUSED:
+                raise ValueError(f"Experiment {self.id} is paused; activate it to wait for it")
+            time.sleep(interval)
+
+    def list_trials(self) -> list[Trial]:
+        return [Trial(t.id) for t in read_store(_paths()).trials(self.id)]
+
+    def list_checkpoints(self, max_results: int | None = None) -> list[Checkpoint]:
+        """Its completed checkpoints, best first by the searcher metric."""
+        return _ranked(self.id, max_results or 10**9)
+
+    def top_checkpoint(self, sort_by: str | None = None,
+                       smaller_is_better: bool | None = None) -> Checkpoint:
+        """Its best checkpoint by the searcher metric (or ``sort_by``)."""
+        return _top(self.id, None, sort_by, smaller_is_better)
+
+    def top_n_checkpoints(self, limit: int, sort_by: str | None = None,
+                          smaller_is_better: bool | None = None) -> list[Checkpoint]:
+        return _ranked(self.id, limit, None, sort_by, smaller_is_better)
+
+    def get_metrics(self, group: str | None = None) -> Iterator[TrialMetrics]:
+        """Every report of every trial of it (of one group, or all)."""
+        return iter_trials_metrics([t.id for t in self.list_trials()], group)
+
+    def pause(self) -> None:
+        connect(_paths()).pause(self.id)
+
+    def activate(self) -> None:
+        connect(_paths()).activate(self.id)
+
+    def cancel(self) -> None:
+        connect(_paths()).cancel(self.id)
+
+    def kill(self) -> None:
+        connect(_paths()).kill(self.id)
+
+    def archive(self) -> None:
+        connect(_paths()).set_experiment(self.id, "archived", True)
+
+    def unarchive(self) -> None:
+        connect(_paths()).set_experiment(self.id, "archived", False)
+
+    def add_label(self, label: str) -> None:
+        connect(_paths()).set_experiment(self.id, "labels_add", label)
+
+    def remove_label(self, label: str) -> None:
+        connect(_paths()).set_experiment(self.id, "labels_remove", label)
+
+    def set_name(self, name: str) -> None:
+        connect(_paths()).set_experiment(self.id, "name", name)
+
+    def set_description(self, description: str) -> None:
+        connect(_paths()).set_experiment(self.id, "description", description)
+
+    def delete(self) -> None:
+        connect(_paths()).delete_experiment(self.id)
+
+    def __repr__(self) -> str:
+        return f"Experiment(id={self.id})"
+
+
+def create_experiment(
+    config: str | Path | dict[str, Any], model_dir: str | Path | None = None,
+    includes: list[str | Path] | None = None, **_: Any,
+) -> Experiment:
+    """Create an experiment from a config (a file, YAML text or a dict) with ``model_dir``
+    (default: the current directory) as its context."""
+    if isinstance(config, dict):
+        source: str | Path = yaml.safe_dump(config) + "\n"
+    elif isinstance(config, Path) or "\n" not in config:
+        source = Path(config)
+    else:
+        source = config
+    cfg = load_experiment_config(source)
+    created = connect(_paths()).create(cfg.raw, Path(model_dir or "."),
+                                       includes=[Path(i) for i in includes or []])
+    return Experiment(created.experiment_id)
+
+
+def get_experiment(experiment_id: int) -> Experiment:
+    return Experiment(experiment_id)
+
+
+def get_trial(trial_id: int) -> Trial:
+    return Trial(trial_id)
+
+
+def get_checkpoint(uuid: str) -> Checkpoint:
+    return Checkpoint(uuid)
+
+
+def list_experiments(labels: list[str] | None = None, states: list[Any] | None = None,
+                     name: str | None = None, **_: Any) -> list[Experiment]:
+    """Experiments, oldest first, filtered by every label given, state and name."""
+    wanted = set(labels or ())
+    kept = {str(ExperimentState(str(s).removeprefix("STATE_"))) for s in states or ()}
+    return [Experiment(r.experiment.id) for r in experiment_rows(read_store(_paths()))
+            if wanted <= set(json.loads(r.experiment.labels_json))
+            and (not kept or r.experiment.state in kept)
+            and (name is None or r.experiment.name == name)]
+
+
+def as_determined() -> None:
+    """Make ``from determined.experimental import client`` give this module, for scripts
+    written for Determined's SDK. Opt-in, for this interpreter only: nothing is installed,
+    so a real Determined elsewhere is never shadowed.
+
+    Raises:
+        StateError: a real ``determined`` package is installed here; import it, or this
+            module as ``hpcdet.client``, not both under one name.
+    """
+    current = sys.modules.get("determined")
+    real = (importlib.util.find_spec("determined") is not None if current is None
+            else not getattr(current, "IS_HPCDET_SHIM", False))
+    if real:
+        raise StateError("a real Determined is installed in this environment: use "
+                         "`from hpcdet import client` for hpcdet's SDK instead")
+    import hpcdet.shim.determined as det
+
+    experimental = types.ModuleType("determined.experimental")
+    experimental.client = sys.modules[__name__]  # type: ignore[attr-defined]
+    det.experimental = experimental  # type: ignore[attr-defined]
+    sys.modules.update({"determined": det, "determined.experimental": experimental,
+                        "determined.experimental.client": sys.modules[__name__]})
