@@ -11,7 +11,6 @@ import pytest
 from hpcdet import client
 from hpcdet.errors import StateError
 
-
 NAMES = ("determined", "determined.experimental", "determined.experimental.client")
 
 
