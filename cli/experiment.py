@@ -351,6 +351,22 @@ def set_description(experiment_id: ExperimentId, description: str) -> None:
     console.print(connect(paths()).set_experiment(experiment_id, "description", description))
 
 
+@set_app.command("max-slots")
+def set_max_slots(
+    experiment_id: ExperimentId,
+    max_slots: Annotated[str, typer.Argument(help="A number of slots, or none.")],
+) -> None:
+    """Cap the slots its trials hold at once (none: no cap), from now on."""
+    value = None if max_slots.lower() in ("none", "null") else _count(max_slots)
+    console.print(connect(paths()).set_experiment(experiment_id, "max_slots", value))
+
+
+def _count(text: str) -> int:
+    if not text.isdigit():
+        raise typer.BadParameter(f"must be a whole number or none, not {text!r}")
+    return int(text)
+
+
 @set_app.command("priority")
 def set_priority(experiment_id: ExperimentId, priority: int) -> None:
     """Its place in the job queue, as `hpcdet job update --priority` sets it."""

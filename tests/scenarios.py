@@ -855,3 +855,30 @@ def sdk_notebook(h: Hpcdet, tmp: Path) -> None:
     # the best checkpoint's files, here: x=20 at step 20 of the best trial
     assert Path(found["path"]) == out
     assert (out / "state").read_text() == f"20,20,{found['best_trial']}"
+
+
+def max_slots(h: Hpcdet, tmp: Path, cap: int, trials: int) -> tuple[int, list[int]]:
+    """A grid of ``trials`` one-slot trials with resources.max_slots ``cap``: all complete,
+    and never more than ``cap`` of them run at once. Returns (the most that ran at once, the
+    throttles of the job arrays it submitted)."""
+    ctx = copy_examples(tmp / "ctx")
+    cfg = tmp / "capped.yaml"
+    values = ", ".join(str(v) for v in range(1, trials + 1))
+    cfg.write_text("name: capped\nentrypoint: python3 3_hpsearch.py\nmax_restarts: 0\n"
+                   f"resources: {{max_slots: {cap}}}\n"
+                   f"hyperparameters: {{increment_by: {{type: categorical, vals: [{values}]}}}}\n"
+                   "searcher: {name: grid, metric: x, max_length: 20}\n")
+    exp = h.create(cfg, ctx)
+    d = h.wait_state(exp, {"COMPLETED", "ERROR", "CANCELED"}, timeout=600)
+    assert d["experiment"]["state"] == "COMPLETED", d
+    # When each trial ran, from its own log's first and last lines.
+    spans = []
+    for t in d["trials"]:
+        stamps = [json.loads(line)["timestamp"] for line in h.run(
+            "trial", "logs", str(t["id"]), "--json").stdout.splitlines()]
+        spans.append((min(stamps), max(stamps)))
+    most = max(sum(1 for a, b in spans if a <= start <= b) for start, _ in spans)
+    journal = (h.state / "runs" / f"exp-{exp}" / "journal.jsonl").read_text().splitlines()
+    throttles = [e["throttle"] for e in map(json.loads, journal)
+                 if e.get("kind") == "array_submitted"]
+    return most, throttles

@@ -198,6 +198,11 @@ def _cross_checks(raw: dict[str, Any], at: At) -> None:
     if searcher is not None and searcher["name"] == "grid":
         check_grid_counts(raw["hyperparameters"], at / "hyperparameters")
     slots = raw["resources"]["slots_per_trial"]
+    max_slots = raw["resources"]["max_slots"]
+    if max_slots is not None and max_slots < max(slots, 1):
+        (at / "resources" / "max_slots").error(
+            f"{max_slots} is fewer than one trial's slots (resources.slots_per_trial: {slots}),"
+            " so no trial could ever run; raise it or leave it out")
     for section in ("slurm", "pbs"):
         per_node = raw[section]["slots_per_node"]
         if per_node and slots > per_node and slots % per_node:
@@ -260,6 +265,12 @@ class ExperimentConfig:
     slurm: SlurmConfig = field(default_factory=SlurmConfig)
     pbs: PbsConfig = field(default_factory=PbsConfig)
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def trials_at_once(self) -> int | None:
+        """resources.max_slots as whole trials at once (None: no cap)."""
+        cap = self.resources.max_slots
+        return None if cap is None else cap // max(self.resources.slots_per_trial, 1)
 
     def checkpoint_dir(self, default: Path) -> Path:
         """Where the experiment's checkpoints go (each is ``<dir>/<uuid>``); ``default``, the

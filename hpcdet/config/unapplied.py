@@ -30,7 +30,6 @@ NOT_APPLIED: tuple[tuple[str, str], ...] = (
     ("resources.devices", _NO_CONTAINER),
     ("resources.agent_label", "there are no Determined agents; choose nodes with"
      " resources.resource_pool or slurm.partition / pbs.queue"),
-    ("resources.max_slots", "the search's concurrency is searcher.max_concurrent_trials"),
     ("resources.is_single_node", "set slurm.slots_per_node / pbs.slots_per_node to the trial's"
      " slots to keep it on one node"),
     ("resources.native_parallel", "it was removed from Determined"),

@@ -20,6 +20,21 @@ class Chunk:
     count: int
 
 
+def slot_room(trials_at_once: int | None, array_tasks: int, singles: int
+              ) -> tuple[int | None, bool]:
+    """resources.max_slots over an experiment's live jobs: (how many tasks at once a new
+    array may run, 0 meaning it must wait, None no cap; whether one more single job may go).
+
+    The batch system starts an array's pending tasks up to its throttle whenever it likes, so
+    a single job goes only once no task of the experiment's arrays is live, and an array's
+    throttle leaves room for the single jobs already there: together they never exceed the
+    cap, at the price of restarts waiting for the array to drain.
+    """
+    if trials_at_once is None:
+        return None, True
+    return max(0, trials_at_once - singles), array_tasks == 0 and singles < trials_at_once
+
+
 def next_chunk(
     bound: int,
     covered: int,

@@ -27,6 +27,7 @@ from hpcdet.states import (
     ExperimentState,
     TrialState,
 )
+from hpcdet.store.models import Experiment
 from hpcdet.store.repository import Store
 
 
@@ -202,6 +203,8 @@ class Commands:
         elif field == "labels_remove":
             entry = {"labels": [label for label in labels if label != str(value)]}
             said = f"Removed label '{value}' from experiment {exp_id}"
+        elif field == "max_slots":
+            return self._set_max_slots(exp, value)
         elif field == "archived":
             if value and exp.state not in FINAL_EXPERIMENT_STATES:
                 raise StateError(f"experiment {exp_id} is {exp.state}; only a finished "
@@ -212,6 +215,20 @@ class Commands:
             raise UsageError(f"an experiment has no setting {field!r}")
         self.journal.record(exp_id, "experiment_meta", **entry)
         return said
+
+    def _set_max_slots(self, exp: Experiment, value: Any) -> str:
+        """A new cap for the trials it submits from now on; arrays already submitted keep
+        their throttle."""
+        if exp.state in FINAL_EXPERIMENT_STATES:
+            raise StateError(f"experiment {exp.id} is {exp.state}; max_slots only changes what "
+                             "an unfinished experiment submits")
+        raw = self.configs.get(exp).to_dict()
+        raw["resources"] = {**raw["resources"], "max_slots": value}
+        cfg = ExperimentConfig.from_dict(raw)  # a ConfigError names what is wrong
+        self.journal.record(exp.id, "experiment_config", config=cfg.to_dict())
+        self.configs.forget(exp.id)
+        self.submission.submit_queued()
+        return f"Set `max_slots` of experiment {exp.id} to {value}"
 
     def delete_experiment(self, exp_id: int) -> str:
         """A finished experiment goes: its checkpoints' files, its run tree, its rows. Its id

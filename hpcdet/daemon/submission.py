@@ -12,7 +12,7 @@ from collections import deque
 from pathlib import Path
 
 from hpcdet.config.cluster import ClusterConfig
-from hpcdet.daemon.arrays import next_chunk, owner
+from hpcdet.daemon.arrays import next_chunk, owner, slot_room
 from hpcdet.daemon.configs import Configs
 from hpcdet.daemon.controls import Controls
 from hpcdet.daemon.guard import Guard
@@ -75,16 +75,32 @@ class Submission:
     def _submit_experiment(self, exp: Experiment) -> bool:
         """Submit the experiment's queued trials; False once the submission limit is hit."""
         arrays = self._ensure_arrays(exp)
+        cap = self.configs.get(exp).trials_at_once
+        tasks, singles = self._live_jobs(exp, arrays or [])
         for trial in self.store.trials(exp.id, state=TrialState.QUEUED):
             if arrays is not None and trial.run_id == 0:
                 found = owner(trial.request_id, arrays)
                 if found is not None:
                     self._submit(exp, trial, found)
                 continue  # its array is not submitted yet
+            if not slot_room(cap, tasks, singles)[1]:
+                continue  # resources.max_slots: it waits for a live job to end
             if not self._may_submit():
                 return False
             self._submit(exp, trial)
+            singles += 1
         return True
+
+    def _live_jobs(self, exp: Experiment, chunks: list[tuple[str, int, int]]
+                   ) -> tuple[int, int]:
+        """The experiment's live array tasks and live single jobs (a trial's first run is an
+        array task when an array covers its request)."""
+        trials = {t.id: t for t in self.store.trials(exp.id)}
+        tasks = singles = 0
+        for run in self.store.runs(list(trials), live_only=True):
+            in_array = run.run_id == 1 and owner(trials[run.trial_id].request_id, chunks)
+            tasks, singles = (tasks + 1, singles) if in_array else (tasks, singles + 1)
+        return tasks, singles
 
     def _ensure_arrays(self, exp: Experiment) -> list[tuple[str, int, int]] | None:
         """The experiment's arrays as (job id, offset, count); None if it uses no arrays.
@@ -117,12 +133,14 @@ class Submission:
         if self.cluster.max_jobs:
             headroom = self.cluster.max_jobs - len(self.store.runs(live_only=True))
         chunk = next_chunk(bound, covered, pending, self.scheduler.limits.max_array_size, headroom)
-        if chunk is None or not self._may_submit():
+        room, _ = slot_room(cfg.trials_at_once, *self._live_jobs(exp, chunks))
+        if chunk is None or room == 0 or not self._may_submit():
             return chunks
         array_dir = layout.array_dir(self.paths.experiment(exp.id))
         array_dir.mkdir(exist_ok=True)
+        limits = [n for n in (concurrency, room) if n]  # 0 and None: no limit
         spec = ArraySpec(count=chunk.count, offset=chunk.offset,
-                         throttle=min(concurrency, chunk.count) if concurrency else 0)
+                         throttle=min(*limits, chunk.count) if limits else 0)
         index = len(rows)
         script = layout.array_script(self.paths.experiment(exp.id), index)
         script.write_text(self.scheduler.render_script(array_request(

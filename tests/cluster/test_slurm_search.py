@@ -61,3 +61,10 @@ def test_refused_submission_shows_the_schedulers_reason(
     slurm_hpcdet: Hpcdet, tmp_path: Path, searcher: str
 ) -> None:
     scenarios.refused_submission(slurm_hpcdet, tmp_path, searcher)
+
+
+def test_max_slots_throttles_the_array_and_caps_what_runs(
+    slurm_hpcdet: Hpcdet, tmp_path: Path
+) -> None:
+    most, throttles = scenarios.max_slots(slurm_hpcdet, tmp_path, cap=2, trials=5)
+    assert throttles == [2] and most == 2, (most, throttles)

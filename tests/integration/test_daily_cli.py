@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.scenarios import FIXTURES, _first_checkpoint_seen
+from tests.scenarios import FIXTURES, _first_checkpoint_seen, max_slots
 from tests.support import Hpcdet
 
 
@@ -229,3 +229,8 @@ def test_submit_and_the_create_flags_paused_include_and_test(
     exp = int(said.split("Created experiment ")[1].split()[0])
     assert f"hpcdet experiment logs {exp} -f" in said and f"experiment wait {exp}" in said
     h.run("e", "wait", str(exp), "--polling-interval", "0.2")
+
+
+def test_max_slots_caps_the_trials_running_at_once(local_hpcdet: Hpcdet, tmp_path: Path) -> None:
+    most, _ = max_slots(local_hpcdet, tmp_path, cap=1, trials=3)
+    assert most == 1
