@@ -9,7 +9,15 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from hpcdet.cli.common import ExperimentId, paths, print_json, read_store, table, when
+from hpcdet.cli.common import (
+    ExperimentId,
+    paths,
+    print_csv,
+    print_json,
+    read_store,
+    table,
+    when,
+)
 from hpcdet.errors import UsageError
 from hpcdet.link import connect
 from hpcdet.store.models import Checkpoint
@@ -27,6 +35,7 @@ def list_(
     top: Annotated[Optional[int], typer.Option(
         "--best", min=1, help="Only the K best by the searcher metric, best first."
     )] = None,
+    csv: Annotated[bool, typer.Option("--csv")] = False,
 ) -> None:
     """Completed checkpoints of an experiment, with the searcher metric at each one's step.
 
@@ -38,9 +47,12 @@ def list_(
              when(c.checkpoint.reported), c.checkpoint.state, c.metric,
              f"{c.files} files, {c.size} B"] for c in listed.checkpoints]
     # Each checkpoint is the directory <storage>/<uuid>; the storage is shown once.
-    table(["Trial ID", "Steps Completed", "UUID", "Report Time", "State",
-           "Validation Metric", "Resources"], rows, title=f"Checkpoint storage: {listed.storage}",
-          fold=True)
+    cols = ["Trial ID", "Steps Completed", "UUID", "Report Time", "State", "Validation Metric",
+            "Resources"]
+    if csv:
+        print_csv(cols, rows)
+        return
+    table(cols, rows, title=f"Checkpoint storage: {listed.storage}", fold=True)
 
 
 class Mode(str, Enum):

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import csv
 import datetime
 import json
 import sys
 from collections.abc import Sequence
-from typing import Annotated, Any
+from typing import IO, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -45,7 +46,7 @@ console = _TextConsole(highlight=False, markup=False, emoji=False, soft_wrap=Tru
                        width=None if sys.stdout.isatty() else 200)
 
 
-def _parse_id(value: str) -> int:
+def parse_id(value: str) -> int:
     """An experiment or trial id; anything else is a usage error before any work is done."""
     text = str(value).strip()
     number: object = int(text) if text.isascii() and text.isdigit() else text
@@ -56,8 +57,8 @@ def _parse_id(value: str) -> int:
     return number
 
 
-ExperimentId = Annotated[int, typer.Argument(parser=_parse_id)]
-TrialId = Annotated[int, typer.Argument(parser=_parse_id)]
+ExperimentId = Annotated[int, typer.Argument(parser=parse_id)]
+TrialId = Annotated[int, typer.Argument(parser=parse_id)]
 
 
 def paths() -> StatePaths:
@@ -88,9 +89,11 @@ def table(
 
 
 def print_csv(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-    import csv
+    write_csv(sys.stdout, columns, rows)
 
-    w = csv.writer(sys.stdout)
+
+def write_csv(out: IO[str], columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    w = csv.writer(out)
     w.writerow([visible(c) for c in columns])
     w.writerows([visible(v) if isinstance(v, str) else v for v in row] for row in rows)
 

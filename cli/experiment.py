@@ -13,10 +13,12 @@ import typer
 import yaml
 
 from hpcdet import images
+from hpcdet.checkpoint_gc import RetentionPolicy
 from hpcdet.cli import checkpoint
 from hpcdet.cli.common import (
     ExperimentId,
     console,
+    parse_id,
     paths,
     print_csv,
     print_json,
@@ -24,6 +26,7 @@ from hpcdet.cli.common import (
     table,
     truth,
     when,
+    write_csv,
 )
 from hpcdet.cli.follow import (
     Follow,
@@ -35,13 +38,15 @@ from hpcdet.cli.follow import (
     follow_trial,
     show_logs,
 )
-from hpcdet.config import load_experiment_config, smoke_config
+from hpcdet.config import ExperimentConfig, load_experiment_config, smoke_config
 from hpcdet.containers import ContainerSpec
+from hpcdet.daemon.retention import doomed_checkpoints
 from hpcdet.errors import ImageError, NotFoundError, UsageError
 from hpcdet.link import Created, JobUpdate, connect
 from hpcdet.states import FINAL_EXPERIMENT_STATES, ExperimentState
+from hpcdet.store.repository import Store
 from hpcdet.views.checkpoints import ranked_checkpoints
-from hpcdet.views.experiments import describe_experiment, experiment_rows
+from hpcdet.views.experiments import describe_experiment, describe_sheets, experiment_rows
 from hpcdet.views.trials import trial_dict
 
 app = typer.Typer(no_args_is_help=True)
@@ -182,21 +187,58 @@ def _owner() -> str:
 
 @app.command()
 def describe(
-    experiment_id: ExperimentId,
+    experiment_ids: Annotated[str, typer.Argument(help="An id, or several: 1,2,3.")],
     as_json: Annotated[bool, typer.Option("--json")] = False,
+    csv: Annotated[bool, typer.Option(
+        "--csv", help="Its experiments, trials and workloads as CSV.")] = False,
+    outdir: Annotated[Optional[Path], typer.Option(
+        "--outdir", help="Write experiments.csv, trials.csv and workloads.csv here.")] = None,
+    metrics: Annotated[bool, typer.Option(
+        "--metrics", help="Workloads with a column per metric.")] = False,
 ) -> None:
-    """Show an experiment, its trials and their jobs."""
-    view = describe_experiment(read_store(paths()), experiment_id)
-    exp = view.experiment
+    """Show an experiment (or several), its trials and their jobs."""
+    ids = [parse_id(i) for i in experiment_ids.split(",") if i.strip()]
+    if not ids:
+        raise typer.BadParameter("name at least one experiment id")
+    if [as_json, csv, outdir is not None].count(True) > 1:
+        raise UsageError("give at most one of --json, --csv and --outdir")
+    store = read_store(paths())
+    if csv or outdir is not None or metrics:
+        sheets = describe_sheets(store, ids, metrics)
+        if outdir is not None:
+            outdir.mkdir(parents=True, exist_ok=True)
+            for sheet in sheets:
+                with open(outdir / f"{sheet.name}.csv", "w", newline="") as f:
+                    write_csv(f, sheet.columns, sheet.rows)
+            return
+        if csv:
+            for sheet in sheets:
+                print(f"{sheet.name.capitalize()}:")
+                print_csv(sheet.columns, sheet.rows)
+            return
     if as_json:
-        print_json({
-            "experiment": exp.model_dump(exclude={"config_json"}), "config": view.config,
-            # the stored row, and its JSON columns decoded (hparams, metadata, alerts)
-            "trials": [{**t.trial.model_dump(), **trial_dict(t.trial)} for t in view.trials],
-            "runs": [r.model_dump() for r in view.runs],
-            "arrays": [a.model_dump() for a in view.arrays],
-        })
+        found = [_describe_json(store, i) for i in ids]
+        print_json(found[0] if len(found) == 1 else found)
         return
+    for exp_id in ids:
+        _describe_text(store, exp_id, metrics)
+
+
+def _describe_json(store: Store, experiment_id: int) -> dict[str, Any]:
+    view = describe_experiment(store, experiment_id)
+    return {
+        "experiment": view.experiment.model_dump(exclude={"config_json"}),
+        "config": view.config,
+        # the stored row, and its JSON columns decoded (hparams, metadata, alerts)
+        "trials": [{**t.trial.model_dump(), **trial_dict(t.trial)} for t in view.trials],
+        "runs": [r.model_dump() for r in view.runs],
+        "arrays": [a.model_dump() for a in view.arrays],
+    }
+
+
+def _describe_text(store: Store, experiment_id: int, metrics: bool) -> None:
+    view = describe_experiment(store, experiment_id)
+    exp = view.experiment
     searcher = view.searcher
     console.print(f"Experiment {exp.id}: {exp.name}   state {exp.state}   backend {exp.backend}"
                   f"   progress {exp.progress:.1%}")
@@ -227,6 +269,10 @@ def describe(
           when(r.ended), r.outcome] for r in view.runs],
         title="Jobs",
     )
+    if metrics:
+        workloads = describe_sheets(store, [experiment_id], True)[-1]
+        table(workloads.columns, [[when(v) if i == 3 else v for i, v in enumerate(row)]
+                                  for row in workloads.rows], title="Workloads")
 
 
 @app.command()
@@ -247,6 +293,9 @@ def kill(experiment_id: ExperimentId) -> None:
     console.print(connect(paths()).kill(experiment_id))
 
 
+app.command("unpause", hidden=True)(activate)
+
+
 @app.command()
 def cancel(experiment_id: ExperimentId) -> None:
     """Stop the experiment gracefully: running trials checkpoint first."""
@@ -258,7 +307,7 @@ def continue_(
     experiment_id: ExperimentId,
     config: Annotated[Optional[list[str]], typer.Option(
         "--config", help="Override a config field (single searcher only): key=value.")] = None,
-    follow: Annotated[bool, typer.Option("--follow", "-f")] = False,
+    follow: Annotated[bool, typer.Option("--follow", "-f", "--follow-first-trial")] = False,
 ) -> None:
     """Resume a finished experiment's trials from their latest checkpoints."""
     p = paths()
@@ -365,6 +414,31 @@ def _count(text: str) -> int:
     if not text.isdigit():
         raise typer.BadParameter(f"must be a whole number or none, not {text!r}")
     return int(text)
+
+
+@set_app.command("gc-policy")
+def set_gc_policy(
+    experiment_id: ExperimentId,
+    save_experiment_best: Annotated[int, typer.Option("--save-experiment-best", min=0)],
+    save_trial_best: Annotated[int, typer.Option("--save-trial-best", min=0)],
+    save_trial_latest: Annotated[int, typer.Option("--save-trial-latest", min=0)],
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask first.")] = False,
+) -> None:
+    """Change which checkpoints it keeps, and delete the others now."""
+    policy = RetentionPolicy(save_experiment_best, save_trial_best, save_trial_latest)
+    if not yes:
+        store = read_store(paths())
+        cfg = ExperimentConfig.from_dict(
+            json.loads(store.experiment(experiment_id).config_json))
+        doomed = doomed_checkpoints(store, experiment_id, cfg, policy)
+        table(["Trial ID", "Steps Completed", "UUID"],
+              [[c.trial_id, c.steps_completed, c.uuid] for c in doomed],
+              title="The checkpoints this policy deletes now", fold=True)
+        typer.confirm("Changing the checkpoint garbage collection policy of an experiment may "
+                      "delete checkpoints for good. Do you wish to proceed?", abort=True)
+    console.print(connect(paths()).set_experiment(experiment_id, "gc_policy", {
+        "save_experiment_best": save_experiment_best, "save_trial_best": save_trial_best,
+        "save_trial_latest": save_trial_latest}))
 
 
 @set_app.command("priority")

@@ -205,6 +205,8 @@ class Commands:
             said = f"Removed label '{value}' from experiment {exp_id}"
         elif field == "max_slots":
             return self._set_max_slots(exp, value)
+        elif field == "gc_policy":
+            return self._set_gc_policy(exp, value)
         elif field == "archived":
             if value and exp.state not in FINAL_EXPERIMENT_STATES:
                 raise StateError(f"experiment {exp_id} is {exp.state}; only a finished "
@@ -229,6 +231,20 @@ class Commands:
         self.configs.forget(exp.id)
         self.submission.submit_queued()
         return f"Set `max_slots` of experiment {exp.id} to {value}"
+
+    def _set_gc_policy(self, exp: Experiment, value: Any) -> str:
+        """New save_* numbers for its checkpoint storage, applied at once."""
+        keys = ("save_experiment_best", "save_trial_best", "save_trial_latest")
+        if not isinstance(value, dict) or set(value) != set(keys):
+            raise UsageError(f"a GC policy gives {', '.join(keys)}")
+        raw = self.configs.get(exp).to_dict()
+        raw["checkpoint_storage"] = {**(raw.get("checkpoint_storage") or {}), **value}
+        cfg = ExperimentConfig.from_dict(raw)  # a ConfigError names what is wrong
+        self.journal.record(exp.id, "experiment_config", config=cfg.to_dict())
+        self.configs.forget(exp.id)
+        self.retention.collect(self.store.experiment(exp.id))
+        shown = "\n".join(f"  {k}: {value[k]}" for k in keys)
+        return f"Set GC policy of experiment {exp.id} to\n{shown}"
 
     def delete_experiment(self, exp_id: int) -> str:
         """A finished experiment goes: its checkpoints' files, its run tree, its rows. Its id

@@ -8,16 +8,37 @@ import shutil
 
 from hpcdet.checkpoint_gc import (
     CheckpointRecord,
+    GCPolicy,
     RetentionPolicy,
     ValidationRecord,
     checkpoints_to_delete,
 )
+from hpcdet.config import ExperimentConfig
 from hpcdet.daemon.configs import Configs
 from hpcdet.daemon.journal import Journal
 from hpcdet.paths import StatePaths
 from hpcdet.states import FINAL_TRIAL_STATES
 from hpcdet.store.models import Checkpoint, Experiment
 from hpcdet.store.repository import Store
+
+
+def doomed_checkpoints(store: Store, exp_id: int, cfg: ExperimentConfig, policy: GCPolicy
+                       ) -> list[Checkpoint]:
+    """The checkpoints of the experiment's ended trials that ``policy`` does not keep (also
+    what `experiment set gc-policy` shows before it asks)."""
+    ended = {t.id for t in store.trials(exp_id) if t.state in FINAL_TRIAL_STATES}
+    ckpts = [c for c in store.checkpoints(exp_id=exp_id) if c.trial_id in ended]
+    if not ckpts:
+        return []
+    validations = [
+        ValidationRecord(m.trial_id, m.steps_completed, json.loads(m.metrics_json))
+        for trial_id in ended for m in store.metrics(trial_id, "validation")
+    ]
+    doomed = checkpoints_to_delete(
+        [CheckpointRecord(c.uuid, c.trial_id, c.steps_completed, c.reported) for c in ckpts],
+        validations, policy, cfg.searcher.metric, cfg.searcher.smaller_is_better,
+    )
+    return [c for c in ckpts if c.uuid in doomed]
 
 
 class Retention:
@@ -31,22 +52,9 @@ class Retention:
     def collect(self, exp: Experiment) -> None:
         """Apply the GC policy to the checkpoints of the experiment's ended trials."""
         cfg = self.configs.get(exp)
-        ended = {t.id for t in self.store.trials(exp.id) if t.state in FINAL_TRIAL_STATES}
-        ckpts = [c for c in self.store.checkpoints(exp_id=exp.id) if c.trial_id in ended]
-        if not ckpts:
-            return
-        validations = [
-            ValidationRecord(m.trial_id, m.steps_completed, json.loads(m.metrics_json))
-            for trial_id in ended for m in self.store.metrics(trial_id, "validation")
-        ]
-        doomed = checkpoints_to_delete(
-            [CheckpointRecord(c.uuid, c.trial_id, c.steps_completed, c.reported) for c in ckpts],
-            validations, cfg.checkpoint_storage or RetentionPolicy(), cfg.searcher.metric,
-            cfg.searcher.smaller_is_better,
-        )
-        for ckpt in ckpts:
-            if ckpt.uuid in doomed:
-                self.delete(ckpt)
+        for ckpt in doomed_checkpoints(self.store, exp.id, cfg,
+                                       cfg.checkpoint_storage or RetentionPolicy()):
+            self.delete(ckpt)
 
     def delete(self, ckpt: Checkpoint) -> None:
         cfg = self.configs.get(self.store.experiment(ckpt.experiment_id))

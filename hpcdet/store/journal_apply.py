@@ -46,8 +46,8 @@ def _experiment_state(s: Session, e: dict[str, Any]) -> None:
         exp.state = e["state"]
         if "error" in e:
             exp.error = e["error"]
-        if e["state"] in FINAL_EXPERIMENT_STATES:
-            exp.ended = e["time"]
+        # continued: a finished experiment running again has not ended
+        exp.ended = e["time"] if e["state"] in FINAL_EXPERIMENT_STATES else None
         s.add(exp)
     follow = idle_trials_follow(e["state"]) if e.get("cascade") else None
     if follow is not None:
@@ -141,7 +141,6 @@ def _experiment_config(s: Session, e: dict[str, Any]) -> None:
     exp = s.get(Experiment, e["exp_id"])
     if exp is not None:
         exp.config_json = json.dumps(e["config"])
-        exp.ended = None
         s.add(exp)
 
 

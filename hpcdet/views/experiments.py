@@ -101,3 +101,45 @@ def searcher_summary(t: Trial) -> str:
     if t.stop_requested:
         words.append("stopped early")
     return "; ".join(words)
+
+
+@dataclass(frozen=True)
+class Sheet:
+    """One table of `experiment describe --csv/--outdir`."""
+
+    name: str  # experiments, trials or workloads
+    columns: list[str]
+    rows: list[list[Any]]
+
+
+def describe_sheets(store: Store, exp_ids: list[int], metrics: bool) -> list[Sheet]:
+    """Determined's three describe tables over several experiments: the experiments, their
+    trials, and their workloads (every metric report and checkpoint, by trial and step; with
+    ``metrics``, a column per metric)."""
+    exps = [store.experiment(i) for i in exp_ids]
+    trials = [t for i in exp_ids for t in store.trials(i)]
+    experiments = Sheet("experiments", [
+        "Experiment ID", "State", "Progress", "Started", "Ended", "Name", "Description",
+        "Archived", "Resource Pool", "Labels"], [
+        [e.id, e.state, e.progress, e.created, e.ended, e.name, e.description, e.archived,
+         e.resource_pool, ", ".join(sorted(json.loads(e.labels_json)))] for e in exps])
+    trial_sheet = Sheet("trials", [
+        "Trial ID", "Experiment ID", "State", "Started", "Ended", "H-Params"], [
+        [t.id, t.experiment_id, t.state, t.started, t.ended, t.hparams_json] for t in trials])
+    reports = [(t.id, m) for t in trials for m in store.metrics(t.id)]
+    names: list[str] = []
+    for _, m in reports if metrics else []:
+        names += [k for k in json.loads(m.metrics_json) if k not in names]
+    rows: list[list[Any]] = []
+    for trial_id, m in reports:
+        values = json.loads(m.metrics_json)
+        rows.append([trial_id, m.steps_completed, m.group, m.reported, "",
+                     *[values.get(k, "") for k in names]])
+    for t in trials:
+        rows += [[t.id, c.steps_completed, "checkpoint", c.reported, c.uuid, *[""] * len(names)]
+                 for c in store.checkpoints(trial_id=t.id)]
+    rows.sort(key=lambda r: (r[0], r[1], r[2]))
+    workloads = Sheet("workloads", [
+        "Trial ID", "# of Batches", "Kind", "Report Time", "Checkpoint UUID",
+        *[f"Metric: {k}" for k in names]], rows)
+    return [experiments, trial_sheet, workloads]

@@ -174,6 +174,24 @@ def test_checkpoints_and_logs_from_the_experiment_trial_and_checkpoint_commands(
     assert json.loads(h.run("c", "describe", by_step[1], "--json").stdout)["state"] == "DELETED"
     assert not (out / "top" / by_step[3] / "missing").exists()
 
+    # describe of several experiments: Determined's three sheets
+    other = h.create(cfg, ctx)
+    h.run("e", "wait", str(other), "--polling-interval", "0.2")
+    sheets = h.run("e", "describe", f"{exp},{other}", "--csv", "--metrics").stdout
+    assert sheets.startswith("Experiments:\nExperiment ID,State,") and "\nTrials:\n" in sheets
+    assert "Metric: loss" in sheets and sheets.count("\nWorkloads:\n") == 1
+    h.run("e", "describe", f"{exp},{other}", "--outdir", str(tmp_path / "sheets"))
+    trials_csv = (tmp_path / "sheets" / "trials.csv").read_text().splitlines()
+    assert len(trials_csv) == 3 and trials_csv[0].startswith("Trial ID,Experiment ID,State")
+    assert len(json.loads(h.run("e", "describe", f"{exp},{other}", "--json").stdout)) == 2
+    assert "Workloads" in h.run("e", "describe", str(exp), "--metrics").stdout
+    # a GC policy tightened afterwards deletes what it no longer keeps: the best (step 2)
+    # and the latest (step 3) stay of the other experiment's three
+    h.run("e", "set", "gc-policy", str(other), "--save-experiment-best", "0",
+          "--save-trial-best", "1", "--save-trial-latest", "1", "--yes")
+    kept = h.run("e", "lc", str(other), "--csv").stdout.splitlines()[1:]
+    assert sorted(int(line.split(",")[1]) for line in kept) == [2, 3]
+
     logs = h.run("e", "logs", str(exp), "--level", "WARNING", "--json").stdout.splitlines()
     assert [json.loads(line)["message"].split(": ")[-1] for line in logs] == [
         "step 1", "step 2", "step 3"]
