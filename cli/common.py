@@ -75,8 +75,13 @@ def table(
     columns: Sequence[str], rows: Sequence[Sequence[Any]], title: str | None = None,
     fold: bool = False,
 ) -> None:
-    """``fold``: a narrow terminal folds long cells instead of cutting them short, and never
-    breaks a uuid (for values copied from here into other commands)."""
+    """A rich table on a terminal, plain text when piped (Determined's "presto" layout: one
+    line per row, cells whole, for grep and awk). ``fold``: a narrow terminal folds long
+    cells instead of cutting them short, and never breaks a uuid (for values copied from here
+    into other commands)."""
+    if not sys.stdout.isatty():
+        _plain_table(columns, rows, title)
+        return
     t = Table(title=None if title is None else Text(visible(title)), show_lines=False)
     for name in columns:  # metric names are columns too
         if fold:
@@ -86,6 +91,19 @@ def table(
     for row in rows:
         t.add_row(*[Text(visible(v)) for v in row])
     console.print(t)
+
+
+def _plain_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], title: str | None
+                 ) -> None:
+    cells = [[visible(c) for c in columns], *[[visible(v) for v in row] for row in rows]]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(columns))]
+    lines = [] if title is None else [visible(title)]
+    for n, r in enumerate(cells):
+        lines.append(" | ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+        if n == 0:
+            lines.append("-+-".join("-" * w for w in widths))
+    sys.stdout.write("\n".join(lines) + "\n")
+    sys.stdout.flush()
 
 
 def print_csv(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:

@@ -89,3 +89,12 @@ def test_visible_keeps_text_and_escapes_only_control_characters() -> None:
     assert visible("two\nlines\ttab\x1b", keep_lines=True) == "two\nlines\ttab\\x1b"
     assert visible("\u2028\x85\u2066\U0001f600") == "\\u2028\\x85\\u2066\U0001f600"
     assert visible(None) == "" and visible(3) == "3"
+
+
+def test_a_piped_table_is_plain_text_one_line_per_row(home: Path) -> None:
+    lines = cli("experiment", "list").splitlines()
+    assert lines[0].split(" | ")[:3] == ["ID", "Owner", "Name"]
+    assert set(lines[1]) <= {"-", "+"}
+    assert len(lines) == 2 + len(NAMES)  # no wrapping, no box
+    assert not any(ch in "".join(lines) for ch in "│┃━─")
+    assert lines[2].split(" | ")[2].strip() == "[/oops]"
