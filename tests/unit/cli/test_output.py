@@ -93,7 +93,7 @@ def test_visible_keeps_text_and_escapes_only_control_characters() -> None:
 
 def test_a_piped_table_is_plain_text_one_line_per_row(home: Path) -> None:
     lines = cli("experiment", "list").splitlines()
-    assert lines[0].split(" | ")[:3] == ["ID", "Owner", "Name"]
+    assert [c.strip() for c in lines[0].split(" | ")[:3]] == ["ID", "Owner", "Name"]
     assert set(lines[1]) <= {"-", "+"}
     assert len(lines) == 2 + len(NAMES)  # no wrapping, no box
     assert not any(ch in "".join(lines) for ch in "│┃━─")
