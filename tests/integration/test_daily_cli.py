@@ -4,6 +4,7 @@ delete, and trial kill."""
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
@@ -136,12 +137,11 @@ def test_checkpoints_and_logs_from_the_experiment_trial_and_checkpoint_commands(
     exp = h.create(cfg, ctx)
     h.run("e", "wait", str(exp), "--polling-interval", "0.2")
     trial = h.describe(exp)["trials"][0]["id"]
-    by_step = {}
-    for line in h.run("e", "lc", str(exp)).stdout.splitlines():
-        for word in line.replace("│", " ").split():
-            if len(word) == 36 and word.count("-") == 4:
-                by_step[int(line.replace("│", " ").split()[1])] = word
+    listed = list(csv.DictReader(h.run("e", "lc", str(exp), "--csv").stdout.splitlines()))
+    by_step = {int(row["Steps Completed"]): row["UUID"] for row in listed}
     assert sorted(by_step) == [1, 2, 3], by_step
+    plain = h.run("e", "lc", str(exp)).stdout  # piped: one line per checkpoint, whole uuids
+    assert all(uuid in plain for uuid in by_step.values())
 
     lt = h.run("e", "lt", str(exp), "--csv").stdout.splitlines()
     assert lt[0] == "Trial ID,State,H-Params,Started,Ended,# of Batches"
