@@ -294,6 +294,17 @@ setup_node_net() {
     ip -n "$node" -4 addr show dev eth0 | grep -q "inet $addr/" ||
         ip -n "$node" addr add "$addr/$NET_PREFIX" dev eth0
     ip -n "$node" route replace default via "$HOST_IP" dev eth0
+    # A node cannot reach the host's resolver, so a lookup that /etc/hosts does not answer
+    # (torchrun's c10d store looks up every client's address, ::ffff:10.197.0.x) would wait
+    # 10 s for it. Each of the host's nameservers becomes an address of the node's loopback,
+    # where nothing listens: such a lookup fails at once, as a real node's resolver answers
+    # at once.
+    local ns
+    for ns in $(awk '$1 == "nameserver" && $2 ~ /^[0-9.]+$/ && $2 !~ /^127\./ {print $2}' \
+        /etc/resolv.conf); do
+        ip -n "$node" -4 addr show dev lo | grep -q "inet $ns/" ||
+            ip -n "$node" addr add "$ns/32" dev lo
+    done
     # A UTS namespace per node so that `hostname` in a job prints node1/node2 (resolvable through
     # the /etc/hosts block), as on real nodes.
     mkdir -p "$UTS_DIR"
@@ -337,15 +348,10 @@ hosts_without_block() {
 write_hosts() {
     local block i current
     block=$HOSTS_BEGIN$'\n'
-    # The nodes cannot reach the host's resolver, so a reverse lookup that /etc/hosts does not
-    # answer waits 10 s there. torchrun's c10d store looks up each client socket's address,
-    # which its dual-stack socket sees as ::1 or ::ffff:<IPv4>: name those too (Debian's own
-    # /etc/hosts names ::1; real nodes' resolvers answer at once).
+    # Debian's own /etc/hosts names ::1; some containers' do not.
     grep -qE '^::1[[:space:]]' <(hosts_without_block) || block+="::1 localhost ip6-localhost ip6-loopback"$'\n'
-    block+="::ffff:127.0.0.1 localhost"$'\n'
     for i in "${!NODES[@]}"; do
         block+="${NODE_IPS[$i]} ${NODES[$i]}"$'\n'
-        block+="::ffff:${NODE_IPS[$i]} ${NODES[$i]}"$'\n'
     done
     block+=$HOSTS_END
     current=$(hosts_without_block)
@@ -401,11 +407,12 @@ ctld_up() { scontrol ping 2>/dev/null | grep -q 'is UP'; }
 # "node state" lines; sinfo state codes with a suffix (*, ~, #, !, %, $, @) are not usable.
 node_states() { sinfo -h -N -o '%N %t' 2>/dev/null | sort -u; }
 
+# Up: free, in use, finishing, or held for a pending job by the backfill scheduler (plnd).
 nodes_up() {
     local states node
     states=$(node_states) || return 1
     for node in "${NODES[@]}"; do
-        grep -qE "^$node (idle|mix|alloc|comp)$" <<<"$states" || return 1
+        grep -qE "^$node (idle|mix|alloc|comp|plnd|resv)$" <<<"$states" || return 1
     done
 }
 
