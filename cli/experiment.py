@@ -79,8 +79,7 @@ def create(
     if test:
         console.print("Experiment configuration validation succeeded!")
     p = paths()
-    created = _create(raw, context, paused, includes or [])
-    console.print(f"Created {'test ' if test else ''}experiment {created.experiment_id}")
+    created = _create(raw, context, paused, includes or [], "test " if test else "")
     if follow or test:
         code = follow_trial(p, created.trial_ids[0])
         if test:
@@ -89,9 +88,10 @@ def create(
         raise typer.Exit(code)
 
 
-def _create(raw: dict[str, Any], context: Path, paused: bool, includes: list[Path]) -> Created:
-    """The create `experiment create` and `submit` share: snapshot, create, say what came
-    of it, and convert the image here."""
+def _create(raw: dict[str, Any], context: Path, paused: bool, includes: list[Path],
+            kind: str = "") -> Created:
+    """The create `experiment create` and `submit` share: snapshot, create, say so (before the
+    image, whose conversion may fail while the experiment exists), and convert the image."""
 
     def announce(files: int, size: int) -> None:
         console.print(f"Preparing files to send to the daemon... {size / 1e3:.1f}KB and "
@@ -99,6 +99,7 @@ def _create(raw: dict[str, Any], context: Path, paused: bool, includes: list[Pat
 
     created = connect(paths()).create(raw, context, on_snapshot=announce, warn=_warn,
                                       paused=paused, includes=includes)
+    console.print(f"Created {kind}experiment {created.experiment_id}")
     for line in created.warning.splitlines():
         console.print(f"Warning: {line}")
     if created.image:
@@ -119,9 +120,7 @@ def submit(
     """Create an experiment and return at once, saying how to follow it (log out if you
     like: the daemon and the batch system carry on)."""
     cfg = load_experiment_config(config_file, config or [])
-    created = _create(cfg.raw, context or config_file.parent, False, includes or [])
-    exp = created.experiment_id
-    console.print(f"Created experiment {exp}")
+    exp = _create(cfg.raw, context or config_file.parent, False, includes or []).experiment_id
     console.print(f"  follow its logs:  hpcdet experiment logs {exp} -f")
     console.print(f"  see its trials:   hpcdet experiment describe {exp}")
     console.print("  its jobs:         hpcdet job list")

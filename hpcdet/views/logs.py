@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,8 +44,8 @@ def new_log_lines(paths: StatePaths, exp_id: int, trial_id: int,
 
 # det.LOG_FORMAT starts a line with its level; wrap_rank puts "[rank=N] " before it.
 _RANK = re.compile(r"^\[rank=(\d+)\] ")
-LEVELS = ("TRACE", "DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
-_LEVEL = re.compile(r"^(TRACE|DEBUG|INFO|WARNING|ERROR|CRITICAL): ")
+LEVELS = ("TRACE", *(logging.getLevelName(n) for n in range(10, 60, 10)))
+_LEVEL = re.compile(rf"^({'|'.join(LEVELS)}): ")
 
 
 @dataclass(frozen=True)

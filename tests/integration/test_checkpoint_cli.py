@@ -139,12 +139,12 @@ def test_delete_has_the_daemon_delete_the_files(tmp_path: Path) -> None:
     done = _run_experiment(tmp_path)
     try:
         uuid = done.by_step[40]
-        out = done.h.run("checkpoint", "delete", uuid).stdout
+        out = done.h.run("checkpoint", "delete", uuid, "--yes").stdout
         assert out == f"Deleted checkpoint {uuid}\n"
         assert not (tmp_path / "storage" / uuid).exists()
         listing = done.h.run("checkpoint", "list", str(done.exp)).stdout
         assert _rows_with(listing, done.by_step) == [10, 20, 30, 50]
-        again = done.h.run("checkpoint", "delete", uuid, check=False)
+        again = done.h.run("checkpoint", "delete", uuid, "--yes", check=False)
         assert again.returncode == 1 and "not found" in again.stderr
         download = done.h.run("checkpoint", "download", uuid, check=False)
         assert download.returncode == 1 and "Traceback" not in download.stderr

@@ -86,8 +86,12 @@ def test_experiment_error_and_config(j: Journaled) -> None:
     j.record(1, "experiment_error", message="metric missing")
     j.record(1, "experiment_config", config={"name": "y"})
     exp = j.store.experiment(1)
+    # a new config (set gc-policy on a finished experiment) leaves it ended...
     assert (exp.error, json.loads(exp.config_json), exp.ended) == (
-        "metric missing", {"name": "y"}, None)
+        "metric missing", {"name": "y"}, 9.0)
+    # ...running again (continue) does not
+    j.record(1, "experiment_state", state="ACTIVE")
+    assert j.store.experiment(1).ended is None
 
 
 def test_searcher_decisions_change_trials_and_count_as_done(j: Journaled) -> None:
