@@ -186,7 +186,8 @@ class Commands:
             shutil.rmtree(staging, ignore_errors=True)
 
     def set_experiment(self, exp_id: int, field: str, value: Any) -> str:
-        """Name, description, labels or archived: what describes the experiment."""
+        """What describes the experiment (name, description, labels, archived), and the
+        settings that may change while it runs (max_slots, gc_policy)."""
         exp = self.store.experiment(exp_id)
         labels: list[str] = json.loads(exp.labels_json)
         if field == "name":
@@ -224,11 +225,7 @@ class Commands:
         if exp.state in FINAL_EXPERIMENT_STATES:
             raise StateError(f"experiment {exp.id} is {exp.state}; max_slots only changes what "
                              "an unfinished experiment submits")
-        raw = self.configs.get(exp).to_dict()
-        raw["resources"] = {**raw["resources"], "max_slots": value}
-        cfg = ExperimentConfig.from_dict(raw)  # a ConfigError names what is wrong
-        self.journal.record(exp.id, "experiment_config", config=cfg.to_dict())
-        self.configs.forget(exp.id)
+        self._reconfigure(exp, "resources", {"max_slots": value})
         self.submission.submit_queued()
         return f"Set `max_slots` of experiment {exp.id} to {value}"
 
@@ -237,14 +234,19 @@ class Commands:
         keys = ("save_experiment_best", "save_trial_best", "save_trial_latest")
         if not isinstance(value, dict) or set(value) != set(keys):
             raise UsageError(f"a GC policy gives {', '.join(keys)}")
-        raw = self.configs.get(exp).to_dict()
-        raw["checkpoint_storage"] = {**(raw.get("checkpoint_storage") or {}), **value}
-        cfg = ExperimentConfig.from_dict(raw)  # a ConfigError names what is wrong
-        self.journal.record(exp.id, "experiment_config", config=cfg.to_dict())
-        self.configs.forget(exp.id)
+        self._reconfigure(exp, "checkpoint_storage", value)
         self.retention.collect(self.store.experiment(exp.id))
         shown = "\n".join(f"  {k}: {value[k]}" for k in keys)
         return f"Set GC policy of experiment {exp.id} to\n{shown}"
+
+    def _reconfigure(self, exp: Experiment, section: str, values: dict[str, Any]) -> None:
+        """Part of one section of its config changed, checked as at create (a ConfigError
+        names what is wrong, and nothing changes)."""
+        raw = self.configs.get(exp).to_dict()
+        raw[section] = {**(raw.get(section) or {}), **values}
+        cfg = ExperimentConfig.from_dict(raw)
+        self.journal.record(exp.id, "experiment_config", config=cfg.to_dict())
+        self.configs.forget(exp.id)
 
     def delete_experiment(self, exp_id: int) -> str:
         """A finished experiment goes: its checkpoints' files, its run tree, its rows. Its id
