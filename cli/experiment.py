@@ -28,6 +28,8 @@ from hpcdet.cli.common import (
     write_csv,
 )
 from hpcdet.cli.follow import (
+    After,
+    Before,
     Follow,
     Head,
     JsonLines,
@@ -371,28 +373,33 @@ def delete(
 def logs(
     experiment_id: ExperimentId, follow: Follow = False, head: Head = None, tail: Tail = None,
     rank_ids: RankIds = None, level: Level = None, as_json: JsonLines = False,
+    after: After = None, before: Before = None,
 ) -> None:
     """The logs of the experiment's first trial, with `trial logs`' options."""
     trials = read_store(paths()).trials(experiment_id)
     if not trials:
         raise NotFoundError(f"experiment {experiment_id} has no trials yet")
-    raise typer.Exit(show_logs(trials[0].id, follow, head, tail, rank_ids, level, as_json))
+    raise typer.Exit(show_logs(trials[0].id, follow, head, tail, rank_ids, level, as_json,
+                              after, before))
 
 
 @app.command("list-trials")
 def list_trials(
     experiment_id: ExperimentId,
+    limit: Annotated[int, typer.Option("--limit", min=1, help="At most this many.")] = 1000,
+    offset: Annotated[int, typer.Option("--offset", min=0, help="Skip this many first.")] = 0,
     csv: Annotated[bool, typer.Option("--csv")] = False,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """The experiment's trials."""
     view = describe_experiment(read_store(paths()), experiment_id)
+    trials = view.trials[offset:offset + limit]
     if as_json:
-        print_json([trial_dict(row.trial) for row in view.trials])
+        print_json([trial_dict(row.trial) for row in trials])
         return
     cols = ["Trial ID", "State", "H-Params", "Started", "Ended", "# of Batches"]
     rows = [[t.id, t.state, t.hparams_json, when(t.started), when(t.ended), t.steps_completed]
-            for row in view.trials for t in [row.trial]]
+            for row in trials for t in [row.trial]]
     print_csv(cols, rows) if csv else table(cols, rows)
 
 

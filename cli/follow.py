@@ -15,7 +15,14 @@ from hpcdet.errors import NotFoundError, UsageError
 from hpcdet.paths import StatePaths
 from hpcdet.states import FINAL_TRIAL_STATES, ExperimentState, TrialState
 from hpcdet.store.repository import Store
-from hpcdet.views.logs import LEVELS, LogFilter, LogRecord, read_records, trial_log
+from hpcdet.views.logs import (
+    LEVELS,
+    LogFilter,
+    LogRecord,
+    parse_time,
+    read_records,
+    trial_log,
+)
 
 # The options of `trial logs`, which `experiment logs` takes too.
 Follow = Annotated[bool, typer.Option("--follow", "-f", help="Keep streaming.")]
@@ -27,16 +34,24 @@ RankIds = Annotated[Optional[list[int]], typer.Option(
 Level = Annotated[Optional[str], typer.Option(
     "--level", help=f"Only lines of this level or higher: {', '.join(LEVELS)}.")]
 JsonLines = Annotated[bool, typer.Option("--json", help="One JSON object per line.")]
+After = Annotated[Optional[str], typer.Option(
+    "--timestamp-after", help="Only lines written after this time (2021-10-26T23:17:12Z).")]
+Before = Annotated[Optional[str], typer.Option(
+    "--timestamp-before", help="Only lines written before this time.")]
 
 
 def show_logs(trial_id: int, follow: bool, head: int | None, tail: int | None,
-              rank_ids: list[int] | None, level: str | None, as_json: bool) -> int:
+              rank_ids: list[int] | None, level: str | None, as_json: bool,
+              after: str | None = None, before: str | None = None) -> int:
     """`trial logs` with its filters; the exit code (with --follow, 1 unless it completed)."""
     if head is not None and (tail is not None or follow):
         raise UsageError("--head cannot be combined with --tail or --follow")
     if level is not None and level.upper() not in LEVELS:
         raise UsageError(f"--level must be one of {', '.join(LEVELS)}, not {level!r}")
-    which = LogFilter(frozenset(rank_ids or ()), level.upper() if level else None, head, tail)
+    which = LogFilter(
+        frozenset(rank_ids or ()), level.upper() if level else None, head, tail,
+        parse_time("--timestamp-after", after) if after else None,
+        parse_time("--timestamp-before", before) if before else None)
     p = paths()
     trial = read_store(p).trial(trial_id)
     if follow:

@@ -21,6 +21,8 @@ from hpcdet.cli.common import (
     when,
 )
 from hpcdet.cli.follow import (
+    After,
+    Before,
     Follow,
     Head,
     JsonLines,
@@ -42,9 +44,11 @@ app = typer.Typer(no_args_is_help=True)
 def logs(
     trial_id: TrialId, follow: Follow = False, head: Head = None, tail: Tail = None,
     rank_ids: RankIds = None, level: Level = None, as_json: JsonLines = False,
+    after: After = None, before: Before = None,
 ) -> None:
     """Print a trial's logs (all runs, all nodes, in time order)."""
-    raise typer.Exit(show_logs(trial_id, follow, head, tail, rank_ids, level, as_json))
+    raise typer.Exit(show_logs(trial_id, follow, head, tail, rank_ids, level, as_json,
+                              after, before))
 
 
 @app.command()

@@ -41,8 +41,6 @@ WHY_NOT = {
     "experiment continue --config-file": "not yet: --config key=value overrides",
     "experiment list --pages": "all results come at once (--limit, --offset)",
     "experiment list --show_project": "there are no workspaces or projects",
-    "experiment list-trials --limit": "all trials come at once",
-    "experiment list-trials --offset": "all trials come at once",
     "experiment list-trials --pages": "all trials come at once",
     "trial describe --csv": "not yet: --json; trial metrics --csv",
     "trial describe --limit": "all of a trial comes at once",
@@ -58,8 +56,6 @@ for _group in ("experiment logs", "trial logs"):
         f"{_group} --container-id": "not yet: --rank-id",
         f"{_group} --source": "one source: the trial's output",
         f"{_group} --stdtype": "stdout and stderr are one stream here",
-        f"{_group} --timestamp-after": "not yet: --head, --tail",
-        f"{_group} --timestamp-before": "not yet: --head, --tail",
     })
 
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import datetime
 import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from hpcdet.errors import UsageError
 from hpcdet.paths import StatePaths
 from hpcdet.rundir import layout
 
@@ -72,6 +74,28 @@ class LogRecord:
                 "level": self.level, "message": self.message}
 
 
+def when_written(record: LogRecord) -> datetime.datetime | None:
+    try:
+        return datetime.datetime.fromisoformat(record.timestamp)
+    except ValueError:
+        return None
+
+
+def parse_time(option: str, text: str) -> datetime.datetime:
+    """An RFC 3339 time as det's log options take it (2021-10-26T23:17:12Z); without a zone,
+    UTC.
+
+    Raises:
+        UsageError: it is not one.
+    """
+    try:
+        when = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        raise UsageError(f"{option} takes an RFC 3339 time such as 2021-10-26T23:17:12Z, "
+                         f"not {text!r}") from None
+    return when if when.tzinfo else when.replace(tzinfo=datetime.timezone.utc)
+
+
 @dataclass(frozen=True)
 class LogFilter:
     """Determined's ``trial logs`` filters: ranks, a lowest level, the first or last lines.
@@ -82,10 +106,17 @@ class LogFilter:
     level: str | None = None
     head: int | None = None
     tail: int | None = None
+    after: datetime.datetime | None = None  # only lines written after this time
+    before: datetime.datetime | None = None  # only lines written before it
 
     def keeps(self, record: LogRecord) -> bool:
         if self.rank_ids and record.rank_id not in self.rank_ids:
             return False
+        if self.after is not None or self.before is not None:
+            when = when_written(record)
+            if when is None or (self.after is not None and when <= self.after) or (
+                    self.before is not None and when >= self.before):
+                return False
         if self.level is not None:
             have = LEVELS.index(record.level or "INFO")
             return have >= LEVELS.index(self.level)

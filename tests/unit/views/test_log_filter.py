@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from hpcdet.views.logs import LogFilter, LogLine, LogRecord
+import pytest
+
+from hpcdet.errors import UsageError
+from hpcdet.views.logs import LogFilter, LogLine, LogRecord, parse_time
 
 
 def _records(*texts: str) -> list[LogRecord]:
@@ -38,3 +41,14 @@ def test_rank_level_head_and_tail() -> None:
     assert kept(LogFilter(tail=2)) == [3, 4]
     assert kept(LogFilter(tail=0)) == []
     assert kept(LogFilter(rank_ids=frozenset({1}), tail=1)) == [4]
+
+
+def test_lines_between_two_times() -> None:
+    after = parse_time("--timestamp-after", "2026-01-01T00:00:01")
+    before = parse_time("--timestamp-before", "2026-01-01T00:00:04Z")
+    stamped = [LogRecord.parse(LogLine("run-1/node-0", f"2026-01-01T00:00:{i:02d}+00:00 l{i}"))
+               for i in range(6)]
+    kept = LogFilter(after=after, before=before).apply(stamped)
+    assert [r.message for r in kept] == ["l2", "l3"]
+    with pytest.raises(UsageError, match="RFC 3339"):
+        parse_time("--timestamp-after", "yesterday")
