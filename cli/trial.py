@@ -57,22 +57,33 @@ def describe(
     show_metrics: Annotated[bool, typer.Option("--metrics", help="Also every metric it reported.")]
     = False,
     as_json: Annotated[bool, typer.Option("--json")] = False,
+    csv: Annotated[bool, typer.Option(
+        "--csv", help="The trial's row, then (with --metrics) its reports, as CSV.")] = False,
 ) -> None:
     """Show a trial: state, hyperparameters, status, metadata, alerts and runs."""
+    if as_json and csv:
+        raise UsageError("give one of --json and --csv")
     store = read_store(paths())
     view = describe_trial(store, trial_id)
     reported = trial_metrics(store, trial_id) if show_metrics else None
+    t = view.trial
+    cols = ["Trial ID", "Experiment ID", "State", "Status", "Hyperparameters", "Restarts",
+            "Steps Completed", "Best Validation", "Latest Checkpoint", "Reason"]
+    row = [t.id, t.experiment_id, t.state, t.status, t.hparams_json, t.restarts,
+           t.steps_completed, t.best_validation, t.latest_checkpoint, t.end_reason]
+    if csv:
+        print_csv(cols, [row])
+        if reported is not None:
+            print()
+            _metric_table(reported, csv=True)
+        return
     if as_json:
         out = view.to_dict()
         if reported is not None:
             out["metrics"] = _metric_dicts(reported)
         print_json(out)
         return
-    t = view.trial
-    table(["Trial ID", "Experiment ID", "State", "Status", "Hyperparameters", "Restarts",
-           "Steps Completed", "Best Validation", "Latest Checkpoint", "Reason"],
-          [[t.id, t.experiment_id, t.state, t.status, t.hparams_json, t.restarts,
-            t.steps_completed, t.best_validation, t.latest_checkpoint, t.end_reason]])
+    table(cols, [row])
     if view.metadata:
         console.print(f"metadata: {json.dumps(view.metadata, sort_keys=True)}")
     if view.alerts:

@@ -42,7 +42,6 @@ WHY_NOT = {
     "experiment list --pages": "all results come at once (--limit, --offset)",
     "experiment list --show_project": "there are no workspaces or projects",
     "experiment list-trials --pages": "all trials come at once",
-    "trial describe --csv": "not yet: --json; trial metrics --csv",
     "trial describe --limit": "all of a trial comes at once",
     "trial describe --offset": "all of a trial comes at once",
     "trial describe --pages": "all of a trial comes at once",

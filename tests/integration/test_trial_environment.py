@@ -73,6 +73,9 @@ def test_a_determined_script_reads_and_reports_what_it_would_on_determined(
     assert by_group["validation"]["metrics"] == {"x": 2}
     assert by_group["inference"]["metrics"] == {"latency": 0.5}
 
+    sheet = h.run("trial", "describe", str(trial), "--csv", "--metrics").stdout
+    assert sheet.startswith("Trial ID,Experiment ID,State,Status,") and ",done," in sheet
+    assert "\nGroup,Steps Completed,Run,Reported," in sheet
     text = h.run("trial", "describe", str(trial)).stdout
     assert "loss spike" in text and "digits" in text and "done" in text
     assert "done" in h.run("experiment", "describe", str(exp)).stdout
