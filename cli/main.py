@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from hpcdet import DETERMINED_API, __version__
-from hpcdet.cli import checkpoint, cluster, daemon, experiment, job, trial
+from hpcdet.cli import checkpoint, cluster, daemon, experiment, job, trial, ui
 from hpcdet.cli.common import visible
 from hpcdet.config.cluster import load_cluster_config
 from hpcdet.errors import HpcdetError
@@ -27,6 +27,7 @@ for group, name, alias, about in (
     app.add_typer(group, name=name, help=about)
     app.add_typer(group, name=alias, hidden=True, help=about)
 app.command("submit")(experiment.submit)
+app.command("ui")(ui.ui)
 app.add_typer(daemon.app, name="daemon", help="The per-user daemon.")
 app.add_typer(cluster.app, name="cluster", help="Cluster settings and what the scheduler says.")
 

@@ -1,0 +1,126 @@
+"""The web UI's door (issue 15, first part): a real `hpcdet ui` process over a real daemon on
+the local backend. Without the token every route answers 401; actions need the page's own
+origin; the default socket is its user's alone; a non-loopback bind needs a flag."""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.support import Hpcdet, ensure_user
+
+ROUTES = ["/", "/api/experiments", "/api/experiments/1", "/api/trials/1",
+          "/api/trials/1/metrics"]
+
+
+def _start(h: Hpcdet, *args: str) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen([h.python, "-m", "hpcdet.cli.main", "ui", *args], env=h.env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert proc.stdout is not None
+    said = ""
+    deadline = time.monotonic() + 60
+    while "then open:" not in said and time.monotonic() < deadline:
+        said += proc.stdout.readline()
+    return proc, said
+
+
+@pytest.fixture
+def served(local_hpcdet: Hpcdet, tmp_path: Path) -> Iterator[tuple[Hpcdet, str, str]]:
+    h = local_hpcdet
+    cfg = tmp_path / "cfg.yaml"
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    (ctx / "sleep.py").write_text("import time\ntime.sleep(600)\n")
+    cfg.write_text("name: ui-door\nentrypoint: python3 sleep.py\n"
+                   "searcher: {name: single, metric: x, max_length: 1}\n")
+    h.create(cfg, ctx)
+    proc, said = _start(h, "--port", "0")
+    try:
+        port = re.search(r"127\.0\.0\.1:(\d+)", said)
+        secret = re.search(r"token=(\S+)", said)
+        assert port and secret, said
+        yield h, f"http://127.0.0.1:{port.group(1)}", secret.group(1)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_nothing_without_the_token_and_everything_with_it(
+    served: tuple[Hpcdet, str, str]
+) -> None:
+    h, base, secret = served
+    for route in ROUTES:
+        assert httpx.get(base + route).status_code == 401, route
+        assert httpx.get(base + route, params={"token": "wrong"}).status_code == 401, route
+        assert httpx.post(base + "/api/experiments/1/kill").status_code == 401
+    listed = httpx.get(base + "/api/experiments",
+                       headers={"Authorization": f"Bearer {secret}"}).json()
+    assert [(e["id"], e["name"]) for e in listed] == [(1, "ui-door")]
+    # The first visit's ?token= becomes an HttpOnly cookie and leaves the address.
+    with httpx.Client(base_url=base, follow_redirects=True) as browser:
+        first = browser.get("/", params={"token": secret})
+        assert first.status_code == 200 and "ui-door" in first.text
+        assert first.history[0].status_code == 303 and "token" not in str(first.url)
+        assert "HttpOnly" in first.history[0].headers["set-cookie"]
+        assert browser.get("/api/trials/1").json()["state"] in ("QUEUED", "ACTIVE")
+
+
+def test_an_action_needs_the_pages_origin(served: tuple[Hpcdet, str, str]) -> None:
+    h, base, secret = served
+    auth = {"Authorization": f"Bearer {secret}"}
+    forged = httpx.post(base + "/api/experiments/1/pause",
+                        headers={**auth, "Origin": "https://evil.example"})
+    assert forged.status_code == 403
+    assert httpx.post(base + "/api/experiments/1/pause", headers=auth).status_code == 403
+    done = httpx.post(base + "/api/experiments/1/pause",
+                      headers={**auth, "Origin": base}, timeout=60)
+    assert done.status_code == 200 and done.json()["said"] == "Paused experiment 1"
+    assert h.describe(1)["experiment"]["state"] == "PAUSED"
+    h.run("experiment", "kill", "1")
+
+
+def test_the_socket_is_private_and_a_remote_bind_needs_a_flag(local_hpcdet: Hpcdet) -> None:
+    h = local_hpcdet
+    refused = h.run("ui", "--port", "0", "--host", "0.0.0.0", check=False)
+    assert refused.returncode == 1 and "--allow-remote" in refused.stderr
+    proc, said = _start(h)
+    try:
+        sock = h.state / "ui.sock"
+        assert f"-L 8765:{sock} " in said
+        assert stat.S_IMODE(sock.stat().st_mode) == 0o600
+        secret = (h.state / "ui-token").read_text().strip()
+        assert stat.S_IMODE((h.state / "ui-token").stat().st_mode) == 0o600
+        # Another user of the login node can neither connect nor read the token, even
+        # where the directories above let them through.
+        if os.geteuid() == 0:
+            ensure_user("hpcdet-u2")
+            for d in (sock.parent, *sock.parents):
+                if d == Path("/"):
+                    break
+                d.chmod(d.stat().st_mode | 0o011)
+            tried = subprocess.run(
+                ["runuser", "-u", "hpcdet-u2", "--", "/usr/bin/python3", "-c",
+                 "import socket, sys; s = socket.socket(socket.AF_UNIX); "
+                 f"s.connect({str(sock)!r})"], capture_output=True, text=True, timeout=60)
+            assert tried.returncode != 0 and "Permission denied" in tried.stderr, tried.stderr
+            read = subprocess.run(["runuser", "-u", "hpcdet-u2", "--", "cat",
+                                   str(h.state / "ui-token")], capture_output=True, text=True)
+            assert read.returncode != 0 and secret not in read.stdout
+        elif os.environ.get("CI", "").lower() == "true":
+            pytest.fail("the second-user check needs root (CI runs as root)")
+        transport = httpx.HTTPTransport(uds=str(sock))
+        with httpx.Client(transport=transport, base_url="http://ui") as client:
+            assert client.get("/api/experiments").status_code == 401
+            assert client.get("/api/experiments",
+                              headers={"Authorization": f"Bearer {secret}"}).json() == []
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
