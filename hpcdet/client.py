@@ -21,6 +21,7 @@ import json
 import sys
 import time
 import types
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +35,7 @@ from hpcdet.link import connect
 from hpcdet.paths import StatePaths, state_dir
 from hpcdet.states import FINAL_EXPERIMENT_STATES, CheckpointState, ExperimentState, TrialState
 from hpcdet.store.models import Checkpoint as CheckpointRow
+from hpcdet.store.repository import Store
 from hpcdet.views.access import read_store
 from hpcdet.views.checkpoints import checkpoint_validation, copy_checkpoint, ranked_checkpoints
 from hpcdet.views.experiments import experiment_rows
@@ -62,10 +64,31 @@ def _paths() -> StatePaths:
     return StatePaths(state_dir())
 
 
+_stores: dict[Path, Store] = {}
+
+
+def _store() -> Store:
+    """One read-only database per state directory for the process: a notebook's objects each
+    read it, and opening it anew checks the daemon's host and makes an engine every time."""
+    paths = _paths()
+    if paths.root not in _stores:
+        _stores[paths.root] = read_store(paths)
+    return _stores[paths.root]
+
+
+def _unused(call: str, given: dict[str, Any]) -> None:
+    """Determined's arguments hpcdet has nothing for are named, never dropped silently."""
+    named = sorted(k for k, v in given.items() if v is not None)
+    if named:
+        warnings.warn(f"{call}: {', '.join(named)} accepted but not applied (hpcdet has no "
+                      "master, workspaces, projects or templates)", stacklevel=3)
+
+
 def login(master: str | None = None, user: str | None = None, password: str | None = None,
-          **_: Any) -> None:
+          **rest: Any) -> None:
     """Nothing to do: there is no master, and the daemon is the user's own. Accepted so that
-    scripts written for Determined run unchanged."""
+    scripts written for Determined run unchanged; what it was given is named in a warning."""
+    _unused("login", {"master": master, "user": user, "password": password and "***", **rest})
 
 
 # ----------------------------------------------------------------------------------- metrics
@@ -108,7 +131,7 @@ class Checkpoint:
         self.reload()
 
     def reload(self) -> None:
-        store = read_store(_paths())
+        store = _store()
         row: CheckpointRow = store.checkpoint(self.uuid)
         trial = store.trial(row.trial_id)
         self.state = CheckpointState(row.state)
@@ -131,7 +154,7 @@ class Checkpoint:
             raise HpcdetError("mode 'master' downloads through Determined's master, which "
                               "hpcdet does not have; use 'direct' or 'auto'")
         dest = Path(path) if path is not None else None
-        return str(copy_checkpoint(read_store(_paths()), _paths(), self.uuid, dest))
+        return str(copy_checkpoint(_store(), _paths(), self.uuid, dest))
 
     def delete(self) -> None:
         connect(_paths()).delete_checkpoint(self.uuid)
@@ -143,7 +166,7 @@ class Checkpoint:
 def _ranked(exp_id: int, limit: int | None, trial_id: int | None = None,
             sort_by: str | None = None, smaller_is_better: bool | None = None
             ) -> list[Checkpoint]:
-    listed = ranked_checkpoints(read_store(_paths()), _paths(), exp_id, limit,
+    listed = ranked_checkpoints(_store(), _paths(), exp_id, limit,
                                 trial_id=trial_id, sort_by=sort_by,
                                 smaller_is_better=smaller_is_better)
     return [Checkpoint(c.checkpoint.uuid) for c in listed.checkpoints]
@@ -169,7 +192,7 @@ class Trial:
         self.reload()
 
     def reload(self) -> None:
-        row = read_store(_paths()).trial(self.id)
+        row = _store().trial(self.id)
         facts = trial_dict(row)
         self.experiment_id: int = row.experiment_id
         self.hparams: dict[str, Any] = facts["hparams"]
@@ -180,7 +203,7 @@ class Trial:
 
     def iter_metrics(self, group: str | None = None) -> Iterator[TrialMetrics]:
         """Its reports, in order (``group``: "training", "validation" or another)."""
-        for m in trial_metrics(read_store(_paths()), self.id, group).rows:
+        for m in trial_metrics(_store(), self.id, group).rows:
             yield TrialMetrics(
                 self.id, m.run_id, m.steps_completed,
                 datetime.datetime.fromtimestamp(m.reported, datetime.timezone.utc),
@@ -217,7 +240,7 @@ class Experiment:
         self.reload()
 
     def reload(self) -> None:
-        row = read_store(_paths()).experiment(self.id)
+        row = _store().experiment(self.id)
         self.name = row.name
         self.state = ExperimentState(row.state)
         self.config: dict[str, Any] = json.loads(row.config_json)
@@ -241,7 +264,7 @@ class Experiment:
             time.sleep(interval)
 
     def list_trials(self) -> list[Trial]:
-        return [Trial(t.id) for t in read_store(_paths()).trials(self.id)]
+        return [Trial(t.id) for t in _store().trials(self.id)]
 
     def list_checkpoints(self, max_results: int | None = None) -> list[Checkpoint]:
         """Its completed checkpoints, best first by the searcher metric."""
@@ -299,7 +322,7 @@ class Experiment:
 
 def create_experiment(
     config: str | Path | dict[str, Any], model_dir: str | Path | None = None,
-    includes: list[str | Path] | None = None, **_: Any,
+    includes: list[str | Path] | None = None, **rest: Any,
 ) -> Experiment:
     """Create an experiment from a config (a file, YAML text or a dict) with ``model_dir``
     (default: the current directory) as its context."""
@@ -309,6 +332,7 @@ def create_experiment(
         source = Path(config)
     else:
         source = config
+    _unused("create_experiment", rest)
     cfg = load_experiment_config(source)
     created = connect(_paths()).create(cfg.raw, Path(model_dir or "."),
                                        includes=[Path(i) for i in includes or []])
@@ -328,11 +352,12 @@ def get_checkpoint(uuid: str) -> Checkpoint:
 
 
 def list_experiments(labels: list[str] | None = None, states: list[Any] | None = None,
-                     name: str | None = None, **_: Any) -> list[Experiment]:
+                     name: str | None = None, **rest: Any) -> list[Experiment]:
     """Experiments, oldest first, filtered by every label given, state and name."""
+    _unused("list_experiments", rest)
     wanted = set(labels or ())
     kept = {str(ExperimentState(str(s).removeprefix("STATE_"))) for s in states or ()}
-    return [Experiment(r.experiment.id) for r in experiment_rows(read_store(_paths()))
+    return [Experiment(r.experiment.id) for r in experiment_rows(_store())
             if wanted <= set(json.loads(r.experiment.labels_json))
             and (not kept or r.experiment.state in kept)
             and (name is None or r.experiment.name == name)]

@@ -76,7 +76,8 @@ class Submission:
         """Submit the experiment's queued trials; False once the submission limit is hit."""
         arrays = self._ensure_arrays(exp)
         cap = self.configs.get(exp).trials_at_once
-        tasks, singles = self._live_jobs(exp, arrays or [])
+        # Counted only under a cap: most experiments have none, and this runs every tick.
+        tasks, singles = self._live_jobs(exp, arrays or []) if cap is not None else (0, 0)
         for trial in self.store.trials(exp.id, state=TrialState.QUEUED):
             if arrays is not None and trial.run_id == 0:
                 found = owner(trial.request_id, arrays)
@@ -133,7 +134,9 @@ class Submission:
         if self.cluster.max_jobs:
             headroom = self.cluster.max_jobs - len(self.store.runs(live_only=True))
         chunk = next_chunk(bound, covered, pending, self.scheduler.limits.max_array_size, headroom)
-        room, _ = slot_room(cfg.trials_at_once, *self._live_jobs(exp, chunks))
+        cap = cfg.trials_at_once
+        live = self._live_jobs(exp, chunks) if cap is not None else (0, 0)  # as above
+        room, _ = slot_room(cap, *live)
         if chunk is None or room == 0 or not self._may_submit():
             return chunks
         array_dir = layout.array_dir(self.paths.experiment(exp.id))

@@ -135,9 +135,8 @@ def describe_sheets(store: Store, exp_ids: list[int], metrics: bool) -> list[She
         values = json.loads(m.metrics_json)
         rows.append([trial_id, m.steps_completed, m.group, m.reported, "",
                      *[values.get(k, "") for k in names]])
-    for t in trials:
-        rows += [[t.id, c.steps_completed, "checkpoint", c.reported, c.uuid, *[""] * len(names)]
-                 for c in store.checkpoints(trial_id=t.id)]
+    rows += [[c.trial_id, c.steps_completed, "checkpoint", c.reported, c.uuid,
+              *[""] * len(names)] for i in exp_ids for c in store.checkpoints(exp_id=i)]
     rows.sort(key=lambda r: (r[0], r[1], r[2]))
     workloads = Sheet("workloads", [
         "Trial ID", "# of Batches", "Kind", "Report Time", "Checkpoint UUID",
