@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import typer
 
-from hpcdet.cli.common import console, table
+from hpcdet.cli.common import console, paths, table
 from hpcdet.config.cluster import load_cluster_config
-from hpcdet.errors import SchedulerCommandError
-from hpcdet.schedulers import make_scheduler
-from hpcdet.schedulers.runner import CommandRunner
+from hpcdet.views.cluster import cluster_view, site_scheduler
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -16,16 +14,12 @@ app = typer.Typer(no_args_is_help=True)
 @app.command()
 def show() -> None:
     """The effective cluster settings and what the scheduler reports."""
-    cfg = load_cluster_config()
-    table(["Setting", "Value", "From"], cfg.describe(), title="hpcdet cluster settings")
-    scheduler = make_scheduler(cfg.backend, {"jobs_dir": "", "template_dir": cfg.template_dir})
-    console.print(f"backend in use: {scheduler.name}")
-    runner = CommandRunner(timeout=30)
-    try:
-        outputs = [runner.run(cmd).stdout for cmd in scheduler.info_commands()]
-    except SchedulerCommandError as e:
-        console.print(f"the scheduler did not answer: {e}", markup=False)
-        raise typer.Exit(1) from None
-    rows = scheduler.parse_info(outputs)
-    if rows:
-        table(["What", "The scheduler reports"], rows, title=f"{scheduler.name}")
+    table(["Setting", "Value", "From"], load_cluster_config().describe(),
+          title="hpcdet cluster settings")
+    view = cluster_view(site_scheduler(paths()))
+    console.print(f"backend in use: {view.backend}")
+    if view.problem:
+        console.print(f"the scheduler did not answer: {view.problem}", markup=False)
+        raise typer.Exit(1)
+    if view.reported:
+        table(["What", "The scheduler reports"], view.reported, title=view.backend)

@@ -12,10 +12,10 @@ import typer
 import yaml
 
 from hpcdet.cli.common import console, paths, print_csv, print_json, read_store, table, when
-from hpcdet.config.cluster import load_cluster_config
 from hpcdet.errors import UsageError
 from hpcdet.link import JobUpdate, connect
-from hpcdet.schedulers import Scheduler, make_scheduler
+from hpcdet.schedulers import Scheduler
+from hpcdet.views.cluster import site_scheduler
 from hpcdet.views.queue import QueueRow, experiment_of, job_queue, scheduler_statuses
 
 app = typer.Typer(no_args_is_help=True)
@@ -125,8 +125,7 @@ def update_batch(
 
 
 def _scheduler() -> Scheduler:
-    return make_scheduler(load_cluster_config().backend,
-                          {"jobs_dir": str(paths().local_dir() / "local-jobs")})
+    return site_scheduler(paths())
 
 
 def _send(updates: list[tuple[str, str, object]]) -> None:

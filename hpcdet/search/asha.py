@@ -104,6 +104,17 @@ def uses_validations(config: SearcherConfig) -> bool:
     return config.time_metric is not None and config.max_time is not None
 
 
+def rung_lengths(config: SearcherConfig) -> list[int]:
+    """Every rung of every bracket, in the searcher's time unit, shortest first; [] for a
+    searcher that is not adaptive_asha."""
+    if config.name != "adaptive_asha" or config.max_trials is None:
+        return []
+    length = _length(config)
+    rungs = bracket_rungs(config.mode, length, config.max_trials, config.divisor,
+                          config.max_rungs, config.bracket_rungs)
+    return sorted({u for n in rungs for u in rung_units(n, length, config.divisor)})
+
+
 def adaptive_asha(config: SearcherConfig, trials: TrialFactory) -> SearchMethod:
     if config.max_trials is None:
         raise ValueError("the adaptive_asha searcher needs max_trials")

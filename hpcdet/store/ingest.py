@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from sqlmodel import Session, select
+from sqlmodel import Session, func, select
 
 from hpcdet.rundir.exchange import Event
 from hpcdet.states import CheckpointState
@@ -68,11 +68,14 @@ def _metrics(s: Session, trial: Trial, run: Run, ev: Event, best: BestOf) -> Non
         existing.run_id, existing.seq, existing.reported = run.run_id, ev.seq, body["time"]
         s.add(existing)
     else:
+        last = s.exec(select(func.max(Metric.ordinal)).where(
+            Metric.trial_id == trial.id, Metric.group == group)).one()
         s.add(
             Metric(
                 trial_id=trial.id, run_id=run.run_id, seq=ev.seq, group=group,
-                steps_completed=steps, metrics_json=json.dumps(body["metrics"]),
-                batch_metrics_json=batches_json, reported=body["time"],
+                steps_completed=steps, ordinal=0 if last is None else last + 1,
+                metrics_json=json.dumps(body["metrics"]), batch_metrics_json=batches_json,
+                reported=body["time"],
             )
         )
     if group == "validation":

@@ -6,6 +6,7 @@ Python 3.9, where ``int | None`` cannot be evaluated.
 
 from typing import Optional
 
+from sqlalchemy import Index
 from sqlmodel import Field, SQLModel
 
 
@@ -81,12 +82,20 @@ class Run(SQLModel, table=True):
 
 
 class Metric(SQLModel, table=True):
+    # One report per (trial, group, step); ``ordinal`` numbers a trial's reports of a group
+    # in order, so a curve of thousands of reports can be thinned to every k-th by the index.
+    __table_args__ = (
+        Index("ix_metric_step", "trial_id", "group", "steps_completed"),
+        Index("ix_metric_ordinal", "trial_id", "group", "ordinal"),
+    )
+
     id: Optional[int] = Field(default=None, primary_key=True)
-    trial_id: int = Field(index=True, foreign_key="trial.id")
+    trial_id: int = Field(foreign_key="trial.id")
     run_id: int
     seq: int
     group: str
     steps_completed: int
+    ordinal: int = 0
     metrics_json: str
     batch_metrics_json: str = ""  # report_training_metrics(batch_metrics=...), if given
     reported: float

@@ -50,7 +50,7 @@ JournalLine = tuple[int, int, "dict[str, Any] | None"]
 
 # Raised whenever a table changes. The database is an index of the run tree: one of another
 # version is set aside and the daemon rebuilds it from the journals and event logs.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 log = logging.getLogger(__name__)
 
@@ -213,6 +213,49 @@ class Store:
             return list(
                 s.exec(q.order_by(col(Metric.trial_id), col(Metric.run_id), col(Metric.seq)))
             )
+
+    def metric_series(self, trial_ids: Sequence[int], group: str, name: str, points: int
+                      ) -> list[tuple[int, int, Any]]:
+        """(trial id, steps completed, value) of the ``name`` metric in ``group`` reports:
+        every report of a trial with at most ``points`` of them, else every k-th report from
+        the first, and the last. Only the chosen reports are decoded, so a curve of 10,000
+        reports costs what one of ``points`` does. Values that are not numbers come as None."""
+        if not trial_ids:
+            return []
+        marks = ",".join("?" * len(trial_ids))
+        path = "$." + json.dumps(name)  # a JSON path that quotes any metric name
+        query = f"""
+            WITH sizes AS (
+                SELECT trial_id, max(ordinal) AS last FROM metric
+                WHERE "group" = ? AND trial_id IN ({marks}) GROUP BY trial_id)
+            SELECT m.trial_id, m.steps_completed, json_extract(m.metrics_json, ?)
+            FROM metric m JOIN sizes ON sizes.trial_id = m.trial_id
+            WHERE m."group" = ?
+              AND (m.ordinal % (sizes.last / ? + 1) = 0 OR m.ordinal = sizes.last)
+            ORDER BY m.trial_id, m.ordinal"""
+        with self.engine.connect() as conn:
+            rows = conn.exec_driver_sql(
+                query, (group, *trial_ids, path, group, max(1, points))).fetchall()
+        return [(int(t), int(x), v if isinstance(v, (int, float)) else None)
+                for t, x, v in rows]
+
+    def metric_names(self, exp_id: int) -> dict[str, list[str]]:
+        """The metric names each group of the experiment's reports holds (in a trial's first
+        and last report of the group)."""
+        query = """
+            SELECT m."group", m.metrics_json FROM metric m
+            JOIN trial t ON t.id = m.trial_id
+            JOIN (SELECT trial_id, "group", max(ordinal) AS last FROM metric
+                  WHERE trial_id IN (SELECT id FROM trial WHERE experiment_id = ?)
+                  GROUP BY trial_id, "group") e
+              ON e.trial_id = m.trial_id AND e."group" = m."group"
+            WHERE t.experiment_id = ? AND m.ordinal IN (0, e.last)"""
+        names: dict[str, list[str]] = {}
+        with self.engine.connect() as conn:
+            for group, metrics_json in conn.exec_driver_sql(query, (exp_id, exp_id)):
+                have = names.setdefault(group, [])
+                have += [k for k in json.loads(metrics_json) if k not in have]
+        return names
 
     def checkpoint(self, uuid: str) -> Checkpoint:
         """One checkpoint, in whatever state."""

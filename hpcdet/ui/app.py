@@ -4,28 +4,30 @@ one of the server's own pages."""
 
 from __future__ import annotations
 
-import html
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from urllib.parse import urlencode
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
-from starlette.routing import Route
+from starlette.responses import FileResponse, JSONResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
 
-from hpcdet.errors import HpcdetError, NotFoundError
-from hpcdet.link import connect
+from hpcdet.errors import HpcdetError, NotFoundError, UsageError
 from hpcdet.paths import StatePaths
 from hpcdet.store.repository import Store
+from hpcdet.ui.api import api_routes
 from hpcdet.ui.door import COOKIE, admits, presented, same_origin
 from hpcdet.views.access import read_store
-from hpcdet.views.experiments import describe_experiment, experiment_rows
-from hpcdet.views.trials import describe_trial, trial_dict, trial_metrics
 
-# What a POST may ask of an experiment, as the daemon link names it.
-ACTIONS = ("pause", "activate", "cancel", "kill")
+# The pages, the scripts and the vendored plotting library: all in the wheel, no CDN.
+STATIC = Path(__file__).parent / "static"
+PAGES = {"/": "experiments.html", "/experiments/{exp_id:int}": "experiment.html",
+         "/trials/{trial_id:int}": "trial.html", "/queue": "queue.html",
+         "/cluster": "cluster.html"}
 
 
 def make_app(paths: StatePaths, secret: str) -> Starlette:
@@ -37,51 +39,15 @@ def make_app(paths: StatePaths, secret: str) -> Starlette:
             stores.append(read_store(paths))
         return stores[0]
 
-    async def index(request: Request) -> Response:
-        rows = "".join(
-            f"<tr><td>{r.experiment.id}</td><td>{html.escape(r.experiment.name)}</td>"
-            f"<td>{r.experiment.state}</td><td>{r.progress:.1%}</td></tr>"
-            for r in experiment_rows(store()))
-        return HTMLResponse(
-            "<!doctype html><meta charset=utf-8><title>hpcdet</title><h1>Experiments</h1>"
-            f"<table id=experiments><tr><th>ID<th>Name<th>State<th>Progress</tr>{rows}</table>")
-
-    async def experiments(request: Request) -> Response:
-        return JSONResponse([r.to_dict() for r in experiment_rows(store())])
-
-    async def experiment(request: Request) -> Response:
-        view = describe_experiment(store(), int(request.path_params["exp_id"]))
-        return JSONResponse({
-            "experiment": view.experiment.model_dump(exclude={"config_json"}),
-            "config": view.config,
-            "trials": [trial_dict(t.trial) for t in view.trials],
-        })
-
-    async def trial(request: Request) -> Response:
-        return JSONResponse(describe_trial(store(), int(request.path_params["trial_id"]))
-                            .to_dict())
-
-    async def metrics(request: Request) -> Response:
-        reported = trial_metrics(store(), int(request.path_params["trial_id"]),
-                                 request.query_params.get("group") or None)
-        return JSONResponse([{"group": m.group, "steps_completed": m.steps_completed,
-                              "metrics": m.metrics} for m in reported.rows])
-
-    async def act(request: Request) -> Response:
-        action = request.path_params["action"]
-        if action not in ACTIONS:
-            return JSONResponse({"error": f"no action {action!r}; one of {list(ACTIONS)}"},
-                                status_code=404)
-        said = getattr(connect(paths), action)(int(request.path_params["exp_id"]))
-        return JSONResponse({"said": said})
+    def page(name: str) -> Callable[[Request], Awaitable[Response]]:
+        async def serve(request: Request) -> Response:
+            return FileResponse(STATIC / name, headers={"cache-control": "no-store"})
+        return serve
 
     routes = [
-        Route("/", index),
-        Route("/api/experiments", experiments),
-        Route("/api/experiments/{exp_id:int}", experiment),
-        Route("/api/experiments/{exp_id:int}/{action:str}", act, methods=["POST"]),
-        Route("/api/trials/{trial_id:int}", trial),
-        Route("/api/trials/{trial_id:int}/metrics", metrics),
+        *(Route(url, page(name)) for url, name in PAGES.items()),
+        *api_routes(paths, store),
+        Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
 
     async def door(request: Request, call_next: Callable[[Request], Awaitable[Response]]
@@ -107,7 +73,21 @@ def make_app(paths: StatePaths, secret: str) -> Starlette:
             return await call_next(request)
         except NotFoundError as e:
             return JSONResponse({"error": str(e)}, status_code=404)
+        except UsageError as e:
+            return JSONResponse({"error": str(e)}, status_code=400)
         except HpcdetError as e:
             return JSONResponse({"error": str(e)}, status_code=409)
 
-    return Starlette(routes=routes, middleware=[Middleware(BaseHTTPMiddleware, dispatch=door)])
+    async def headers(request: Request, call_next: Callable[[Request], Awaitable[Response]]
+                      ) -> Response:
+        response = await door(request, call_next)
+        # Nothing from elsewhere: no framing by another site, no scripts or data from it.
+        response.headers["content-security-policy"] = (
+            "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+            "frame-ancestors 'none'")
+        response.headers["x-content-type-options"] = "nosniff"
+        response.headers["referrer-policy"] = "same-origin"
+        return response
+
+    return Starlette(routes=routes,
+                     middleware=[Middleware(BaseHTTPMiddleware, dispatch=headers)])

@@ -12,9 +12,17 @@ from hpcdet.store.repository import Store
 
 
 @dataclass(frozen=True)
+class BestTrial:
+    trial_id: int
+    metric: str
+    value: float
+
+
+@dataclass(frozen=True)
 class ExperimentRow:
     experiment: Experiment
     progress: float  # 0..1: the searcher's, or else the share of its trials' work done
+    best: BestTrial | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The stable form of ``experiment list --json``."""
@@ -33,13 +41,6 @@ class TrialRow:
 
 
 @dataclass(frozen=True)
-class BestTrial:
-    trial_id: int
-    metric: str
-    value: float
-
-
-@dataclass(frozen=True)
 class ExperimentView:
     experiment: Experiment
     config: dict[str, Any]
@@ -55,14 +56,19 @@ class ExperimentView:
 
 
 def experiment_rows(store: Store) -> list[ExperimentRow]:
-    trials = store.trials()
+    by_exp: dict[int, list[Trial]] = {}
+    for t in store.trials():
+        by_exp.setdefault(t.experiment_id, []).append(t)
     rows = []
     for exp in store.experiments():
-        mine = [t for t in trials if t.experiment_id == exp.id]
+        mine = by_exp.get(exp.id, [])
         progress = exp.progress or sum(
             1.0 if t.state == TrialState.COMPLETED else t.progress for t in mine
         ) / max(1, len(mine))
-        rows.append(ExperimentRow(exp, progress))
+        searcher = json.loads(exp.config_json).get("searcher", {})
+        best = best_trial(mine, searcher.get("metric", ""),
+                          searcher.get("smaller_is_better", True))
+        rows.append(ExperimentRow(exp, progress, best))
     return rows
 
 

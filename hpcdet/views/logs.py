@@ -143,3 +143,16 @@ def read_records(paths: StatePaths, exp_id: int, trial_id: int, offsets: dict[Pa
     records = [LogRecord.parse(line) for chunk in new_log_lines(paths, exp_id, trial_id, offsets)
                for line in chunk]
     return sorted(records, key=lambda r: r.timestamp)
+
+
+def log_page(paths: StatePaths, exp_id: int, trial_id: int, cursor: dict[str, int],
+             tail: int) -> tuple[list[LogRecord], dict[str, int], int]:
+    """The lines written since ``cursor`` (log file, relative to the trial's directory, to
+    offset), at most the last ``tail`` of them; the cursor past them, and how many earlier
+    lines were left out."""
+    trial_dir = paths.trial(exp_id, trial_id)
+    offsets = {trial_dir / name: int(at) for name, at in cursor.items()
+               if ".." not in name and not name.startswith("/")}
+    records = read_records(paths, exp_id, trial_id, offsets)
+    moved = {str(path.relative_to(trial_dir)): at for path, at in offsets.items()}
+    return records[-tail:], moved, max(0, len(records) - tail)

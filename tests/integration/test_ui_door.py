@@ -17,8 +17,12 @@ import pytest
 
 from tests.support import Hpcdet, ensure_user
 
-ROUTES = ["/", "/api/experiments", "/api/experiments/1", "/api/trials/1",
-          "/api/trials/1/metrics"]
+# Every page, a script, the plotting library and every JSON route.
+ROUTES = ["/", "/experiments/1", "/trials/1", "/queue", "/cluster", "/static/ui.js",
+          "/static/vendor/echarts-6.1.0.min.js", "/api/experiments", "/api/experiments/1",
+          "/api/experiments/1/curves?group=training&metric=x", "/api/experiments/1/rungs",
+          "/api/trials/1", "/api/trials/1/metrics", "/api/trials/1/checkpoints",
+          "/api/trials/1/logs", "/api/queue", "/api/cluster"]
 
 
 def _start(h: Hpcdet, *args: str) -> tuple[subprocess.Popen[str], str]:
@@ -61,15 +65,18 @@ def test_nothing_without_the_token_and_everything_with_it(
         assert httpx.get(base + route).status_code == 401, route
         assert httpx.get(base + route, params={"token": "wrong"}).status_code == 401, route
         assert httpx.post(base + "/api/experiments/1/kill").status_code == 401
+        assert httpx.post(base + "/api/experiments/1/priority?value=1").status_code == 401
     listed = httpx.get(base + "/api/experiments",
                        headers={"Authorization": f"Bearer {secret}"}).json()
     assert [(e["id"], e["name"]) for e in listed] == [(1, "ui-door")]
     # The first visit's ?token= becomes an HttpOnly cookie and leaves the address.
     with httpx.Client(base_url=base, follow_redirects=True) as browser:
         first = browser.get("/", params={"token": secret})
-        assert first.status_code == 200 and "ui-door" in first.text
+        assert first.status_code == 200 and 'data-page="experiments"' in first.text
         assert first.history[0].status_code == 303 and "token" not in str(first.url)
         assert "HttpOnly" in first.history[0].headers["set-cookie"]
+        assert "frame-ancestors 'none'" in first.headers["content-security-policy"]
+        assert browser.get("/api/experiments").json()[0]["name"] == "ui-door"
         assert browser.get("/api/trials/1").json()["state"] in ("QUEUED", "ACTIVE")
 
 

@@ -1,0 +1,141 @@
+"""The UI's JSON routes: the views the CLI reads, as the pages fetch them, and the actions
+the daemon link carries out. Handlers are plain functions: Starlette runs them on its thread
+pool, so a slow query never stalls another page."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from hpcdet.errors import UsageError
+from hpcdet.link import JobUpdate, connect
+from hpcdet.paths import StatePaths
+from hpcdet.store.repository import Store
+from hpcdet.views.checkpoints import ranked_checkpoints
+from hpcdet.views.cluster import cluster_view, site_scheduler
+from hpcdet.views.curves import asha_rungs, curve_dict, experiment_curves
+from hpcdet.views.experiments import describe_experiment, experiment_rows
+from hpcdet.views.logs import LEVELS, LogFilter, log_page
+from hpcdet.views.queue import job_queue, scheduler_statuses
+from hpcdet.views.trials import describe_trial, trial_dict, trial_metrics
+
+# What a POST may ask of an experiment, as the daemon link names it.
+ACTIONS = ("pause", "activate", "cancel", "kill")
+# Log lines a page shows at first, the last of the log (`hpcdet trial logs` has them all).
+LOG_PAGE = 2000
+
+
+def api_routes(paths: StatePaths, store: Callable[[], Store]) -> list[Route]:
+    def experiments(request: Request) -> Response:
+        return JSONResponse([{**r.to_dict(), "best": asdict(r.best) if r.best else None}
+                             for r in experiment_rows(store())])
+
+    def experiment(request: Request) -> Response:
+        exp_id = request.path_params["exp_id"]
+        view = describe_experiment(store(), exp_id)
+        return JSONResponse({
+            "experiment": view.experiment.model_dump(exclude={"config_json"}),
+            "labels": json.loads(view.experiment.labels_json),
+            "config": view.config,
+            "searcher": view.searcher,
+            "best": asdict(view.best) if view.best else None,
+            "metric_names": store().metric_names(exp_id),
+            "trials": [{**trial_dict(t.trial), "searcher": t.searcher} for t in view.trials],
+        })
+
+    def curves(request: Request) -> Response:
+        q = request.query_params
+        group, metric = q.get("group"), q.get("metric")
+        if not group or not metric:
+            raise UsageError("curves need ?group=...&metric=...")
+        trials = [int(t) for t in q["trials"].split(",") if t] if "trials" in q else None
+        found = experiment_curves(store(), request.path_params["exp_id"], group, metric, trials)
+        return JSONResponse([curve_dict(c) for c in found])
+
+    def rungs(request: Request) -> Response:
+        return JSONResponse([{"length": r.length, "values": r.values}
+                             for r in asha_rungs(store(), request.path_params["exp_id"])])
+
+    def trial(request: Request) -> Response:
+        view = describe_trial(store(), request.path_params["trial_id"])
+        return JSONResponse({**view.to_dict(), "metric_names": trial_metrics(
+            store(), view.trial.id).keys})
+
+    def metrics(request: Request) -> Response:
+        reported = trial_metrics(store(), request.path_params["trial_id"],
+                                 request.query_params.get("group") or None)
+        return JSONResponse([{"group": m.group, "steps_completed": m.steps_completed,
+                              "metrics": m.metrics} for m in reported.rows])
+
+    def checkpoints(request: Request) -> Response:
+        t = store().trial(request.path_params["trial_id"])
+        found = ranked_checkpoints(store(), paths, t.experiment_id, trial_id=t.id)
+        return JSONResponse([{
+            "uuid": c.checkpoint.uuid, "steps_completed": c.checkpoint.steps_completed,
+            "state": c.checkpoint.state, "reported": c.checkpoint.reported,
+            "metric": c.metric, "files": c.files, "size": c.size,
+            "metadata": json.loads(c.checkpoint.metadata_json),
+        } for c in found.checkpoints])
+
+    def logs(request: Request) -> Response:
+        q = request.query_params
+        level = q.get("level") or None
+        if level is not None and level not in LEVELS:
+            raise UsageError(f"no log level {level!r}; one of {', '.join(LEVELS)}")
+        ranks = frozenset(int(r) for r in q.get("ranks", "").split(",") if r)
+        t = store().trial(request.path_params["trial_id"])
+        cursor = json.loads(q.get("cursor") or "{}")
+        records, cursor, omitted = log_page(paths, t.experiment_id, t.id, cursor, LOG_PAGE)
+        kept = LogFilter(rank_ids=ranks, level=level).apply(records)
+        return JSONResponse({"lines": [r.to_dict() for r in kept], "cursor": cursor,
+                             "omitted": omitted})
+
+    def queue(request: Request) -> Response:
+        statuses, problem = scheduler_statuses(site_scheduler(paths))
+        rows = job_queue(store(), statuses)
+        return JSONResponse({"problem": problem, "jobs": [
+            {**asdict(r), "state": r.state.value} for r in rows]})
+
+    def cluster(request: Request) -> Response:
+        view = cluster_view(site_scheduler(paths))
+        return JSONResponse(asdict(view))
+
+    def act(request: Request) -> Response:
+        action, exp_id = request.path_params["action"], request.path_params["exp_id"]
+        daemon = connect(paths)
+        if action == "priority":
+            priority = _priority(request.query_params.get("value"))
+            said = daemon.update_jobs([JobUpdate(exp_id, "priority", priority)])
+        elif action in ACTIONS:
+            said = getattr(daemon, action)(exp_id)
+        else:
+            return JSONResponse({"error": f"no action {action!r}; one of "
+                                 f"{[*ACTIONS, 'priority']}"}, status_code=404)
+        return JSONResponse({"said": said})
+
+    return [
+        Route("/api/experiments", experiments),
+        Route("/api/experiments/{exp_id:int}", experiment),
+        Route("/api/experiments/{exp_id:int}/curves", curves),
+        Route("/api/experiments/{exp_id:int}/rungs", rungs),
+        Route("/api/experiments/{exp_id:int}/{action:str}", act, methods=["POST"]),
+        Route("/api/trials/{trial_id:int}", trial),
+        Route("/api/trials/{trial_id:int}/metrics", metrics),
+        Route("/api/trials/{trial_id:int}/checkpoints", checkpoints),
+        Route("/api/trials/{trial_id:int}/logs", logs),
+        Route("/api/queue", queue),
+        Route("/api/cluster", cluster),
+    ]
+
+
+def _priority(value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise UsageError(f"priority takes a whole number (?value=N), not {value!r}") from None
