@@ -28,6 +28,7 @@ for group, name, alias, about in (
     app.add_typer(group, name=alias, hidden=True, help=about)
 app.command("submit")(experiment.submit)
 app.command("ui")(ui.ui)
+app.command("tensorboard")(ui.tensorboard)
 app.add_typer(daemon.app, name="daemon", help="The per-user daemon.")
 app.add_typer(cluster.app, name="cluster", help="Cluster settings and what the scheduler says.")
 

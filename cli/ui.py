@@ -1,4 +1,4 @@
-"""`hpcdet ui`: the web UI, behind a door only its user can open."""
+"""`hpcdet ui` and `hpcdet tensorboard`: served behind a door only their user can open."""
 
 from __future__ import annotations
 
@@ -7,26 +7,52 @@ from typing import Annotated, Optional
 
 import typer
 
-from hpcdet.cli.common import console, paths
+from hpcdet.cli.common import console, paths, read_store
 from hpcdet.ui.door import check_bind
 
+Port = Annotated[Optional[int], typer.Option(
+    "--port", min=0, max=65535,
+    help="Serve on this loopback port (0: any free one) instead of a private socket.")]
+Host = Annotated[str, typer.Option(
+    "--host", help="The address to bind with --port; non-loopback needs --allow-remote.")]
+AllowRemote = Annotated[bool, typer.Option(
+    "--allow-remote", help="Allow a --host other machines can reach.")]
 
-def ui(
-    port: Annotated[Optional[int], typer.Option(
-        "--port", min=0, max=65535,
-        help="Serve on this loopback port (0: any free one) instead of a private socket.")]
-    = None,
-    host: Annotated[str, typer.Option(
-        "--host", help="The address to bind with --port; non-loopback needs --allow-remote.")]
-    = "127.0.0.1",
-    allow_remote: Annotated[bool, typer.Option(
-        "--allow-remote", help="Allow a --host other machines can reach.")] = False,
-) -> None:
-    """Serve the web UI until Ctrl-C, and say how to open it from a laptop."""
-    from hpcdet.ui.serve import serve
 
+def _bind(host: str, allow_remote: bool) -> None:
     warning = check_bind(host, allow_remote)
     if warning:
         print(f"Warning: {warning}", file=sys.stderr)
-    serve(paths(), host if port is not None else None, port,
-          lambda line: console.print(line))
+
+
+def ui(port: Port = None, host: Host = "127.0.0.1", allow_remote: AllowRemote = False) -> None:
+    """Serve the web UI until Ctrl-C, and say how to open it from a laptop."""
+    from hpcdet.ui.app import make_app
+    from hpcdet.ui.serve import serve
+
+    _bind(host, allow_remote)
+    p = paths()
+    serve(p, lambda secret: make_app(p, secret), "ui.sock", 8765,
+          host if port is not None else None, port, lambda line: console.print(line))
+
+
+def tensorboard(
+    experiment_ids: Annotated[list[int], typer.Argument(help="The experiments to show.")],
+    port: Port = None, host: Host = "127.0.0.1", allow_remote: AllowRemote = False,
+    idle_timeout: Annotated[float, typer.Option(
+        "--idle-timeout", min=10,
+        help="Stop after this many seconds without a request (an open page asks every 30 s).")]
+    = 300,
+) -> None:
+    """TensorBoard on the experiments' TensorBoard files, behind the UI's token; stops when
+    no page has been open for --idle-timeout seconds."""
+    from hpcdet.ui.serve import serve
+    from hpcdet.ui.tensorboard import make_tensorboard_app
+    from hpcdet.views.tensorboard import tensorboard_logdirs
+
+    _bind(host, allow_remote)
+    p = paths()
+    logdirs = tensorboard_logdirs(read_store(p), p, experiment_ids)
+    serve(p, lambda secret: make_tensorboard_app(logdirs, secret), "tensorboard.sock", 8766,
+          host if port is not None else None, port, lambda line: console.print(line),
+          idle_timeout)

@@ -25,6 +25,13 @@ if [[ $(id -u) -eq 0 ]]; then
         apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
             python3 python3-venv >/dev/null
     fi
+    # The web UI's tests drive Debian's Chromium through Playwright (whose own browser
+    # download cannot reach its servers from these machines).
+    if [[ ! -x /usr/bin/chromium ]]; then
+        phase "installing Debian's chromium for the web UI's tests"
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+            chromium >/dev/null
+    fi
 fi
 export PATH="$PWD/.venv/bin:$PATH"
 phase "lint and types"

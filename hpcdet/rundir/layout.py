@@ -104,3 +104,11 @@ def array_scripts(exp_dir: Path) -> list[Path]:
 
 def array_slot(exp_dir: Path, request_id: int) -> Path:
     return exp_dir / ARRAY_DIR / f"slot-{request_id}"
+
+
+def tensorboard_dir(storage: Path, cluster_id: str, exp_id: int, trial_id: int | None = None
+                    ) -> Path:
+    """Where trials write TensorBoard files, beside the checkpoints in their storage (the
+    layout Determined uses): the experiment's directory, or one trial's."""
+    exp_dir = storage / cluster_id / "tensorboard" / "experiment" / str(exp_id)
+    return exp_dir if trial_id is None else exp_dir / "trial" / str(trial_id)

@@ -63,6 +63,11 @@ class RunSpec:
         return cls(**{k: v for k, v in data.items() if k in names})
 
 
+# det.get_cluster_info().cluster_id: one name, as no master tells it (it also names the
+# TensorBoard directory, rundir.layout.tensorboard_dir).
+CLUSTER_ID = "hpcdet"
+
+
 @dataclass
 class ClusterInfoRecord:
     """The per-node facts behind ``det.get_cluster_info()`` (Determined's field names)."""
@@ -74,7 +79,7 @@ class ClusterInfoRecord:
     agent_id: str
     allocation_id: str
     task_id: str
-    cluster_id: str = "hpcdet"
+    cluster_id: str = CLUSTER_ID
     master_url: str = ""
     task_type: str = "TRIAL"
 

@@ -75,3 +75,13 @@ class LocalScheduler(Scheduler):
 
     def cancel_command(self, job_ids: Collection[str]) -> list[str]:
         return self._cmd("cancel", self.jobs_dir, *sorted(job_ids))
+
+    def info_commands(self) -> list[list[str]]:
+        return [["nproc"], ["cat", "/proc/loadavg"]]
+
+    def parse_info(self, outputs: list[str]) -> list[tuple[str, str]]:
+        # /proc/loadavg: "0.52 0.58 0.59 2/1104 31337" (proc(5)).
+        load = outputs[1].split()
+        return [("host CPUs", outputs[0].strip()),
+                ("load average (1, 5, 15 min)", ", ".join(load[:3])),
+                ("processes running / total", load[3] if len(load) > 3 else "")]

@@ -7,8 +7,12 @@ import hmac
 import ipaddress
 import os
 import secrets
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from hpcdet.errors import UsageError
 
@@ -67,3 +71,51 @@ def check_bind(host: str, allow_remote: bool) -> str | None:
                          "127.0.0.1 with ssh -L), or add --allow-remote if you mean it")
     return (f"serving on {host}: other machines can reach this port; only the token keeps "
             "them out")
+
+
+Dispatch = Callable[[Request, Callable[[Request], Awaitable[Response]]], Awaitable[Response]]
+
+# Nothing from elsewhere: no framing by another site, no scripts or data from it.
+SECURITY_HEADERS = {
+    "content-security-policy": "default-src 'self'; style-src 'self' 'unsafe-inline'; "
+                               "img-src 'self' data: blob:; frame-ancestors 'none'",
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "same-origin",
+}
+
+
+def guard(secret: str, headers: dict[str, str] | None = None) -> Dispatch:
+    """The door as Starlette middleware: 401 without the token, 403 for an action from
+    another origin; the first visit's ``?token=`` becomes a cookie and leaves the address;
+    every answer carries ``headers`` (SECURITY_HEADERS unless given)."""
+    extra = SECURITY_HEADERS if headers is None else headers
+
+    async def dispatch(request: Request, call_next: Callable[[Request], Awaitable[Response]]
+                       ) -> Response:
+        response = await _enter(secret, request, call_next)
+        response.headers.update(extra)
+        return response
+
+    return dispatch
+
+
+async def _enter(secret: str, request: Request,
+                 call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+    given = presented(request.cookies.get(COOKIE), request.headers.get("authorization"),
+                      request.query_params.get("token"))
+    if not admits(secret, given):
+        return JSONResponse({"error": "this needs its token: open the URL hpcdet printed "
+                             "when it started"}, status_code=401)
+    if request.method not in ("GET", "HEAD") and not same_origin(
+            request.headers.get("origin"), request.headers.get("referer"),
+            request.headers.get("host")):
+        return JSONResponse({"error": "actions come only from this server's own pages"},
+                            status_code=403)
+    if "token" in request.query_params:
+        # The first visit: keep the token in a cookie and out of the address bar/history.
+        rest = {k: v for k, v in request.query_params.items() if k != "token"}
+        target = request.url.path + (f"?{urlencode(rest)}" if rest else "")
+        moved = RedirectResponse(target, status_code=303)
+        moved.set_cookie(COOKIE, secret, httponly=True, samesite="strict")
+        return moved
+    return await call_next(request)

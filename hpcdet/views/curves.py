@@ -11,8 +11,10 @@ from hpcdet.config.experiment import ExperimentConfig
 from hpcdet.search.asha import rung_lengths
 from hpcdet.store.repository import Store
 
-# Points per trial curve: more than a plot's width in pixels would show.
+# Points per curve, and in all: about what a plot's width in pixels can show, and what the
+# browser draws at once without lag (200 trials get 200 points each).
 CURVE_POINTS = 500
+TOTAL_POINTS = 40_000
 
 
 @dataclass(frozen=True)
@@ -24,9 +26,12 @@ class Curve:
 
 def experiment_curves(store: Store, exp_id: int, group: str, metric: str,
                       trial_ids: list[int] | None = None,
-                      points: int = CURVE_POINTS) -> list[Curve]:
-    """The ``metric`` of ``group`` reports per trial (of those given, else all), in order."""
+                      points: int | None = None) -> list[Curve]:
+    """The ``metric`` of ``group`` reports per trial (of those given, else all), in order,
+    thinned to ``points`` per trial (by default what TOTAL_POINTS allows, 50 to 500)."""
     ids = trial_ids if trial_ids is not None else [t.id for t in store.trials(exp_id)]
+    if points is None:
+        points = max(50, min(CURVE_POINTS, TOTAL_POINTS // max(1, len(ids))))
     curves: dict[int, Curve] = {}
     for trial_id, step, value in store.metric_series(ids, group, metric, points):
         curve = curves.setdefault(trial_id, Curve(trial_id, [], []))
