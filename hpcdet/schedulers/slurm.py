@@ -247,7 +247,7 @@ class SlurmScheduler(Scheduler):
 
     def info_commands(self) -> list[list[str]]:
         return [
-            ["sinfo", "-o", "%P|%a|%l|%D|%c|%G|%T"],
+            ["sinfo", "-o", "%P|%a|%l|%D|%c|%G|%T|%C"],
             ["scontrol", "show", "config"],
         ]
 
@@ -278,7 +278,8 @@ class SlurmScheduler(Scheduler):
             rows.append((
                 f"partition {p['partition']}",
                 f"{p['avail']}, {p['nodes']} nodes {p['state']}, {p['cpus']} CPUs per node"
-                f"{gres}, time limit {p['timelimit']}",
+                f"{gres}, time limit {p['timelimit']}; CPUs allocated/idle/other/total "
+                f"{p['cpu_use']}",
             ))
         rows.extend(sorted(parse_config_limits(outputs[1]).items()))
         return rows
@@ -304,7 +305,8 @@ def _gpus(gres: str) -> int:
 
 
 def parse_sinfo(stdout: str) -> list[dict[str, str]]:
-    keys = ["partition", "avail", "timelimit", "nodes", "cpus", "gres", "state"]
+    # %C: the partition's CPUs by state, "allocated/idle/other/total" (sinfo(1)).
+    keys = ["partition", "avail", "timelimit", "nodes", "cpus", "gres", "state", "cpu_use"]
     rows = []
     for line in stdout.splitlines()[1:]:
         parts = line.split("|")

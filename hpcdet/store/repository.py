@@ -245,15 +245,18 @@ class Store:
         return [(int(t), int(x), v if isinstance(v, (int, float)) else None)
                 for t, x, v in rows]
 
-    def metric_names(self, exp_id: int) -> dict[str, list[str]]:
-        """The metric names each group of the experiment's reports holds (in each trial's
-        first and last report of the group)."""
+    def metric_names(self, trial_ids: Sequence[int]) -> dict[str, list[str]]:
+        """The metric names each group of the trials' reports holds (in each trial's first
+        and last report of the group)."""
+        if not trial_ids:
+            return {}
         # Each trial's groups one index lookup at a time (SQLite has no skip scan without
         # ANALYZE), then two reports per trial and group.
-        query = """
+        marks = ",".join("?" * len(trial_ids))
+        query = f"""
             WITH RECURSIVE pairs(trial_id, grp) AS (
                 SELECT id, (SELECT min("group") FROM metric WHERE trial_id = trial.id)
-                FROM trial WHERE experiment_id = ?
+                FROM trial WHERE id IN ({marks})
                 UNION ALL
                 SELECT trial_id, (SELECT min("group") FROM metric
                                   WHERE trial_id = pairs.trial_id AND "group" > pairs.grp)
@@ -265,7 +268,7 @@ class Store:
             ORDER BY p.trial_id, m.ordinal"""
         names: dict[str, list[str]] = {}
         with self.engine.connect() as conn:
-            for group, metrics_json in conn.exec_driver_sql(query, (exp_id,)):
+            for group, metrics_json in conn.exec_driver_sql(query, tuple(trial_ids)):
                 have = names.setdefault(group, [])
                 have += [k for k in json.loads(metrics_json) if k not in have]
         return names

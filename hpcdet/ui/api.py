@@ -17,9 +17,9 @@ from hpcdet.errors import UsageError
 from hpcdet.link import JobUpdate, connect
 from hpcdet.paths import StatePaths
 from hpcdet.store.repository import Store
+from hpcdet.views import curves as plots
 from hpcdet.views.checkpoints import ranked_checkpoints
 from hpcdet.views.cluster import cluster_view, site_scheduler
-from hpcdet.views.curves import asha_rungs, curve_dict, experiment_curves
 from hpcdet.views.experiments import describe_experiment, experiment_rows
 from hpcdet.views.logs import LEVELS, LogFilter, log_page
 from hpcdet.views.queue import job_queue, scheduler_statuses
@@ -45,7 +45,7 @@ def api_routes(paths: StatePaths, store: Callable[[], Store]) -> list[Route]:
             "config": view.config,
             "searcher": view.searcher,
             "best": asdict(view.best) if view.best else None,
-            "metric_names": store().metric_names(exp_id),
+            "metric_names": store().metric_names([t.trial.id for t in view.trials]),
             "trials": [{**trial_dict(t.trial), "searcher": t.searcher} for t in view.trials],
         })
 
@@ -55,17 +55,25 @@ def api_routes(paths: StatePaths, store: Callable[[], Store]) -> list[Route]:
         if not group or not metric:
             raise UsageError("curves need ?group=...&metric=...")
         trials = [int(t) for t in q["trials"].split(",") if t] if "trials" in q else None
-        found = experiment_curves(store(), request.path_params["exp_id"], group, metric, trials)
-        return JSONResponse([curve_dict(c) for c in found])
+        found = plots.experiment_curves(store(), request.path_params["exp_id"], group, metric,
+                                        trials)
+        return JSONResponse([plots.curve_dict(c) for c in found])
 
     def rungs(request: Request) -> Response:
         return JSONResponse([{"length": r.length, "values": r.values}
-                             for r in asha_rungs(store(), request.path_params["exp_id"])])
+                             for r in plots.asha_rungs(store(), request.path_params["exp_id"])])
 
     def trial(request: Request) -> Response:
         view = describe_trial(store(), request.path_params["trial_id"])
-        return JSONResponse({**view.to_dict(), "metric_names": trial_metrics(
-            store(), view.trial.id).keys})
+        return JSONResponse({**view.to_dict(),
+                             "metric_names": store().metric_names([view.trial.id])})
+
+    def trial_curves(request: Request) -> Response:
+        metric = request.query_params.get("metric")
+        if not metric:
+            raise UsageError("curves need ?metric=...")
+        found = plots.trial_curves(store(), request.path_params["trial_id"], metric)
+        return JSONResponse({group: plots.curve_dict(c) for group, c in found.items()})
 
     def metrics(request: Request) -> Response:
         reported = trial_metrics(store(), request.path_params["trial_id"],
@@ -127,6 +135,7 @@ def api_routes(paths: StatePaths, store: Callable[[], Store]) -> list[Route]:
         Route("/api/experiments/{exp_id:int}/{action:str}", act, methods=["POST"]),
         Route("/api/trials/{trial_id:int}", trial),
         Route("/api/trials/{trial_id:int}/metrics", metrics),
+        Route("/api/trials/{trial_id:int}/curves", trial_curves),
         Route("/api/trials/{trial_id:int}/checkpoints", checkpoints),
         Route("/api/trials/{trial_id:int}/logs", logs),
         Route("/api/queue", queue),

@@ -25,15 +25,28 @@ class Curve:
 
 
 def experiment_curves(store: Store, exp_id: int, group: str, metric: str,
-                      trial_ids: list[int] | None = None,
-                      points: int | None = None) -> list[Curve]:
+                      trial_ids: list[int] | None = None) -> list[Curve]:
     """The ``metric`` of ``group`` reports per trial (of those given, else all), in order,
-    thinned to ``points`` per trial (by default what TOTAL_POINTS allows, 50 to 500)."""
-    ids = trial_ids if trial_ids is not None else [t.id for t in store.trials(exp_id)]
-    if points is None:
-        points = max(50, min(CURVE_POINTS, TOTAL_POINTS // max(1, len(ids))))
+    each thinned to the share of TOTAL_POINTS one of the experiment's trials gets (50 to
+    500), whether all or some are asked for."""
+    every = [t.id for t in store.trials(exp_id)]
+    known = set(every)
+    ids = every if trial_ids is None else [t for t in trial_ids if t in known]
+    points = max(50, min(CURVE_POINTS, TOTAL_POINTS // max(1, len(every))))
+    return _curves(store.metric_series(ids, group, metric, points))
+
+
+def trial_curves(store: Store, trial_id: int, metric: str) -> dict[str, Curve]:
+    """The ``metric`` in each group of the trial's reports, thinned to CURVE_POINTS."""
+    store.trial(trial_id)  # a NotFoundError that names the trial
+    return {group: curve
+            for group, names in store.metric_names([trial_id]).items() if metric in names
+            for curve in _curves(store.metric_series([trial_id], group, metric, CURVE_POINTS))}
+
+
+def _curves(series: list[tuple[int, int, Any]]) -> list[Curve]:
     curves: dict[int, Curve] = {}
-    for trial_id, step, value in store.metric_series(ids, group, metric, points):
+    for trial_id, step, value in series:
         curve = curves.setdefault(trial_id, Curve(trial_id, [], []))
         curve.steps.append(step)
         curve.values.append(value)

@@ -21,7 +21,8 @@ from tests.support import Hpcdet, ensure_user
 ROUTES = ["/", "/experiments/1", "/trials/1", "/queue", "/cluster", "/static/ui.js",
           "/static/vendor/echarts-6.1.0.min.js", "/api/experiments", "/api/experiments/1",
           "/api/experiments/1/curves?group=training&metric=x", "/api/experiments/1/rungs",
-          "/api/trials/1", "/api/trials/1/metrics", "/api/trials/1/checkpoints",
+          "/api/trials/1", "/api/trials/1/metrics", "/api/trials/1/curves?metric=x",
+          "/api/trials/1/checkpoints",
           "/api/trials/1/logs", "/api/queue", "/api/cluster"]
 
 

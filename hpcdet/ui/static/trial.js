@@ -47,23 +47,23 @@
       facts.flatMap(([k, v]) => [el("dt", {}, k), el("dd", { "data-fact": k }, v)])));
     replace("hparams", table(["Name", "Value"],
       Object.entries(trial.hparams).map(([k, v]) => [k, typeof v === "object" ? JSON.stringify(v) : String(v)])));
-    const names = trial.metric_names;
+    const names = [...new Set(Object.values(trial.metric_names).flat())];
     if (!names.includes(chartMetric)) chartMetric = names[0] || "";
     document.getElementById("trial-metric").replaceChildren(
       ...names.map((n) => el("option", { value: n, selected: n === chartMetric }, n)));
   }
 
   async function loadMetrics() {
-    const rows = await api(`/api/trials/${trialId}/metrics`);
-    const groups = [...new Set(rows.map((r) => r.group))];
+    if (!chartMetric) return;
+    const curves = await api(`/api/trials/${trialId}/curves?metric=${encodeURIComponent(chartMetric)}`);
     chart.setOption({
       tooltip: { trigger: "axis" }, legend: { top: 0 },
       grid: { left: 60, right: 20, top: 40, bottom: 40 },
       xAxis: { type: "value", name: "batches", nameLocation: "middle", nameGap: 25 },
       yAxis: { type: "value", name: chartMetric, scale: true },
-      series: groups.map((g) => ({ name: g, type: "line", animation: false, sampling: "lttb",
-        data: rows.filter((r) => r.group === g && typeof r.metrics[chartMetric] === "number")
-          .map((r) => [r.steps_completed, r.metrics[chartMetric]]) })),
+      series: Object.entries(curves).map(([group, c]) => ({
+        name: group, type: "line", animation: false, showSymbol: c.steps.length < 40,
+        data: c.steps.map((s, i) => [s, c.values[i]]) })),
     }, { replaceMerge: ["series"] });
   }
 

@@ -70,5 +70,5 @@ def test_metric_names_per_group(j: Journaled, tmp_path: Path) -> None:
     other = tmp_path / "b.jsonl"
     write_events(other, _report("inference", 1, latency=3.0))
     j.store.ingest_events(2, 1, other, LOSS)
-    assert j.store.metric_names(1) == {"training": ["loss", "lr"], "validation": ["acc"],
+    assert j.store.metric_names([1, 2]) == {"training": ["loss", "lr"], "validation": ["acc"],
                                        "inference": ["latency"]}
