@@ -1,6 +1,6 @@
 """Training throughput of a PyTorchTrial against the same model in a plain torch loop.
 
-Usage: ``python bench/pytorch_throughput.py [EPOCHS] [REPEATS]`` (default 20 and 5).
+Usage: ``python -m bench.pytorch_throughput [EPOCHS] [REPEATS]`` (default 20 and 5).
 
 Both train the digits MLP of ``examples/pytorch_digits`` on one CPU slot, in this process and
 off the cluster, for EPOCHS epochs of 45 batches of 32, then validate once and save once: the
@@ -25,6 +25,7 @@ sys.path[:0] = [str(REPO / "examples" / "pytorch_digits"), str(REPO / "hpcdet" /
 
 import model_def  # noqa: E402
 
+from bench.figures import Figure, median, table  # noqa: E402
 from hpcdet import pytorch  # noqa: E402
 
 HPARAMS = {"global_batch_size": 32, "lr": 0.01, "hidden": 64, "dropout": 0.1}
@@ -68,25 +69,23 @@ def plain(epochs: int, storage: str) -> float:
     return time.perf_counter() - started
 
 
-def main() -> None:
-    epochs = int(sys.argv[1]) if len(sys.argv) > 1 else 20
-    repeats = int(sys.argv[2]) if len(sys.argv) > 2 else 5
-    logging.basicConfig(level=logging.WARNING)
+def measure(epochs: int, repeats: int) -> list[Figure]:
+    logging.getLogger("hpcdet").setLevel(logging.WARNING)
     torch.set_num_threads(1)
-    times: dict[str, list[float]] = {"PyTorchTrial (Trainer)": [], "plain torch loop": []}
+    ours: list[float] = []
+    base: list[float] = []
     with tempfile.TemporaryDirectory() as storage:
         with_trainer(1, storage), plain(1, storage)  # warm up imports and data
-        for _ in range(repeats):
-            times["PyTorchTrial (Trainer)"].append(with_trainer(epochs, storage))
-            times["plain torch loop"].append(plain(epochs, storage))
+        for _ in range(repeats):  # alternating, so both see the same machine
+            ours.append(with_trainer(epochs, storage))
+            base.append(plain(epochs, storage))
     batches = epochs * 45
-    medians = {k: statistics.median(v) for k, v in times.items()}
-    print(f"{batches} batches of 32 on 1 CPU thread, median of {repeats}")
-    for name, m in medians.items():
-        print(f"  {name:24s} {m:7.3f} s  {batches / m:8.0f} batches/s")
-    ratio = medians["plain torch loop"] / medians["PyTorchTrial (Trainer)"]
-    print(f"  throughput ratio (PyTorchTrial / plain): {ratio:.1%} (target >= 97%)")
+    rate, plain_rate = batches / median(ours), batches / median(base)
+    return [Figure("pytorch", f"PyTorchTrial (Trainer) throughput, 1 slot, {batches} batches",
+                   rate, "batches/s", "the same model in a plain torch loop", plain_rate,
+                   "≥ 97% of plain", rate >= 0.97 * plain_rate)]
 
 
 if __name__ == "__main__":
-    main()
+    args = [int(a) for a in sys.argv[1:]]
+    print(table(measure(*(args + [20, 5][len(args):]))))

@@ -3,28 +3,30 @@
 Usage: ``python bench/report_metrics.py [N]`` (default 20000).
 
 Builds a temporary run directory and cluster info as the harness would, initialises the Core
-API "on the cluster", and times N reports one by one. In the same process it times two
-baselines per call: the least any buffered reporter must do (copy the dict, append it to a
-list) and the naive synchronous reporter (``json.dumps`` + ``write`` + ``flush``). It prints
-median and p99 in microseconds, the ratios, and then checks that every report reached
-``events.jsonl`` exactly once and in order after the context closed.
+API "on the cluster", and times N reports one by one, then N reports each with the
+tutorials' ``logging.info`` line. In the same process it times two baselines per call: the
+floor (``json.dumps`` and a buffered append to a file) and Determined's model (a synchronous
+HTTP POST per report to a local server). It prints medians, p99s and ratios, and checks that
+every report reached ``events.jsonl`` exactly once and in order after the context closed.
 """
 
 from __future__ import annotations
 
-import io
+import http.client
+import http.server
 import json
 import logging
 import os
-import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from bench.figures import Figure, median, p99, table
 from hpcdet import core
 from hpcdet.rundir.exchange import read_events
 from hpcdet.rundir.spec import CLUSTER_INFO_ENV, ClusterInfoRecord, RunSpec
@@ -64,15 +66,49 @@ def time_calls(n: int, call: Callable[[int, dict[str, Any]], None], first: int =
     return out
 
 
-def p99(xs: list[float]) -> float:
-    return statistics.quantiles(xs, n=100)[98]
+class _Sink(http.server.BaseHTTPRequestHandler):
+    """A local HTTP server that accepts every report, as a master would (minus the database)."""
+
+    protocol_version = "HTTP/1.1"
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.send_response(204)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
 
 
-def main(n: int) -> int:
+def http_posts(n: int) -> list[float]:
+    """Microseconds per report sent as one synchronous HTTP POST (Determined's model: each
+    report is a call to the master), on a kept-alive connection to a local server."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Sink)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    conn = http.client.HTTPConnection("127.0.0.1", server.server_address[1])
+
+    def post(step: int, m: dict[str, Any]) -> None:
+        body = json.dumps({"steps_completed": step, "metrics": m})
+        conn.request("POST", "/api/v1/trials/1/metrics", body,
+                     {"Content-Type": "application/json"})
+        conn.getresponse().read()
+
+    try:
+        time_calls(min(n, 200), post)
+        return time_calls(n, post)
+    finally:
+        conn.close()
+        server.shutdown()
+
+
+def measure(n: int) -> tuple[list[Figure], bool]:
+    """The figures of N reports each way, and whether every report reached events.jsonl
+    exactly once and in order."""
     with tempfile.TemporaryDirectory(prefix="hpcdet-bench-") as tmp:
         root = Path(tmp)
         os.environ[CLUSTER_INFO_ENV] = str(fake_run(root))
-        warmup = 1000
+        warmup = min(1000, n)
         ctx = core.init()
         ctx.start()
         report = ctx.train.report_training_metrics
@@ -83,64 +119,65 @@ def main(n: int) -> int:
         time_calls(warmup, ours)
         ours_us = time_calls(n, ours, first=warmup + 1)
 
-        # Same reports with the tutorials' logging.basicConfig(level=DEBUG): the INFO log line
-        # of every report is then part of its cost (here into memory, not a terminal).
-        handler = logging.StreamHandler(io.StringIO())
-        handler.setFormatter(logging.Formatter(core.LOG_FORMAT))
-        log = logging.getLogger("hpcdet.core")
-        log.addHandler(handler)
-        log.setLevel(logging.INFO)
-        logged_us = time_calls(n, ours, first=warmup + n + 1)
-        log.removeHandler(handler)
-        log.setLevel(logging.NOTSET)
+        # The tutorials' way: logging.basicConfig(level=INFO, format=det.LOG_FORMAT) and a
+        # logging.info line per step, here into a file as the harness's log is.
+        with open(root / "trial.log", "w") as log_file:
+            handler = logging.StreamHandler(log_file)
+            handler.setFormatter(logging.Formatter(core.LOG_FORMAT))
+            logging.getLogger().addHandler(handler)
+            logging.getLogger().setLevel(logging.INFO)
+
+            def logged(step: int, m: dict[str, Any]) -> None:
+                logging.info("step %d: loss %s", step, m["loss"])
+                report(steps_completed=step, metrics=m)
+
+            logged_us = time_calls(n, logged, first=warmup + n + 1)
+            logging.getLogger().removeHandler(handler)
+            logging.getLogger().setLevel(logging.WARNING)
 
         t0 = time.perf_counter()
         ctx.close()
         close_ms = (time.perf_counter() - t0) * 1000
 
-        sink: list[dict[str, Any]] = []
+        with open(root / "floor.jsonl", "w") as f:
 
-        def copy_append(step: int, m: dict[str, Any]) -> None:
-            sink.append(dict(m))
-
-        copy_us = time_calls(n, copy_append)
-
-        with open(root / "sync.jsonl", "w") as f:
-
-            def sync_write(step: int, m: dict[str, Any]) -> None:
+            def buffered(step: int, m: dict[str, Any]) -> None:
                 f.write(json.dumps({"steps_completed": step, "metrics": m}) + "\n")
-                f.flush()
 
-            sync_us = time_calls(n, sync_write)
+            floor_us = time_calls(n, buffered)
+        post_us = http_posts(n)
 
         events = read_events(root / "run-1" / "events.jsonl", 0)
         total = warmup + 2 * n
-        steps = [e.body["steps_completed"] for e in events]
         ok = (
-            len(events) == total
-            and [e.seq for e in events] == list(range(1, total + 1))
-            and steps == list(range(1, total + 1))
+            [e.seq for e in events] == list(range(1, total + 1))
+            and [e.body["steps_completed"] for e in events] == list(range(1, total + 1))
             and all(e.type == "metrics" for e in events)
         )
 
-    rows = [
-        ("report_training_metrics", ours_us),
-        ("  same, INFO log to memory", logged_us),
-        ("baseline: dict copy + append", copy_us),
-        ("baseline: json+write+flush", sync_us),
+    name = "report_metrics"
+    floor, post = median(floor_us), median(post_us)
+    figures = [
+        Figure(name, "report_training_metrics, median", median(ours_us), "µs",
+               "json.dumps + buffered append", floor, "≤ 10 µs and ≤ 2x the floor",
+               median(ours_us) <= 10 and median(ours_us) <= 2 * floor),
+        Figure(name, "report_training_metrics, p99", p99(ours_us), "µs",
+               "json.dumps + buffered append", p99(floor_us), "≤ 50 µs", p99(ours_us) <= 50),
+        Figure(name, "report_training_metrics, median", median(ours_us), "µs",
+               "one HTTP POST per report (Determined's model)", post),
+        Figure(name, "logging.info + report per step, median", median(logged_us), "µs"),
+        Figure(name, "logging.info + report per step, p99", p99(logged_us), "µs",
+               "report alone, p99", p99(ours_us)),
+        Figure(name, "close(): final flush + fsync", close_ms, "ms"),
     ]
-    print(f"report_training_metrics, N={n} calls each (after {warmup} warm-up calls)")
-    print(f"{'':32} {'median µs':>10} {'p99 µs':>10}")
-    for name, xs in rows:
-        print(f"{name:32} {statistics.median(xs):10.2f} {p99(xs):10.2f}")
-    med, tail = statistics.median(ours_us), p99(ours_us)
-    for name, xs in rows[2:]:
-        print(
-            f"ours / {name.split(': ')[1]:22} median x{med / statistics.median(xs):6.2f}"
-            f"   p99 x{tail / p99(xs):6.2f}"
-        )
-    print(f"close() (final flush + fsync): {close_ms:.1f} ms")
-    print(f"events.jsonl: {len(events)} events, expected {total}: {'OK' if ok else 'MISMATCH'}")
+    return figures, ok
+
+
+def main(n: int) -> int:
+    figures, ok = measure(n)
+    print(f"report_training_metrics, N={n} calls each")
+    print(table(figures))
+    print(f"events.jsonl: every report once and in order: {'OK' if ok else 'MISMATCH'}")
     return 0 if ok else 1
 
 

@@ -37,6 +37,7 @@ export PATH="$PWD/.venv/bin:$PATH"
 phase "lint and types"
 ruff check .
 mypy hpcdet cli launchers
+mypy --explicit-package-bases bench/*.py
 python scripts/lint_imports.py  # the import contracts of pyproject.toml
 # Everything but the Slurm tests on two pytest-xdist workers (most tests wait on sleeping
 # trials, not on the CPU); then the Slurm tests. A test that hangs fails after --timeout s
@@ -53,6 +54,9 @@ phase "Slurm tests, two at a time"
 python -m pytest -q -n 2 --durations=10 --timeout 600 --maxfail 8 -m "not exclusive" tests/cluster "$@" || slurm_status=$?
 phase "Slurm tests that need the cluster alone"
 python -m pytest -q --durations=5 --timeout 600 --maxfail 4 -m exclusive tests/cluster "$@" || slurm_status=$?
+# The benchmarks at a few seconds' size, so none can rot: they fail on errors, not figures.
+phase "benchmarks, smoke (bench/run --smoke)"
+bench/run --smoke || status=$?
 # Last, where a truncated log still shows it: what went wrong with the cluster itself.
 if [[ -s $HPCDET_TEST_INCIDENTS ]]; then
     phase "the Slurm test cluster was found down and restarted during the run:"

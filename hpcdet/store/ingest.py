@@ -11,11 +11,11 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from sqlmodel import Session, func, select
+from sqlmodel import Session
 
 from hpcdet.rundir.exchange import Event
 from hpcdet.states import CheckpointState
-from hpcdet.store.models import Checkpoint, Metric, Run, Trial
+from hpcdet.store.models import Checkpoint, Run, Trial
 
 
 @dataclass(frozen=True)
@@ -45,43 +45,81 @@ def _ignore(s: Session, trial: Trial, run: Run, ev: Event, best: BestOf) -> None
     pass
 
 
-def _metrics(s: Session, trial: Trial, run: Run, ev: Event, best: BestOf) -> None:
-    body = ev.body
-    group, steps = body["group"], int(body["steps_completed"])
-    existing = s.exec(
-        select(Metric).where(
-            Metric.trial_id == trial.id, Metric.group == group, Metric.steps_completed == steps
-        )
-    ).first()
-    batches = body.get("batch_metrics")
-    batches_json = "" if batches is None else json.dumps(batches)
-    if existing is not None and existing.run_id == run.run_id:
-        # Determined merges reports of the same (group, step); the trial refused conflicts.
-        merged = {**json.loads(existing.metrics_json), **body["metrics"]}
-        existing.metrics_json = json.dumps(merged)
-        existing.batch_metrics_json = existing.batch_metrics_json or batches_json
-        s.add(existing)
-    elif existing is not None:
-        # A later run re-reported a step after resuming: its values replace the old run's.
-        existing.metrics_json = json.dumps(body["metrics"])
-        existing.batch_metrics_json = batches_json
-        existing.run_id, existing.seq, existing.reported = run.run_id, ev.seq, body["time"]
-        s.add(existing)
-    else:
-        last = s.exec(select(func.max(Metric.ordinal)).where(
-            Metric.trial_id == trial.id, Metric.group == group)).one()
-        s.add(
-            Metric(
-                trial_id=trial.id, run_id=run.run_id, seq=ev.seq, group=group,
-                steps_completed=steps, ordinal=0 if last is None else last + 1,
-                metrics_json=json.dumps(body["metrics"]), batch_metrics_json=batches_json,
-                reported=body["time"],
-            )
-        )
-    if group == "validation":
-        value = _as_float(body["metrics"].get(best.metric))
-        if value is not None and best.better(value, trial.best_validation):
-            trial.best_validation = value
+@dataclass
+class _Report:
+    """One (group, step) row of a trial's metrics as a batch leaves it."""
+
+    id: int | None  # its row, if it has one already
+    run_id: int
+    seq: int
+    metrics: dict[str, Any]
+    batch_metrics_json: str
+    reported: float
+
+
+def store_metrics(s: Session, trial: Trial, run: Run, events: list[Event], best: BestOf
+                  ) -> None:
+    """A batch's metric reports in a few statements rather than a few per report: reports of
+    one (group, step) in one run merge, as Determined merges them (the trial refused
+    conflicts); a later run's report of a step replaces the earlier run's after a resume."""
+    if not events:
+        return
+    conn = s.connection()
+    keys = {(e.body["group"], int(e.body["steps_completed"])) for e in events}
+    rows: dict[tuple[str, int], _Report] = {}
+    next_ordinal: dict[str, int] = {}
+    for group in sorted({g for g, _ in keys}):
+        steps = [x for g, x in keys if g == group]
+        found = conn.exec_driver_sql(
+            'SELECT id, steps_completed, run_id, seq, metrics_json, batch_metrics_json, '
+            'reported FROM metric WHERE trial_id = ? AND "group" = ? '
+            "AND steps_completed BETWEEN ? AND ?", (trial.id, group, min(steps), max(steps)))
+        for id_, step, run_id, seq, metrics_json, batch_json, reported in found:
+            if (group, step) in keys:
+                rows[(group, step)] = _Report(id_, run_id, seq, json.loads(metrics_json),
+                                              batch_json, reported)
+        last = conn.exec_driver_sql(
+            'SELECT max(ordinal) FROM metric WHERE trial_id = ? AND "group" = ?',
+            (trial.id, group)).scalar()
+        next_ordinal[group] = 0 if last is None else int(last) + 1
+    changed: set[tuple[str, int]] = set()
+    ordinals: dict[tuple[str, int], int] = {}
+    for ev in events:
+        body = ev.body
+        key = (body["group"], int(body["steps_completed"]))
+        batches = body.get("batch_metrics")
+        batches_json = "" if batches is None else json.dumps(batches)
+        row = rows.get(key)
+        if row is not None and row.run_id == run.run_id:
+            row.metrics = {**row.metrics, **body["metrics"]}
+            row.batch_metrics_json = row.batch_metrics_json or batches_json
+        elif row is not None:
+            row.metrics, row.batch_metrics_json = dict(body["metrics"]), batches_json
+            row.run_id, row.seq, row.reported = run.run_id, ev.seq, body["time"]
+        else:
+            rows[key] = _Report(None, run.run_id, ev.seq, dict(body["metrics"]), batches_json,
+                                body["time"])
+            ordinals[key] = next_ordinal[key[0]]
+            next_ordinal[key[0]] += 1
+        changed.add(key)
+        if key[0] == "validation":
+            value = _as_float(body["metrics"].get(best.metric))
+            if value is not None and best.better(value, trial.best_validation):
+                trial.best_validation = value
+    new = [(trial.id, r.run_id, r.seq, k[0], k[1], ordinals[k], json.dumps(r.metrics),
+            r.batch_metrics_json, r.reported)
+           for k, r in rows.items() if k in changed and r.id is None]
+    if new:
+        conn.exec_driver_sql(
+            'INSERT INTO metric (trial_id, run_id, seq, "group", steps_completed, ordinal, '
+            "metrics_json, batch_metrics_json, reported) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            new)
+    old = [(r.run_id, r.seq, json.dumps(r.metrics), r.batch_metrics_json, r.reported, r.id)
+           for k, r in rows.items() if k in changed and r.id is not None]
+    if old:
+        conn.exec_driver_sql(
+            "UPDATE metric SET run_id = ?, seq = ?, metrics_json = ?, batch_metrics_json = ?, "
+            "reported = ? WHERE id = ?", old)
 
 
 def _checkpoint(s: Session, trial: Trial, run: Run, ev: Event, best: BestOf) -> None:
@@ -141,8 +179,8 @@ def _preempt_ack(s: Session, trial: Trial, run: Run, ev: Event, best: BestOf) ->
     run.preempt_acked = True
 
 
+# Each event type but "metrics", which ``store_metrics`` stores a batch at a time.
 APPLIERS: dict[str, Applier] = {
-    "metrics": _metrics,
     "checkpoint": _checkpoint,
     "checkpoint_deleted": _checkpoint_deleted,
     "progress": _progress,

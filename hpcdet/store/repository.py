@@ -17,9 +17,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import event
+from sqlalchemy import case, event
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import defer
+from sqlalchemy.orm.attributes import set_committed_value
 from sqlmodel import Session, SQLModel, col, create_engine, func, select
 
 from hpcdet.errors import NotFoundError, StoreError
@@ -149,12 +151,31 @@ class Store:
 
     # Queries used by the CLI and the daemon. They return detached objects.
 
-    def experiments(self, unfinished: bool = False) -> list[Experiment]:
+    def experiments(self, unfinished: bool = False, config: bool = True) -> list[Experiment]:
+        """Every experiment (or the unfinished ones); without ``config``, their config_json is
+        left unread (a listing of thousands need not decode kilobytes each), and reads as
+        "{}"."""
         with self.session() as s:
             q = select(Experiment).order_by(col(Experiment.id))
+            if not config:
+                # SQLModel types the column as Mapped[str]; defer() takes the same attribute.
+                q = q.options(defer(Experiment.config_json, raiseload=True))  # type: ignore[arg-type]
             if unfinished:
                 q = q.where(col(Experiment.state).not_in(sorted(FINAL_EXPERIMENT_STATES)))
-            return list(s.exec(q))
+            found = list(s.exec(q))
+            if not config:
+                for exp in found:
+                    set_committed_value(exp, "config_json", "{}")
+            return found
+
+    def trial_work(self) -> dict[int, tuple[int, float]]:
+        """Per experiment: its trials, and their work done (1 for a completed trial, else its
+        progress), summed in SQL."""
+        with self.session() as s:
+            q = select(Trial.experiment_id, func.count(), func.sum(case(
+                (col(Trial.state) == TrialState.COMPLETED, 1.0), else_=col(Trial.progress)))
+            ).group_by(col(Trial.experiment_id))
+            return {int(e): (int(n), float(done or 0.0)) for e, n, done in s.exec(q)}
 
     def experiment(self, exp_id: int) -> Experiment:
         with self.session() as s:
@@ -387,6 +408,8 @@ class Store:
                 apply = ingest.APPLIERS.get(ev.type)
                 if apply is not None:
                     apply(s, trial, run, ev, best)
+            ingest.store_metrics(s, trial, run,
+                                 [ev for ev in batch.events if ev.type == "metrics"], best)
             run.event_seq = batch.events[-1].seq
             s.add(trial)
         return batch.events

@@ -34,7 +34,7 @@ LOG_PAGE = 2000
 def api_routes(paths: StatePaths, store: Callable[[], Store]) -> list[Route]:
     def experiments(request: Request) -> Response:
         return JSONResponse([{**r.to_dict(), "best": asdict(r.best) if r.best else None}
-                             for r in experiment_rows(store())])
+                             for r in experiment_rows(store(), with_best=True)])
 
     def experiment(request: Request) -> Response:
         exp_id = request.path_params["exp_id"]

@@ -6,7 +6,6 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from hpcdet.states import TrialState
 from hpcdet.store.models import ArrayJob, Experiment, Run, Trial
 from hpcdet.store.repository import Store
 
@@ -55,20 +54,22 @@ class ExperimentView:
         return searcher
 
 
-def experiment_rows(store: Store) -> list[ExperimentRow]:
+def experiment_rows(store: Store, with_best: bool = False) -> list[ExperimentRow]:
+    """Every experiment with its progress; ``with_best``, also its best trial (which needs
+    each config and every trial)."""
+    work = store.trial_work()
     by_exp: dict[int, list[Trial]] = {}
-    for t in store.trials():
+    for t in store.trials() if with_best else []:
         by_exp.setdefault(t.experiment_id, []).append(t)
     rows = []
-    for exp in store.experiments():
-        mine = by_exp.get(exp.id, [])
-        progress = exp.progress or sum(
-            1.0 if t.state == TrialState.COMPLETED else t.progress for t in mine
-        ) / max(1, len(mine))
-        searcher = json.loads(exp.config_json).get("searcher", {})
-        best = best_trial(mine, searcher.get("metric", ""),
-                          searcher.get("smaller_is_better", True))
-        rows.append(ExperimentRow(exp, progress, best))
+    for exp in store.experiments(config=with_best):
+        count, done = work.get(exp.id, (0, 0.0))
+        best = None
+        if with_best:
+            searcher = json.loads(exp.config_json).get("searcher", {})
+            best = best_trial(by_exp.get(exp.id, []), searcher.get("metric", ""),
+                              searcher.get("smaller_is_better", True))
+        rows.append(ExperimentRow(exp, exp.progress or done / max(1, count), best))
     return rows
 
 

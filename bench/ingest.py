@@ -1,0 +1,114 @@
+"""Daemon ingest: metric rows per second from a run's event log into SQLite.
+
+Usage: ``python -m bench.ingest [ROWS] [REPEATS]`` (default 100000 3).
+
+The real path: an event log written by the trial side's ``EventWriter`` (as the Core API
+writes it), stored by ``Store.ingest_events`` as the daemon's feed does, in batches as the
+daemon reads them. The baseline, in the same run: the same rows put into the same table of a
+fresh database by one raw ``executemany``.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.figures import Figure, median
+from hpcdet.rundir.exchange import EventWriter
+from hpcdet.store.ingest import BestOf
+from hpcdet.store.repository import Store
+
+
+def _store(path: Path) -> Store:
+    store = Store(path)
+    now = time.time()
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql(
+            "INSERT INTO experiment (id, name, state, config_json, description, labels_json, "
+            "archived, resource_pool, weight, position, backend, searcher, created, "
+            "journal_offset, progress, actions_done, searcher_done, error) VALUES "
+            "(1, 'ingest', 'ACTIVE', '{}', '', '[]', 0, '', 1.0, 0, 'local', 'single', ?, 0, "
+            "0, 0, 0, '')", (now,))
+        conn.exec_driver_sql(
+            "INSERT INTO trial (id, experiment_id, request_id, ops_json, ops_completed, closed, "
+            "stop_requested, early_exit, exit_reported, state, hparams_json, trial_seed, "
+            "restarts, run_id, steps_completed, progress, status, metadata_json, alerts_json, "
+            "end_reason) VALUES (1, 1, 0, '[]', 0, 0, 0, '', 0, 'ACTIVE', '{}', 0, 0, 1, 0, 0, "
+            "'', '{}', '[]', '')")
+        conn.exec_driver_sql(
+            "INSERT INTO run (trial_id, run_id, job_id, state, reason, submitted, preempt_acked,"
+            " outcome, event_offset, event_seq, searcher_seq, first_op, ops_decided) VALUES "
+            "(1, 1, '1', 'RUNNING', '', ?, 0, '', 0, 0, 0, 0, 0)", (now,))
+    return store
+
+
+def _events(path: Path, rows: int) -> None:
+    writer = EventWriter(path)
+    for step in range(1, rows + 1):
+        group = "validation" if step % 10 == 0 else "training"
+        writer.emit("metrics", {"group": group, "steps_completed": step, "metrics": {
+            "loss": 1.0 / step, "accuracy": 0.5, "lr": 1e-3, "epoch": step // 500}})
+        if step % 1000 == 0:
+            writer.flush()
+    writer.close()
+
+
+def once(root: Path, rows: int) -> tuple[float, float]:
+    """(rows/s through ingest_events, rows/s by raw executemany) for one fresh database."""
+    events = root / "events.jsonl"
+    _events(events, rows)
+    store = _store(root / "hpcdet.db")
+    best = BestOf("loss", smaller_is_better=True)
+    start = time.perf_counter()
+    while store.ingest_events(1, 1, events, best):
+        pass
+    ours = rows / (time.perf_counter() - start)
+    stored = store.metrics(1)
+    assert len(stored) == rows, (len(stored), rows)
+    store.close()
+
+    raw_db = root / "raw.db"
+    conn = sqlite3.connect(raw_db)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.executescript(";".join(sqlite3.connect(root / "hpcdet.db").execute(
+        "SELECT group_concat(sql, ';') FROM sqlite_master WHERE sql NOT NULL AND "
+        "(tbl_name = 'metric')").fetchone()))
+    lines = [json.loads(line) for line in events.read_text().splitlines()]
+    counts: dict[str, int] = {}
+    batch = []
+    for e in lines:
+        ordinal = counts[e["group"]] = counts.get(e["group"], -1) + 1
+        batch.append((1, 1, e["seq"], e["group"], e["steps_completed"], ordinal,
+                      json.dumps(e["metrics"]), "", e["time"]))
+    start = time.perf_counter()
+    with conn:
+        conn.executemany(
+            'INSERT INTO metric (trial_id, run_id, seq, "group", steps_completed, ordinal, '
+            "metrics_json, batch_metrics_json, reported) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            batch)
+    raw = rows / (time.perf_counter() - start)
+    conn.close()
+    for path in root.iterdir():
+        path.unlink()
+    return ours, raw
+
+
+def measure(rows: int, repeats: int) -> list[Figure]:
+    with tempfile.TemporaryDirectory(prefix="hpcdet-bench-") as tmp:
+        runs = [once(Path(tmp), rows) for _ in range(repeats)]
+    ours, raw = median([r[0] for r in runs]), median([r[1] for r in runs])
+    return [Figure("ingest", f"metric rows/s, event log to SQLite ({rows:,} rows)", ours,
+                   "rows/s", "raw executemany of the same rows", raw,
+                   "≥ 200k rows/s and ≥ 50% of raw", ours >= 200_000 and ours >= 0.5 * raw)]
+
+
+if __name__ == "__main__":
+    from bench.figures import table
+
+    print(table(measure(int(sys.argv[1]) if len(sys.argv) > 1 else 100_000,
+                        int(sys.argv[2]) if len(sys.argv) > 2 else 3)))

@@ -1,0 +1,151 @@
+"""Every benchmark, at full size or as a smoke run: ``bench/run [--smoke] [NAME...]``.
+
+A full run prints the table and writes bench/RESULTS.md (the machine, the date, the commit,
+each figure with its baseline, ratio and target, and the missed targets). A smoke run measures
+the same code paths at a few seconds' size: it fails only when a benchmark fails, never on a
+figure, and writes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib
+import os
+import platform
+import subprocess
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.figures import Figure, markdown, table
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "bench" / "RESULTS.md"
+
+
+@dataclass(frozen=True)
+class Bench:
+    name: str
+    full: Callable[[], list[Figure]]
+    smoke: Callable[[], list[Figure]]
+
+
+def _report_metrics(n: int) -> Callable[[], list[Figure]]:
+    def run() -> list[Figure]:
+        from bench.report_metrics import measure
+
+        figures, ok = measure(n)
+        if not ok:
+            raise RuntimeError("events.jsonl did not hold every report once and in order")
+        return figures
+    return run
+
+
+def _lazy(module: str, *args: int) -> Callable[[], list[Figure]]:
+    """The module's ``measure(*args)``, imported only when it runs (torch, playwright...)."""
+    def run() -> list[Figure]:
+        measure: Callable[..., list[Figure]] = importlib.import_module(
+            f"bench.{module}").measure
+        return measure(*args)
+    return run
+
+
+BENCHES = [
+    Bench("report_metrics", _report_metrics(20_000), _report_metrics(300)),
+    Bench("ingest", _lazy("ingest", 100_000, 3), _lazy("ingest", 2_000, 1)),
+    Bench("asha_sim", _lazy("asha_sim", 10_000), _lazy("asha_sim", 300)),
+    Bench("ui_page", _lazy("ui_experiment_page", 200, 10_000, 5),
+          _lazy("ui_experiment_page", 5, 200, 1)),
+    Bench("cli_listing", _lazy("cli_listing", 10_000, 5), _lazy("cli_listing", 50, 1)),
+    Bench("pytorch", _lazy("pytorch_throughput", 20, 5), _lazy("pytorch_throughput", 1, 1)),
+    Bench("slurm_submit", _lazy("slurm_submit", 1000), _lazy("slurm_submit", 20)),
+]
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    memory = ""
+    try:
+        kb = int(Path("/proc/meminfo").read_text().split()[1])
+        memory = f", {kb / 2**20:.0f} GiB"
+    except (OSError, ValueError, IndexError):
+        pass
+    return (f"{platform.system()} {platform.release()}, {os.cpu_count()} CPUs ({cpu}){memory}, "
+            f"Python {platform.python_version()}")
+
+
+def commit() -> str:
+    done = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+                          capture_output=True, text=True)
+    dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain"],
+                           capture_output=True, text=True).stdout.strip()
+    return done.stdout.strip() + (" (with uncommitted changes)" if dirty else "")
+
+
+def write_results(figures: list[Figure], took: dict[str, float], failed: list[str]) -> None:
+    lines = [
+        "# Benchmark results",
+        "",
+        "Written by `bench/run` (a full run); every figure is a median over repeats, and each",
+        "baseline was measured in the same run on the same machine. Rerun it to refresh.",
+        "",
+        f"- Date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC",
+        f"- Machine: {machine()}",
+        f"- Commit: {commit()}",
+        "- Time per benchmark: " + ", ".join(f"{k} {v:.0f} s" for k, v in took.items()),
+        "",
+        markdown(figures),
+    ]
+    if failed:
+        lines += ["", "Benchmarks that failed: " + ", ".join(failed)]
+    RESULTS.write_text("\n".join(lines) + "\n")
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="bench/run", description=__doc__.splitlines()[0])
+    parser.add_argument("--smoke", action="store_true",
+                        help="small sizes, fail only on errors, write nothing")
+    parser.add_argument("names", nargs="*", help=f"some of: {', '.join(b.name for b in BENCHES)}")
+    args = parser.parse_args(argv)
+    unknown = set(args.names) - {b.name for b in BENCHES}
+    if unknown:
+        parser.error(f"no benchmark {', '.join(sorted(unknown))}")
+    chosen = [b for b in BENCHES if not args.names or b.name in args.names]
+    figures: list[Figure] = []
+    took: dict[str, float] = {}
+    failed: list[str] = []
+    for bench in chosen:
+        print(f"[bench] {bench.name}{' (smoke)' if args.smoke else ''}", flush=True)
+        start = time.monotonic()
+        try:
+            got = (bench.smoke if args.smoke else bench.full)()
+        except Exception:
+            traceback.print_exc()
+            failed.append(bench.name)
+            continue
+        took[bench.name] = time.monotonic() - start
+        print(table(got), flush=True)
+        figures += got
+    print()
+    print(table(figures))
+    if failed:
+        print(f"\nfailed: {', '.join(failed)}")
+    if not args.smoke and not args.names:
+        write_results(figures, took, failed)
+        print(f"\nwrote {RESULTS.relative_to(REPO)}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
