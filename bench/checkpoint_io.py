@@ -1,0 +1,96 @@
+"""Checkpoints of 1 GiB: the Core API's ``store_path``, ``upload`` and ``download`` against
+``dd`` of the same bytes to the same filesystem.
+
+Usage: ``python -m bench.checkpoint_io [MIB] [REPEATS]`` (default 1024 3).
+
+The Core API is initialised "on the cluster" as the harness would (bench.report_metrics'
+run directory), with the checkpoint storage in a directory of the current filesystem. Each
+repeat times:
+- ``store_path``: the trial writes MIB MiB into the yielded directory in 1 MiB blocks and
+  fsyncs it; hpcdet then lists it, writes metadata.json and reports it;
+- ``upload``: a MIB MiB file already written elsewhere, copied into a new checkpoint;
+- ``download``: a checkpoint copied out to a new directory;
+against ``dd if=/dev/zero bs=1M count=MIB conv=fsync`` to the same filesystem (written) and
+``dd`` of that file to another (copied).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.figures import Figure, median, table
+from bench.report_metrics import fake_run
+from hpcdet import core
+from hpcdet.rundir.spec import CLUSTER_INFO_ENV
+
+BLOCK = b"\0" * (1 << 20)
+
+
+def _write(path: Path, mib: int) -> None:
+    with open(path, "wb") as f:
+        for _ in range(mib):
+            f.write(BLOCK)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _dd(args: list[str]) -> float:
+    start = time.perf_counter()
+    subprocess.run(["dd", *args, "bs=1M", "conv=fsync", "status=none"], check=True)
+    return time.perf_counter() - start
+
+
+def measure(mib: int, repeats: int) -> list[Figure]:
+    times: dict[str, list[float]] = {k: [] for k in ("store", "upload", "download", "dd",
+                                                     "dd copy")}
+    with tempfile.TemporaryDirectory(prefix="hpcdet-bench-", dir=Path.cwd()) as tmp:
+        root = Path(tmp)
+        os.environ[CLUSTER_INFO_ENV] = str(fake_run(root))
+        with core.init() as ctx:
+            for i in range(repeats):
+                start = time.perf_counter()
+                with ctx.checkpoint.store_path({"steps_completed": i + 1}) as (path, stored):
+                    _write(path / "weights.bin", mib)
+                times["store"].append(time.perf_counter() - start)
+
+                source = root / "local"
+                source.mkdir(exist_ok=True)
+                _write(source / "weights.bin", mib)
+                start = time.perf_counter()
+                ctx.checkpoint.upload(source, {"steps_completed": i + 1})
+                times["upload"].append(time.perf_counter() - start)
+
+                start = time.perf_counter()
+                ctx.checkpoint.download(stored, root / f"out-{i}")
+                times["download"].append(time.perf_counter() - start)
+
+                times["dd"].append(_dd(["if=/dev/zero", f"of={root / 'dd.bin'}",
+                                        f"count={mib}"]))
+                times["dd copy"].append(_dd([f"if={root / 'dd.bin'}",
+                                             f"of={root / 'dd-copy.bin'}"]))
+                for p in (root / "dd.bin", root / "dd-copy.bin", source / "weights.bin"):
+                    p.unlink()
+    m = {k: median(v) for k, v in times.items()}
+    rate = {k: mib / v for k, v in m.items()}
+    size = f"{mib:,} MiB"
+    return [
+        Figure("checkpoint_io", f"store_path of {size} (trial writes, hpcdet reports)",
+               rate["store"], "MiB/s", "dd of the same bytes, fsynced", rate["dd"], "≥ 90%",
+               rate["store"] >= 0.9 * rate["dd"]),
+        Figure("checkpoint_io", f"upload of {size}", rate["upload"], "MiB/s",
+               "dd copy of a file", rate["dd copy"], "≥ 90%",
+               rate["upload"] >= 0.9 * rate["dd copy"]),
+        Figure("checkpoint_io", f"download of {size}", rate["download"], "MiB/s",
+               "dd copy of a file", rate["dd copy"], "≥ 90%",
+               rate["download"] >= 0.9 * rate["dd copy"]),
+    ]
+
+
+if __name__ == "__main__":
+    args = [int(a) for a in sys.argv[1:]]
+    print(table(measure(*(args + [1024, 3][len(args):]))))
