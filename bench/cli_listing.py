@@ -21,6 +21,11 @@ from bench import seed
 from bench.figures import Figure, median, table
 from hpcdet.store.repository import Store
 
+NOTE = ("start-up alone exceeds the target here: importing SQLAlchemy and SQLModel (0.46 s of "
+        "python -X importtime) and building typer's commands; the listing then reads 10,000 "
+        "experiments as ORM objects. Next: import the store only in commands that read it, "
+        "and a plain sqlite3 read path for listings")
+
 
 def seed_store(state: Path, experiments: int) -> None:
     store = Store(state / "hpcdet.db")
@@ -61,7 +66,7 @@ def measure(experiments: int, runs: int) -> list[Figure]:
             took = median([timed(env, *args) for _ in range(runs)])
             figures.append(Figure("cli_listing", f"{what}, {experiments:,} experiments", took,
                                   "s", "hpcdet version (start-up alone)", base, "< 0.5 s",
-                                  took < 0.5))
+                                  took < 0.5, note=NOTE))
     return figures
 
 
