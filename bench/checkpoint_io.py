@@ -11,7 +11,8 @@ repeat times:
 - ``upload``: a MIB MiB file already written elsewhere, copied into a new checkpoint;
 - ``download``: a checkpoint copied out to a new directory;
 against ``dd if=/dev/zero bs=1M count=MIB conv=fsync`` to the same filesystem (written) and
-``dd`` of that file to another (copied).
+``dd`` of that file to another (copied). hpcdet's copies are not fsynced (the page cache may
+still hold them when they are reported), so they can beat the fsynced ``dd``.
 """
 
 from __future__ import annotations
@@ -24,9 +25,8 @@ import time
 from pathlib import Path
 
 from bench.figures import Figure, median, table
-from bench.report_metrics import fake_run
+from bench.report_metrics import on_the_cluster
 from hpcdet import core
-from hpcdet.rundir.spec import CLUSTER_INFO_ENV
 
 BLOCK = b"\0" * (1 << 20)
 
@@ -50,8 +50,7 @@ def measure(mib: int, repeats: int) -> list[Figure]:
                                                      "dd copy")}
     with tempfile.TemporaryDirectory(prefix="hpcdet-bench-", dir=Path.cwd()) as tmp:
         root = Path(tmp)
-        os.environ[CLUSTER_INFO_ENV] = str(fake_run(root))
-        with core.init() as ctx:
+        with on_the_cluster(root), core.init() as ctx:
             for i in range(repeats):
                 start = time.perf_counter()
                 with ctx.checkpoint.store_path({"steps_completed": i + 1}) as (path, stored):
@@ -82,11 +81,11 @@ def measure(mib: int, repeats: int) -> list[Figure]:
         Figure("checkpoint_io", f"store_path of {size} (trial writes, hpcdet reports)",
                rate["store"], "MiB/s", "dd of the same bytes, fsynced", rate["dd"], "≥ 90%",
                rate["store"] >= 0.9 * rate["dd"]),
-        Figure("checkpoint_io", f"upload of {size}", rate["upload"], "MiB/s",
-               "dd copy of a file", rate["dd copy"], "≥ 90%",
+        Figure("checkpoint_io", f"upload of {size} (not fsynced)", rate["upload"], "MiB/s",
+               "dd copy of a file, fsynced", rate["dd copy"], "≥ 90%",
                rate["upload"] >= 0.9 * rate["dd copy"]),
-        Figure("checkpoint_io", f"download of {size}", rate["download"], "MiB/s",
-               "dd copy of a file", rate["dd copy"], "≥ 90%",
+        Figure("checkpoint_io", f"download of {size} (not fsynced)", rate["download"],
+               "MiB/s", "dd copy of a file, fsynced", rate["dd copy"], "≥ 90%",
                rate["download"] >= 0.9 * rate["dd copy"]),
     ]
 

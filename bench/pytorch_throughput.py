@@ -84,8 +84,8 @@ def measure(epochs: int, repeats: int) -> list[Figure]:
     return [Figure("pytorch", f"PyTorchTrial (Trainer) throughput, 1 slot, {batches} batches",
                    rate, "batches/s", "the same model in a plain torch loop", plain_rate,
                    "≥ 97% of plain", rate >= 0.97 * plain_rate,
-                   note="0.95x in two full runs on 2026-11-25: about 5% overhead per batch "
-                   "on this small model; next suspect: the loop's per-batch stop check and "
+                   note="0.92-0.95x in three full runs on 2026-11-25: 5-8% per batch on "
+                   "this small model; next suspect: the loop's per-batch stop check and "
                    "metric reduction (hpcdet/pytorch/_loop.py)")]
 
 

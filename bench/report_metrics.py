@@ -21,7 +21,8 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,17 @@ def fake_run(root: Path) -> Path:
         agent_id="bench", allocation_id="1.1", task_id="1.1",
     ).save(info)
     return info
+
+
+@contextmanager
+def on_the_cluster(root: Path) -> Iterator[None]:
+    """The Core API "on the cluster" in this process (a run under ``root``) until the block
+    ends; then off it again, so that later benchmarks in the process are not."""
+    os.environ[CLUSTER_INFO_ENV] = str(fake_run(root))
+    try:
+        yield
+    finally:
+        del os.environ[CLUSTER_INFO_ENV]
 
 
 def metrics(step: int) -> dict[str, Any]:
@@ -105,9 +117,8 @@ def http_posts(n: int) -> list[float]:
 def measure(n: int) -> tuple[list[Figure], bool]:
     """The figures of N reports each way, and whether every report reached events.jsonl
     exactly once and in order."""
-    with tempfile.TemporaryDirectory(prefix="hpcdet-bench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="hpcdet-bench-") as tmp, on_the_cluster(Path(tmp)):
         root = Path(tmp)
-        os.environ[CLUSTER_INFO_ENV] = str(fake_run(root))
         warmup = min(1000, n)
         ctx = core.init()
         ctx.start()
