@@ -7,14 +7,13 @@ must exceed TRIALS.
 
 hpcdet: the real CLI and daemon (a fresh state directory), ``hpcdet experiment create`` of a
 random search of TRIALS trials, timed until the store shows every trial's array task
-submitted; the figure counts the ``sbatch`` calls it made (its job arrays). The experiment is
-then killed. Baseline, in the same run: TRIALS calls of ``sbatch --hold`` of hpcdet's own
+submitted; the figure counts the ``sbatch`` calls the daemon made, by a shim in front of
+the real ``sbatch``. The experiment is then killed. Baseline, in the same run: TRIALS calls of ``sbatch --hold`` of hpcdet's own
 rendered script, one per trial, timed, then cancelled.
 """
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import tempfile
@@ -22,7 +21,7 @@ import time
 from pathlib import Path
 
 from bench.figures import Figure, table
-from hpcdet.store.repository import Store
+from bench.sandbox import Sandbox
 
 CONFIG = """\
 name: bench-submit
@@ -35,45 +34,18 @@ max_restarts: 0
 """
 
 
-def _hpcdet(env: dict[str, str], *args: str) -> str:
-    done = subprocess.run([sys.executable, "-m", "hpcdet.cli.main", *args], env=env,
-                          capture_output=True, text=True, timeout=600)
-    if done.returncode != 0:
-        raise RuntimeError(f"hpcdet {' '.join(args)}: {done.stderr.strip()}")
-    return done.stdout
-
-
 def measure(trials: int) -> list[Figure]:
     with tempfile.TemporaryDirectory(prefix="hpcdet-bench-") as tmp:
         root = Path(tmp)
-        (root / "cluster.yaml").write_text("backend: slurm\n")
-        (root / "site.yaml").write_text("{}\n")
-        (root / "ctx").mkdir()
-        (root / "cfg.yaml").write_text(CONFIG.format(trials=trials))
-        env = {**os.environ, "HPCDET_HOME": str(root / "state"),
-               "HPCDET_CLUSTER_CONFIG": str(root / "cluster.yaml"),
-               "HPCDET_SITE_CONFIG": str(root / "site.yaml")}
-        _hpcdet(env, "daemon", "start")
-        try:
+        box = Sandbox(root, "slurm", count_calls=True)
+        with box.daemon():
             start = time.perf_counter()
-            out = _hpcdet(env, "experiment", "create", str(root / "cfg.yaml"), str(root / "ctx"))
-            exp_id = int(out.split("Created experiment ")[1].split()[0])
-            store = Store(root / "state" / "hpcdet.db", readonly=True)
-            while True:
-                arrays = store.arrays(exp_id)
-                covered = sum(a.count for a in arrays if a.job_id)
-                if covered >= trials:
-                    break
-                if time.perf_counter() - start > 600:
-                    raise RuntimeError(f"only {covered} of {trials} trials submitted in 600 s")
-                time.sleep(0.05)
+            exp_id = box.create(CONFIG.format(trials=trials))
+            box.wait_submitted(exp_id, trials)
             ours = time.perf_counter() - start
-            calls = len(arrays)
-            script = next((root / "state").rglob("*.sbatch"), None) or next(
-                (root / "state").rglob("job.sh"))
-            _hpcdet(env, "experiment", "kill", str(exp_id))
-        finally:
-            _hpcdet(env, "daemon", "stop")
+            calls = box.calls()["sbatch"]
+            script = next(box.state.rglob("*.sbatch"), None) or next(box.state.rglob("job.sh"))
+            box.cli("experiment", "kill", str(exp_id))
 
         ids = []
         start = time.perf_counter()

@@ -45,7 +45,7 @@ def _report_metrics(n: int) -> Callable[[], list[Figure]]:
     return run
 
 
-def _lazy(module: str, *args: int) -> Callable[[], list[Figure]]:
+def _lazy(module: str, *args: object) -> Callable[[], list[Figure]]:
     """The module's ``measure(*args)``, imported only when it runs (torch, playwright...)."""
     def run() -> list[Figure]:
         measure: Callable[..., list[Figure]] = importlib.import_module(
@@ -64,6 +64,9 @@ BENCHES = [
     Bench("cli_listing", _lazy("cli_listing", 10_000, 5), _lazy("cli_listing", 50, 1)),
     Bench("pytorch", _lazy("pytorch_throughput", 20, 5), _lazy("pytorch_throughput", 1, 1)),
     Bench("slurm_submit", _lazy("slurm_submit", 1000), _lazy("slurm_submit", 20)),
+    Bench("daemon_load", _lazy("daemon_load", 60), _lazy("daemon_load", 4, (10, 20), 10)),
+    Bench("decision_latency", _lazy("decision_latency", 16), _lazy("decision_latency", 2)),
+    Bench("allgather", _lazy("allgather", 200), _lazy("allgather", 10)),
 ]
 
 

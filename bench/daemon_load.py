@@ -1,0 +1,178 @@
+"""What the daemon costs the login node and the scheduler while many trials live.
+
+Usage: ``python -m bench.daemon_load [SECONDS]`` (default 60), on a host whose ``sbatch``
+reaches a Slurm cluster (``scripts/slurm-test-cluster.sh start`` makes one).
+
+For each size N (10, 100, 500 and 1,000 trials), a fresh state directory and the real daemon:
+a random search of N trials is created and submitted as one job array, held
+(``slurm.sbatch_args: [--hold]``) so that every task stays live without occupying the two test
+nodes. A simulator then plays N trials: each run's ``events.jsonl`` gets what the Core API
+writes, through the trial side's own ``EventWriter`` — 10 training-metrics reports per second
+per trial, 4 metrics each, flushed once a second as a trial flushes. Over SECONDS the daemon's
+CPU time (utime + stime of /proc/PID/stat) and RSS are read, and every scheduler command it
+runs is counted by shims in front of the real executables. At the end the store must hold
+every report once.
+
+Figures: RSS and CPU share at 1,000 trials [≤ 150 MB, ≤ 2% of a core], their growth from 10 to
+1,000; scheduler commands per minute and per poll with 500 live jobs [O(1) per tick: the same
+as with 10; tick ≥ 5 s]; and the same with the PBS double (``tests/doubles/pbs``), whose
+commands are real executables too.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.figures import Figure, table
+from bench.sandbox import Sandbox
+from hpcdet.paths import StatePaths
+from hpcdet.rundir.exchange import EventWriter
+from hpcdet.rundir.layout import EVENTS_FILE
+
+CONFIG = """\
+name: bench-load-{trials}
+entrypoint: python3 -c "import time; time.sleep(600)"
+hyperparameters:
+  lr: {{type: log, base: 10, minval: -4, maxval: -1}}
+searcher: {{name: random, metric: loss, max_trials: {trials}, max_concurrent_trials: {trials},
+           max_length: 1}}
+max_restarts: 0
+{hold}
+"""
+HOLD = {"slurm": "slurm: {sbatch_args: [--hold]}", "pbs": "pbs: {pbsbatch_args: [-h]}"}
+REPORTS_PER_SECOND = 10
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True)
+class Load:
+    trials: int
+    seconds: float
+    cpu_share: float  # of one core
+    rss_mb: float
+    calls: int
+    polls: int
+    reports: int
+    stored: int
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmRSS for {pid}")
+
+
+def _play(writers: list[EventWriter], seconds: float) -> int:
+    """Reports as N trials make them for ``seconds``; each writer flushed once a second."""
+    start = time.monotonic()
+    step = 0
+    next_flush = [start + (i / len(writers)) for i in range(len(writers))]
+    while (now := time.monotonic()) - start < seconds:
+        step += 1
+        for i, writer in enumerate(writers):
+            writer.emit("metrics", {"group": "training", "steps_completed": step, "metrics": {
+                "loss": 1.0 / step, "accuracy": 0.5, "lr": 1e-3, "epoch": step // 100}})
+            if now >= next_flush[i]:
+                writer.flush()
+                next_flush[i] += 1.0
+        time.sleep(max(0.0, start + step / REPORTS_PER_SECOND - time.monotonic()))
+    for writer in writers:
+        writer.flush()
+    return step * len(writers)
+
+
+def one(root: Path, backend: str, trials: int, seconds: float) -> Load:
+    box = Sandbox(root, backend, count_calls=True)
+    with box.daemon():
+        exp_id = box.create(CONFIG.format(trials=trials, hold=HOLD[backend]))
+        box.wait_submitted(exp_id, trials)
+        store = box.store()
+        paths = StatePaths(box.state)
+        writers = []
+        for run in store.runs(trial_ids=[t.id for t in store.trials(exp_id)]):
+            run_dir = paths.run(exp_id, run.trial_id, run.run_id)
+            run_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            writers.append(EventWriter(run_dir / EVENTS_FILE))
+        pid = box.daemon_pid()
+        time.sleep(2.0)  # past the submission's own commands
+        calls0, polls0 = sum(box.calls().values()), box.daemon_polls()
+        cpu0, t0 = _cpu_seconds(pid), time.monotonic()
+        reports = _play(writers, seconds)
+        cpu1, t1 = _cpu_seconds(pid), time.monotonic()
+        calls1, polls1 = sum(box.calls().values()), box.daemon_polls()
+        rss = _rss_mb(pid)
+        deadline = time.monotonic() + 60
+        while (stored := sum(len(store.metrics(t.id)) for t in store.trials(exp_id))) < reports:
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        store.close()
+        box.cli("experiment", "kill", str(exp_id))
+    return Load(trials, t1 - t0, (cpu1 - cpu0) / (t1 - t0), rss, calls1 - calls0,
+                polls1 - polls0, reports, stored)
+
+
+def _check(load: Load) -> None:
+    if load.stored != load.reports:
+        raise RuntimeError(f"{load.trials} trials: the store holds {load.stored} of "
+                           f"{load.reports} reports")
+
+
+def measure(seconds: float, sizes: tuple[int, ...] = (10, 100, 500, 1000),
+            pbs_size: int = 500) -> list[Figure]:
+    loads: dict[int, Load] = {}
+    with tempfile.TemporaryDirectory(prefix="hpcdet-bench-") as tmp:
+        for n in sizes:
+            loads[n] = one(Path(tmp) / f"slurm-{n}", "slurm", n, seconds)
+            _check(loads[n])
+            print(f"  slurm, {n} trials: {loads[n]}", flush=True)
+        pbs = one(Path(tmp) / "pbs", "pbs", pbs_size, seconds)
+        _check(pbs)
+        print(f"  pbs, {pbs_size} trials: {pbs}", flush=True)
+    small, big = loads[sizes[0]], loads[sizes[-1]]
+    mid = loads[500] if 500 in loads else big
+    figures = []
+    for n in sizes:
+        load = loads[n]
+        figures.append(Figure(
+            "daemon_load", f"daemon CPU, {n:,} live trials × {REPORTS_PER_SECOND} reports/s",
+            100 * load.cpu_share, "% of a core", f"the same, {small.trials} trials",
+            100 * small.cpu_share, "≤ 2% of a core" if n == big.trials else "",
+            load.cpu_share <= 0.02 if n == big.trials else None,
+            note=CPU_NOTE))
+    for n in sizes:
+        load = loads[n]
+        figures.append(Figure(
+            "daemon_load", f"daemon RSS, {n:,} live trials", load.rss_mb, "MB",
+            f"the same, {small.trials} trials", small.rss_mb,
+            "≤ 150 MB" if n == big.trials else "", load.rss_mb <= 150 if n == big.trials else None))
+    for name, load, base in (("Slurm", mid, small), ("PBS double", pbs, None)):
+        per_poll = load.calls / max(1, load.polls)
+        figures.append(Figure(
+            "daemon_load", f"{name}: scheduler commands per poll, {load.trials} live jobs",
+            per_poll, "calls", f"the same, {base.trials} live jobs" if base else "",
+            base.calls / max(1, base.polls) if base else None, "O(1) per tick",
+            per_poll <= 3 and (base is None or load.calls <= base.calls + 2)))
+        figures.append(Figure(
+            "daemon_load", f"{name}: scheduler commands per minute, {load.trials} live jobs",
+            60 * load.calls / load.seconds, "calls/min", "", None,
+            "tick ≥ 5 s", load.polls <= load.seconds / 5 + 1))
+    return figures
+
+
+CPU_NOTE = ""
+
+
+if __name__ == "__main__":
+    print(table(measure(float(sys.argv[1]) if len(sys.argv) > 1 else 60)))
