@@ -38,15 +38,23 @@ class Controls:
 
     def sync_all(self) -> None:
         """Make every live run's control file say what the run should do now."""
+        runs = self.store.runs(live_only=True)
+        # Read together, not a query or two per run: the loop does this every tick.
+        trials = {t.id: t for t in self.store.trials(ids=[r.trial_id for r in runs])}
+        exps = {e.id: e for e in self.store.experiments(unfinished=True)}
         best: dict[int, float | None] = {}
-        self.guard.each_run("writing a control file", lambda run: self.sync(run, best),
-                            self.store.runs(live_only=True))
+        self.guard.each_run(
+            "writing a control file",
+            lambda run: self.sync(run, best, trials.get(run.trial_id),
+                                  exps.get(self.store.experiment_of(run.trial_id))), runs)
 
-    def sync(self, run: Run, best: dict[int, float | None] | None = None) -> None:
-        """``best``: the experiments' best validations so far, filled in as needed."""
+    def sync(self, run: Run, best: dict[int, float | None] | None = None,
+             trial: Trial | None = None, exp: Experiment | None = None) -> None:
+        """``best``: the experiments' best validations so far, filled in as needed;
+        ``trial`` and ``exp``: the run's, if the caller has just read them."""
         best = {} if best is None else best
-        trial = self.store.trial(run.trial_id)
-        exp = self.store.experiment(trial.experiment_id)
+        trial = trial or self.store.trial(run.trial_id)
+        exp = exp or self.store.experiment(trial.experiment_id)
         started = self._started(exp.id, run)
         preempt, reason = False, ""
         if trial.stop_requested:

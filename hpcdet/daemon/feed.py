@@ -42,10 +42,16 @@ class Feed:
         self.considered: dict[tuple[int, int], int] = {}
 
     def ingest(self, run: Run) -> None:
+        exp_id = self.store.experiment_of(run.trial_id)
+        path = self.paths.run(exp_id, run.trial_id, run.run_id) / EVENTS_FILE
+        # The loop asks of every live run every tick: one whose log has not grown since
+        # ``run`` was read, and whose stored events the searcher has all heard, costs a stat.
+        heard = self.considered.get((run.trial_id, run.run_id), run.searcher_seq)
+        if _size(path) == run.event_offset and heard >= run.event_seq:
+            return
         trial = self.store.trial(run.trial_id)
-        exp = self.store.experiment(trial.experiment_id)
+        exp = self.store.experiment(exp_id)
         cfg = self.configs.get(exp)
-        path = self.paths.run(exp.id, trial.id, run.run_id) / EVENTS_FILE
         best = BestOf(cfg.searcher.metric, cfg.searcher.smaller_is_better)
         new = self.store.ingest_events(trial.id, run.run_id, path, best)
         self._feed_trial_events(exp, cfg, trial, run.run_id, path, new)
@@ -107,6 +113,13 @@ class Feed:
                 self.search.feed(exp, cfg, TrialExited(trial.request_id, _exit_reason(trial)),
                                  {"exited_trial_id": trial.id})
                 exp = self.store.experiment(exp.id)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
 
 
 def _exit_reason(trial: Trial) -> str:

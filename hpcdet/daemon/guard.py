@@ -69,7 +69,7 @@ class Guard:
     def each_run(self, step: str, fn: Callable[[Run], None], runs: list[Run]) -> None:
         """``fn`` for each run, guarded by the run's experiment."""
         for run in runs:
-            with self(self.store.trial(run.trial_id).experiment_id, step):
+            with self(self.store.experiment_of(run.trial_id), step):
                 fn(run)
 
     def _retry_io(self, exp_id: int) -> bool:

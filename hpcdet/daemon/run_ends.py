@@ -33,9 +33,8 @@ class RunEnds:
         self.retention = retention
 
     def check(self, run: Run) -> None:
-        trial = self.store.trial(run.trial_id)
-        exp_id = trial.experiment_id
-        run_dir = self.paths.run(exp_id, trial.id, run.run_id)
+        exp_id = self.store.experiment_of(run.trial_id)
+        run_dir = self.paths.run(exp_id, run.trial_id, run.run_id)
         exit_info = read_json(run_dir / EXIT_FILE)
         status = self.jobs.statuses.get(run.job_id)
         vanished = self.jobs.vanished(run.job_id)
@@ -53,7 +52,7 @@ class RunEnds:
         else:
             job_state = JobState.NODE_FAIL  # gone from the scheduler with no exit status
         exp = self.store.experiment(exp_id)
-        trial = self.store.trial(trial.id)
+        trial = self.store.trial(run.trial_id)
         ops = json.loads(trial.ops_json)
         end = RunEnd(
             exit_code, job_state, run.preempt_acked, trial.state == TrialState.CANCELED,

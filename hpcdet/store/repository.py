@@ -115,6 +115,7 @@ class Store:
 
     def __init__(self, path: Path, readonly: bool = False) -> None:
         self.path = path
+        self._experiment_of: dict[int, int] = {}
         if readonly and not path.exists():
             raise StoreError(f"no database at {path}; start the daemon with `hpcdet daemon start`")
         problem = _problem(path) if not readonly and path.exists() else None
@@ -184,11 +185,14 @@ class Store:
                 raise NotFoundError(f"experiment {exp_id} not found; `hpcdet experiment list`")
             return exp
 
-    def trials(self, exp_id: int | None = None, state: TrialState | None = None) -> list[Trial]:
+    def trials(self, exp_id: int | None = None, state: TrialState | None = None,
+               ids: Sequence[int] | None = None) -> list[Trial]:
         with self.session() as s:
             q = select(Trial).order_by(col(Trial.id))
             if exp_id is not None:
                 q = q.where(Trial.experiment_id == exp_id)
+            if ids is not None:
+                q = q.where(col(Trial.id).in_(list(ids)))
             if state is not None:
                 q = q.where(Trial.state == state)
             return list(s.exec(q))
@@ -206,6 +210,14 @@ class Store:
             if t is None:
                 raise NotFoundError(f"trial {trial_id} not found; `hpcdet experiment describe N`")
             return t
+
+    def experiment_of(self, trial_id: int) -> int:
+        """The experiment of a trial, remembered: it never changes, and the daemon's loop asks
+        for every live run on every tick."""
+        exp_id = self._experiment_of.get(trial_id)
+        if exp_id is None:
+            exp_id = self._experiment_of[trial_id] = self.trial(trial_id).experiment_id
+        return exp_id
 
     def runs(self, trial_ids: Sequence[int] | None = None, live_only: bool = False) -> list[Run]:
         with self.session() as s:
