@@ -80,7 +80,9 @@ import model_def
 
 class SlowDigits(model_def.DigitsTrial):
     def train_batch(self, batch, epoch_idx, batch_idx):
-        time.sleep(0.03)
+        # 225 batches take 18 s or more: the test sees training start and pauses well
+        # before the end, even when a loaded machine slows the CLI calls in between.
+        time.sleep(0.08)
         return super().train_batch(batch, epoch_idx, batch_idx)
 """
 
