@@ -1,11 +1,9 @@
 """`hpcdet checkpoint ...`: list, download and delete checkpoints."""
 
-from __future__ import annotations
-
 import json
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
@@ -20,8 +18,9 @@ from hpcdet.cli.common import (
 )
 from hpcdet.errors import UsageError
 from hpcdet.link import connect
-from hpcdet.store.models import Checkpoint
-from hpcdet.views.checkpoints import checkpoint_validation, copy_checkpoint, ranked_checkpoints
+
+if TYPE_CHECKING:
+    from hpcdet.store.models import Checkpoint
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -42,6 +41,8 @@ def list_(
     A checkpoint's validation metric is the searcher metric its trial reported at the
     checkpoint's steps; --best leaves out checkpoints without one.
     """
+    from hpcdet.views.checkpoints import ranked_checkpoints
+
     listed = ranked_checkpoints(read_store(paths()), paths(), experiment_id, top)
     rows = [[c.checkpoint.trial_id, c.checkpoint.steps_completed, c.checkpoint.uuid,
              when(c.checkpoint.reported), c.checkpoint.state, c.metric,
@@ -88,8 +89,10 @@ def download(
     download_checkpoint(uuid, output_dir, quiet)
 
 
-def download_checkpoint(uuid: str, output_dir: Path | None, quiet: bool) -> Path:
+def download_checkpoint(uuid: str, output_dir: Optional[Path], quiet: bool) -> Path:
     """What `checkpoint download` does, for the trial's and the experiment's downloads too."""
+    from hpcdet.views.checkpoints import checkpoint_validation, copy_checkpoint
+
     store = read_store(paths())
     dest = copy_checkpoint(store, paths(), uuid, output_dir)
     if quiet:
@@ -109,6 +112,8 @@ def describe(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """A checkpoint: its experiment and trial, steps, time, validation metrics, metadata."""
+    from hpcdet.views.checkpoints import checkpoint_validation
+
     store = read_store(paths())
     c = store.checkpoint(uuid)
     validation = checkpoint_validation(store, c)
@@ -122,7 +127,7 @@ def describe(
     _describe(c, validation)
 
 
-def _describe(c: Checkpoint, validation: dict[str, Any]) -> None:
+def _describe(c: "Checkpoint", validation: dict[str, Any]) -> None:
     table(_DOWNLOAD_COLUMNS, [[c.experiment_id, c.trial_id, c.steps_completed,
                                when(c.reported), c.uuid, json.dumps(validation),
                                c.metadata_json]], fold=True)

@@ -1,12 +1,8 @@
 """`hpcdet cluster show`."""
 
-from __future__ import annotations
-
 import typer
 
 from hpcdet.cli.common import console, paths, table
-from hpcdet.config.cluster import load_cluster_config
-from hpcdet.views.cluster import cluster_view, site_scheduler
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -14,6 +10,9 @@ app = typer.Typer(no_args_is_help=True)
 @app.command()
 def show() -> None:
     """The effective cluster settings and what the scheduler reports."""
+    from hpcdet.config.cluster import load_cluster_config
+    from hpcdet.views.cluster import cluster_view, site_scheduler
+
     table(["Setting", "Value", "From"], load_cluster_config().describe(),
           title="hpcdet cluster settings")
     view = cluster_view(site_scheduler(paths()))

@@ -1,4 +1,10 @@
-"""Shared bits of the CLI: where the state is, read access, and output."""
+"""Shared bits of the CLI: where the state is, read access, and output.
+
+Every command's module imports this one, and `hpcdet` imports every command's module to build
+its command tree: what is imported here (and at the top of a command's module) is paid by
+every command, `hpcdet version` included. rich, the ORM and the daemon link are imported where
+a command uses them.
+"""
 
 from __future__ import annotations
 
@@ -7,17 +13,18 @@ import datetime
 import json
 import sys
 from collections.abc import Sequence
-from typing import IO, Annotated, Any
+from typing import IO, TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from hpcdet.paths import StatePaths, state_dir
 from hpcdet.store.ids import id_problem
 from hpcdet.text import escaped, is_control
-from hpcdet.views.access import read_store as read_store  # the commands take it from here
+from hpcdet.views.access import open_reads as open_reads  # the commands take them from here
+from hpcdet.views.access import read_store as read_store
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def visible(value: Any, keep_lines: bool = False) -> str:
@@ -31,19 +38,43 @@ def visible(value: Any, keep_lines: bool = False) -> str:
     )
 
 
-class _TextConsole(Console):
+class _TextConsole:
     """The CLI's only way to the terminal. Strings are text, never markup or emoji codes (an
     experiment named ``[/oops]`` or ``:x:`` prints as it is), with control characters
-    neutralised by ``visible``."""
+    neutralised by ``visible``. rich's console, made at the first print."""
+
+    def __init__(self) -> None:
+        self._rich: Console | None = None
 
     def print(self, *objects: Any, **kwargs: Any) -> None:
         shown = [visible(o, keep_lines=True) if isinstance(o, str) else o for o in objects]
-        super().print(*shown, **kwargs)
+        if self.plain(shown, kwargs):
+            sys.stdout.write(" ".join(shown) + "\n")
+            sys.stdout.flush()
+            return
+        self.rich().print(*shown, **kwargs)
+
+    @staticmethod
+    def plain(shown: list[Any], kwargs: dict[str, Any]) -> bool:
+        """Whether rich would print these unchanged: text without tabs (rich expands them),
+        to a pipe or file, with no option but markup or highlighting off. Most commands print
+        only such lines, and need not import rich for them."""
+        return (not sys.stdout.isatty() and all(kwargs.get(k) is False for k in kwargs)
+                and set(kwargs) <= {"markup", "highlight"}
+                and all(isinstance(o, str) and "\t" not in o for o in shown))
+
+    def rich(self) -> Console:
+        if self._rich is None:
+            from rich.console import Console
+
+            # Piped output (tests, scripts, `| less`) gets wide tables instead of rich's 80
+            # columns.
+            self._rich = Console(highlight=False, markup=False, emoji=False, soft_wrap=True,
+                                 width=None if sys.stdout.isatty() else 200)
+        return self._rich
 
 
-# Piped output (tests, scripts, `| less`) gets wide tables instead of rich's 80 columns.
-console = _TextConsole(highlight=False, markup=False, emoji=False, soft_wrap=True,
-                       width=None if sys.stdout.isatty() else 200)
+console = _TextConsole()
 
 
 def parse_id(value: str) -> int:
@@ -82,6 +113,9 @@ def table(
     if not sys.stdout.isatty():
         _plain_table(columns, rows, title)
         return
+    from rich.table import Table
+    from rich.text import Text
+
     t = Table(title=None if title is None else Text(visible(title)), show_lines=False)
     for name in columns:  # metric names are columns too
         if fold:

@@ -1,7 +1,5 @@
 """`hpcdet daemon start|stop|status`."""
 
-from __future__ import annotations
-
 import time
 
 import typer

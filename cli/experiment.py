@@ -1,22 +1,19 @@
 """`hpcdet experiment ...` (alias `hpcdet e ...`)."""
 
-from __future__ import annotations
-
 import json
 import shutil
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
-import yaml
 
-from hpcdet import images
 from hpcdet.cli import checkpoint, experiment_set
 from hpcdet.cli.common import (
     ExperimentId,
     console,
+    open_reads,
     parse_id,
     paths,
     print_csv,
@@ -39,15 +36,15 @@ from hpcdet.cli.follow import (
     follow_trial,
     show_logs,
 )
-from hpcdet.config import load_experiment_config, smoke_config
-from hpcdet.containers import ContainerSpec
 from hpcdet.errors import ImageError, NotFoundError, UsageError
-from hpcdet.link import Created, connect
+from hpcdet.link import connect
 from hpcdet.states import FINAL_EXPERIMENT_STATES, ExperimentState
-from hpcdet.store.repository import Store
-from hpcdet.views.checkpoints import ranked_checkpoints
-from hpcdet.views.experiments import describe_experiment, describe_sheets, experiment_rows
-from hpcdet.views.trials import trial_dict
+
+if TYPE_CHECKING:
+    from hpcdet.containers import ContainerSpec
+    from hpcdet.link import Created
+    from hpcdet.store.reads import Reads
+    from hpcdet.store.repository import Store
 
 app = typer.Typer(no_args_is_help=True)
 app.add_typer(experiment_set.label_app, name="label")
@@ -74,6 +71,8 @@ def create(
         "and say whether it worked; nothing else is created.")] = False,
 ) -> None:
     """Create an experiment from CONFIG_FILE with CONTEXT as its code."""
+    from hpcdet.config import load_experiment_config, smoke_config
+
     if [follow, paused, test].count(True) > 1:
         raise UsageError("--follow, --paused and --test cannot be combined")
     cfg = load_experiment_config(config_file, config or [])
@@ -91,7 +90,7 @@ def create(
 
 
 def _create(raw: dict[str, Any], context: Path, paused: bool, includes: list[Path],
-            kind: str = "") -> Created:
+            kind: str = "") -> "Created":
     """The create `experiment create` and `submit` share: snapshot, create, say so (before the
     image, whose conversion may fail while the experiment exists), and convert the image."""
 
@@ -105,6 +104,8 @@ def _create(raw: dict[str, Any], context: Path, paused: bool, includes: list[Pat
     for line in created.warning.splitlines():
         console.print(f"Warning: {line}")
     if created.image:
+        from hpcdet.containers import ContainerSpec
+
         _convert(ContainerSpec.from_dict(created.image))
     return created
 
@@ -121,6 +122,8 @@ def submit(
 ) -> None:
     """Create an experiment and return at once, saying how to follow it (log out if you
     like: the daemon and the batch system carry on)."""
+    from hpcdet.config import load_experiment_config
+
     cfg = load_experiment_config(config_file, config or [])
     exp = _create(cfg.raw, context or config_file.parent, False, includes or []).experiment_id
     console.print(f"  follow its logs:  hpcdet experiment logs {exp} -f")
@@ -129,9 +132,11 @@ def submit(
     console.print(f"  wait for its end: hpcdet experiment wait {exp}")
 
 
-def _convert(spec: ContainerSpec) -> None:
+def _convert(spec: "ContainerSpec") -> None:
     """Convert the trials' image here, on the login node, where the registry is reachable and
     the progress shows; jobs that start meanwhile wait for it."""
+    from hpcdet import images
+
     if spec.image.pull_from is None or (Path(spec.image.file).exists() and not spec.force_pull):
         return
     if shutil.which(spec.runtime) is None:  # the jobs may have it at the path the daemon found
@@ -161,14 +166,16 @@ def list_(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """List experiments (not archived ones, unless --all)."""
-    wanted = set(labels or ())
-    listed = [r for r in experiment_rows(read_store(paths()))
-              if (show_all or not r.experiment.archived)
-              and wanted <= set(json.loads(r.experiment.labels_json))][offset:offset + limit]
+    from hpcdet.views.experiments import experiment_rows
+
+    with open_reads(paths()) as reads:
+        listed = experiment_rows(reads, archived=show_all, labels=sorted(set(labels or ())),
+                                 offset=offset, limit=limit)
     if as_json:
         print_json([r.to_dict() for r in listed])
         return
-    rows = [[r.experiment.id, _owner(), r.experiment.name, "", r.experiment.state,
+    owner = _owner()
+    rows = [[r.experiment.id, owner, r.experiment.name, "", r.experiment.state,
              f"{r.progress:.1%}", when(r.experiment.created), when(r.experiment.ended),
              r.experiment.resource_pool or "default",
              *([r.experiment.archived] if show_all else [])] for r in listed]
@@ -203,8 +210,11 @@ def describe(
         raise typer.BadParameter("name at least one experiment id")
     if [as_json, csv, outdir is not None].count(True) > 1:
         raise UsageError("give at most one of --json, --csv and --outdir")
-    store = read_store(paths())
-    if csv or outdir is not None or metrics:
+    # The workloads need every metric report: the ORM's store reads them.
+    store = read_store(paths()) if csv or outdir is not None or metrics else None
+    if store is not None:
+        from hpcdet.views.experiments import describe_sheets
+
         sheets = describe_sheets(store, ids, metrics)
         if outdir is not None:
             outdir.mkdir(parents=True, exist_ok=True)
@@ -217,28 +227,35 @@ def describe(
                 print(f"{sheet.name.capitalize()}:")
                 print_csv(sheet.columns, sheet.rows)
             return
-    if as_json:
-        found = [_describe_json(store, i) for i in ids]
-        print_json(found[0] if len(found) == 1 else found)
-        return
-    for exp_id in ids:
-        _describe_text(store, exp_id, metrics)
+    with open_reads(paths()) as reads:
+        if as_json:
+            found = [_describe_json(reads, i) for i in ids]
+            print_json(found[0] if len(found) == 1 else found)
+            return
+        for exp_id in ids:
+            _describe_text(reads, exp_id, store)
 
 
-def _describe_json(store: Store, experiment_id: int) -> dict[str, Any]:
-    view = describe_experiment(store, experiment_id)
+def _describe_json(reads: "Reads", experiment_id: int) -> dict[str, Any]:
+    from hpcdet.views.experiments import describe_experiment, experiment_dict
+    from hpcdet.views.trials import trial_dict
+
+    view = describe_experiment(reads, experiment_id)
     return {
-        "experiment": view.experiment.model_dump(exclude={"config_json"}),
+        "experiment": experiment_dict(view.experiment),
         "config": view.config,
         # the stored row, and its JSON columns decoded (hparams, metadata, alerts)
-        "trials": [{**t.trial.model_dump(), **trial_dict(t.trial)} for t in view.trials],
-        "runs": [r.model_dump() for r in view.runs],
-        "arrays": [a.model_dump() for a in view.arrays],
+        "trials": [{**t.trial.to_dict(), **trial_dict(t.trial)} for t in view.trials],
+        "runs": [r.to_dict() for r in view.runs],
+        "arrays": [a.to_dict() for a in view.arrays],
     }
 
 
-def _describe_text(store: Store, experiment_id: int, metrics: bool) -> None:
-    view = describe_experiment(store, experiment_id)
+def _describe_text(reads: "Reads", experiment_id: int, workloads_from: "Optional[Store]"
+                   ) -> None:
+    from hpcdet.views.experiments import describe_experiment, describe_sheets
+
+    view = describe_experiment(reads, experiment_id)
     exp = view.experiment
     searcher = view.searcher
     console.print(f"Experiment {exp.id}: {exp.name}   state {exp.state}   backend {exp.backend}"
@@ -270,8 +287,8 @@ def _describe_text(store: Store, experiment_id: int, metrics: bool) -> None:
           when(r.ended), r.outcome] for r in view.runs],
         title="Jobs",
     )
-    if metrics:
-        workloads = describe_sheets(store, [experiment_id], True)[-1]
+    if workloads_from is not None:
+        workloads = describe_sheets(workloads_from, [experiment_id], True)[-1]
         table(workloads.columns, [[when(v) if i == 3 else v for i, v in enumerate(row)]
                                   for row in workloads.rows], title="Workloads")
 
@@ -311,6 +328,10 @@ def continue_(
     follow: Annotated[bool, typer.Option("--follow", "-f", "--follow-first-trial")] = False,
 ) -> None:
     """Resume a finished experiment's trials from their latest checkpoints."""
+    import yaml
+
+    from hpcdet.config import load_experiment_config
+
     p = paths()
     overrides = None
     if config:
@@ -325,6 +346,8 @@ def continue_(
 @app.command()
 def config(experiment_id: ExperimentId) -> None:
     """Print the experiment's config (YAML), as hpcdet runs it: defaults filled in."""
+    import yaml
+
     stored = json.loads(read_store(paths()).experiment(experiment_id).config_json)
     print(yaml.safe_dump(stored, sort_keys=False), end="")
 
@@ -392,7 +415,11 @@ def list_trials(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """The experiment's trials."""
-    view = describe_experiment(read_store(paths()), experiment_id)
+    from hpcdet.views.experiments import describe_experiment
+    from hpcdet.views.trials import trial_dict
+
+    with open_reads(paths()) as reads:
+        view = describe_experiment(reads, experiment_id)
     trials = view.trials[offset:offset + limit]
     if as_json:
         print_json([trial_dict(row.trial) for row in trials])
@@ -424,6 +451,8 @@ def download(
     """Copy the experiment's best checkpoints here."""
     if (sort_by is None) != (smaller_is_better is None):
         raise UsageError("--sort-by and --smaller-is-better must be set together")
+    from hpcdet.views.checkpoints import ranked_checkpoints
+
     smaller = truth("--smaller-is-better", smaller_is_better)
     best = ranked_checkpoints(read_store(paths()), paths(), experiment_id, top_n,
                               sort_by=sort_by, smaller_is_better=smaller)

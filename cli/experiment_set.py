@@ -1,17 +1,12 @@
 """`hpcdet experiment label ...` and `hpcdet experiment set ...`: what describes an experiment
 and the settings that may change while it runs."""
 
-from __future__ import annotations
-
 import json
 from typing import Annotated
 
 import typer
 
-from hpcdet.checkpoint_gc import RetentionPolicy
 from hpcdet.cli.common import ExperimentId, console, paths, read_store, table
-from hpcdet.config import ExperimentConfig
-from hpcdet.daemon.retention import doomed_checkpoints
 from hpcdet.link import JobUpdate, connect
 
 label_app = typer.Typer(no_args_is_help=True, help="Add or remove an experiment's labels.")
@@ -69,6 +64,10 @@ def set_gc_policy(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask first.")] = False,
 ) -> None:
     """Change which checkpoints it keeps, and delete the others now."""
+    from hpcdet.checkpoint_gc import RetentionPolicy
+    from hpcdet.config import ExperimentConfig
+    from hpcdet.daemon.retention import doomed_checkpoints
+
     policy = RetentionPolicy(save_experiment_best, save_trial_best, save_trial_latest)
     if not yes:
         store = read_store(paths())

@@ -14,7 +14,6 @@ from hpcdet.cli.common import paths, read_store
 from hpcdet.errors import NotFoundError, UsageError
 from hpcdet.paths import StatePaths
 from hpcdet.states import FINAL_TRIAL_STATES, ExperimentState, TrialState
-from hpcdet.store.repository import Store
 from hpcdet.views.logs import (
     LEVELS,
     LogFilter,
@@ -82,6 +81,8 @@ def follow_trial(paths: StatePaths, trial_id: int, poll: float = 0.2,
                  announce: bool = True) -> int:
     """Print the trial's logs until it ends (with ``which.tail``, only that many of the lines
     so far first); 0 if it completed, 1 otherwise."""
+    from hpcdet.store.repository import Store
+
     store = Store(paths.database(), readonly=True)
     trial = store.trial(trial_id)
     if announce:

@@ -1,22 +1,20 @@
 """`hpcdet job list|update`: the queue of hpcdet's jobs (experiments)."""
 
-from __future__ import annotations
-
 import getpass
 import re
 import sys
 from dataclasses import asdict
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
-import yaml
 
 from hpcdet.cli.common import console, paths, print_csv, print_json, read_store, table, when
 from hpcdet.errors import UsageError
 from hpcdet.link import JobUpdate, connect
-from hpcdet.schedulers import Scheduler
-from hpcdet.views.cluster import site_scheduler
-from hpcdet.views.queue import QueueRow, experiment_of, job_queue, scheduler_statuses
+
+if TYPE_CHECKING:
+    from hpcdet.schedulers import Scheduler
+    from hpcdet.views.queue import QueueRow
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -33,6 +31,8 @@ def list_(
     csv: Annotated[bool, typer.Option("--csv")] = False,
 ) -> None:
     """Jobs in the order they would start: not yet submitted, pending, running."""
+    from hpcdet.views.queue import job_queue, scheduler_statuses
+
     if [as_json, as_yaml, csv].count(True) > 1:
         raise UsageError("give at most one of --json, --yaml and --csv")
     store = read_store(paths())
@@ -43,6 +43,8 @@ def list_(
     ranked = list(enumerate(job_queue(store, statuses, resource_pool)))
     shown = (ranked[::-1] if reverse else ranked)[offset:offset + limit]
     if as_json or as_yaml:
+        import yaml
+
         dicts = [asdict(r) for _, r in shown]
         print_json(dicts) if as_json else print(yaml.safe_dump(dicts, sort_keys=False), end="")
         return
@@ -54,7 +56,7 @@ def list_(
     print_csv(cols, rows) if csv else table(cols, rows)
 
 
-def _status(row: QueueRow) -> str:
+def _status(row: "QueueRow") -> str:
     said = [row.reason] if row.reason else []
     if row.expected_start is not None:
         said.append(f"expected to start {when(row.expected_start)}")
@@ -124,11 +126,15 @@ def update_batch(
     _send(parsed)
 
 
-def _scheduler() -> Scheduler:
+def _scheduler() -> "Scheduler":
+    from hpcdet.views.cluster import site_scheduler
+
     return site_scheduler(paths())
 
 
 def _send(updates: list[tuple[str, str, object]]) -> None:
+    from hpcdet.views.queue import experiment_of
+
     store = read_store(paths())
     scheduler = _scheduler()
     requests = []

@@ -1,31 +1,50 @@
 """The `hpcdet` command. Commands are thin: parse, call the library, print."""
 
-from __future__ import annotations
-
+# No `from __future__ import annotations` in the command modules: typer reads every command's
+# signature to build the command tree at each start, and string annotations cost an eval each.
+import copy
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from typer.core import TyperGroup
 
 from hpcdet import DETERMINED_API, __version__
 from hpcdet.cli import checkpoint, cluster, daemon, experiment, job, trial, ui
 from hpcdet.cli.common import visible
-from hpcdet.config.cluster import load_cluster_config
 from hpcdet.errors import HpcdetError
 from hpcdet.private import apply_umask
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_show_locals=False,
-                  context_settings={"help_option_names": ["-h", "--help"]},
-                  help="Determined-style experiments on Slurm, PBS or this machine.")
 # Determined's one-letter aliases, hidden from the help as det hides them.
-for group, name, alias, about in (
-    (experiment.app, "experiment", "e", "Create and manage experiments."),
-    (trial.app, "trial", "t", "Trials: describe, logs, metrics, download, kill."),
-    (checkpoint.app, "checkpoint", "c", "Checkpoints: list, describe, download, delete."),
-    (job.app, "job", "j", "The job queue: order and priorities."),
+_ALIASES = {"experiment": "e", "trial": "t", "checkpoint": "c", "job": "j"}
+
+
+class _Commands(TyperGroup):
+    """hpcdet's top-level group. An alias is a hidden copy of its group sharing the group's
+    commands: typer would build all of them a second time, at every start."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        commands = {}
+        for name, command in self.commands.items():
+            commands[name] = command
+            if name in _ALIASES:
+                alias = copy.copy(command)
+                alias.name, alias.hidden = _ALIASES[name], True
+                commands[alias.name] = alias
+        self.commands = commands
+
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_show_locals=False,
+                  context_settings={"help_option_names": ["-h", "--help"]}, cls=_Commands,
+                  help="Determined-style experiments on Slurm, PBS or this machine.")
+for group, name, about in (
+    (experiment.app, "experiment", "Create and manage experiments."),
+    (trial.app, "trial", "Trials: describe, logs, metrics, download, kill."),
+    (checkpoint.app, "checkpoint", "Checkpoints: list, describe, download, delete."),
+    (job.app, "job", "The job queue: order and priorities."),
 ):
     app.add_typer(group, name=name, help=about)
-    app.add_typer(group, name=alias, hidden=True, help=about)
 app.command("submit")(experiment.submit)
 app.command("ui")(ui.ui)
 app.command("tensorboard")(ui.tensorboard)
@@ -61,10 +80,16 @@ def version() -> None:
 def _private_umask() -> None:
     """Whatever the CLI writes (requests, a started daemon and all it starts) is private
     whatever the login shell's umask; a broken cluster file is reported by the command."""
-    try:
-        share = load_cluster_config().share_with_group
-    except HpcdetError:
-        share = False
+    from hpcdet.config.cluster_files import may_share_with_group
+
+    share: bool | str = False
+    if may_share_with_group():  # else loading the cluster config (and YAML) tells nothing
+        from hpcdet.config.cluster import load_cluster_config
+
+        try:
+            share = load_cluster_config().share_with_group
+        except HpcdetError:
+            share = False
     apply_umask(share)
 
 

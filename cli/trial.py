@@ -1,10 +1,8 @@
 """`hpcdet trial ...`."""
 
-from __future__ import annotations
-
 import json
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
@@ -34,8 +32,10 @@ from hpcdet.cli.follow import (
 )
 from hpcdet.errors import NotFoundError, UsageError
 from hpcdet.link import connect
-from hpcdet.views.checkpoints import ranked_checkpoints
-from hpcdet.views.trials import TrialMetrics, describe_trial, trial_metrics
+from hpcdet.views.trials import describe_trial, trial_metrics
+
+if TYPE_CHECKING:
+    from hpcdet.views.trials import TrialMetrics
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -97,13 +97,13 @@ def describe(
         _metric_table(reported, csv=False)
 
 
-def _metric_dicts(reported: TrialMetrics) -> list[dict[str, Any]]:
+def _metric_dicts(reported: "TrialMetrics") -> list[dict[str, Any]]:
     return [{"group": m.group, "steps_completed": m.steps_completed, "metrics": m.metrics,
              "batch_metrics": m.batch_metrics, "run_id": m.run_id, "reported": m.reported}
             for m in reported.rows]
 
 
-def _metric_table(reported: TrialMetrics, csv: bool) -> None:
+def _metric_table(reported: "TrialMetrics", csv: bool) -> None:
     cols = ["Group", "Steps Completed", "Run", "Reported", *reported.keys]
     data = [[m.group, m.steps_completed, m.run_id, when(m.reported),
              *[m.metrics.get(k, "") for k in reported.keys]] for m in reported.rows]
@@ -170,6 +170,8 @@ def download(
     trial = store.trial(trial_id)
     chosen = uuid or trial.latest_checkpoint
     if best:
+        from hpcdet.views.checkpoints import ranked_checkpoints
+
         smaller = truth("--smaller-is-better", smaller_is_better)
         ranked = ranked_checkpoints(store, paths(), trial.experiment_id, 1, trial_id=trial_id,
                                     sort_by=sort_by, smaller_is_better=smaller)

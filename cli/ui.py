@@ -1,14 +1,11 @@
 """`hpcdet ui` and `hpcdet tensorboard`: served behind a door only their user can open."""
 
-from __future__ import annotations
-
 import sys
 from typing import Annotated, Optional
 
 import typer
 
 from hpcdet.cli.common import console, paths, read_store
-from hpcdet.ui.door import check_bind
 
 Port = Annotated[Optional[int], typer.Option(
     "--port", min=0, max=65535,
@@ -20,6 +17,8 @@ AllowRemote = Annotated[bool, typer.Option(
 
 
 def _bind(host: str, allow_remote: bool) -> None:
+    from hpcdet.ui.door import check_bind
+
     warning = check_bind(host, allow_remote)
     if warning:
         print(f"Warning: {warning}", file=sys.stderr)

@@ -25,6 +25,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from hpcdet import backends
+from hpcdet.config.cluster_files import DEFAULT_SITE_PATH, SITE_ENV, USER_ENV
+from hpcdet.config.cluster_files import default_user_path as _default_user_path
+from hpcdet.config.cluster_files import home as _home
 from hpcdet.config.hpc import Directive
 from hpcdet.config.schema import (
     At,
@@ -46,9 +49,6 @@ from hpcdet.errors import ConfigError
 
 BACKENDS = ("auto", *backends.NAMES)
 MIN_POLL_FLOOR = 5.0
-DEFAULT_SITE_PATH = Path("/etc/hpcdet/cluster.yaml")
-SITE_ENV = "HPCDET_SITE_CONFIG"
-USER_ENV = "HPCDET_CLUSTER_CONFIG"
 
 
 _PARTITION = Directive("names")
@@ -207,15 +207,6 @@ def load_cluster_config(
     if failures:
         raise _combined_error(failures)
     return _merge(layers)
-
-
-def _default_user_path(env: Mapping[str, str]) -> Path:
-    config_home = env.get("XDG_CONFIG_HOME") or str(_home(env) / ".config")
-    return Path(config_home) / "hpcdet" / "cluster.yaml"
-
-
-def _home(env: Mapping[str, str]) -> Path:
-    return Path(env["HOME"]) if env.get("HOME") else Path.home()
 
 
 def _read_layer(

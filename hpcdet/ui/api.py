@@ -20,7 +20,7 @@ from hpcdet.store.repository import Store
 from hpcdet.views import curves as plots
 from hpcdet.views.checkpoints import ranked_checkpoints
 from hpcdet.views.cluster import cluster_view, site_scheduler
-from hpcdet.views.experiments import describe_experiment, experiment_rows
+from hpcdet.views.experiments import describe_experiment, experiment_dict, experiment_rows
 from hpcdet.views.logs import LEVELS, LogFilter, log_page
 from hpcdet.views.queue import job_queue, scheduler_statuses
 from hpcdet.views.trials import describe_trial, trial_dict, trial_metrics
@@ -40,7 +40,7 @@ def api_routes(paths: StatePaths, store: Callable[[], Store]) -> list[Route]:
         exp_id = request.path_params["exp_id"]
         view = describe_experiment(store(), exp_id)
         return JSONResponse({
-            "experiment": view.experiment.model_dump(exclude={"config_json"}),
+            "experiment": experiment_dict(view.experiment),
             "labels": json.loads(view.experiment.labels_json),
             "config": view.config,
             "searcher": view.searcher,

@@ -2,20 +2,41 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import TYPE_CHECKING
+
 from hpcdet.daemon import process
 from hpcdet.errors import DaemonError
 from hpcdet.paths import StatePaths
-from hpcdet.store.repository import Store
+from hpcdet.store.reads import Reads
+
+if TYPE_CHECKING:
+    from hpcdet.store.repository import Store
 
 
-def read_store(p: StatePaths) -> Store:
-    """The database, read-only; the daemon is started if there is none yet."""
+def _database(p: StatePaths) -> Path:
+    """The database's path; the daemon is started if there is none yet."""
     current = process.info(p)
     if current.record and not current.here:
         raise DaemonError(
             f"the database of {p.root} is on host {current.record['host']}, where the daemon "
             f"runs (pid {current.record['pid']}); run this command there"
         )
-    if not p.database().exists():
+    database = p.database()
+    if not database.exists():
         process.start(p)
-    return Store(p.database(), readonly=True)
+    return database
+
+
+def read_store(p: StatePaths) -> Store:
+    """The database, read-only; the daemon is started if there is none yet."""
+    # SQLAlchemy is imported by the commands that use the ORM, not by every CLI start.
+    from hpcdet.store.repository import Store
+
+    return Store(_database(p), readonly=True)
+
+
+def open_reads(p: StatePaths) -> Reads:
+    """The database, read-only, for the views that read it without the ORM (listings and
+    `describe`); the daemon is started if there is none yet."""
+    return Reads(_database(p))

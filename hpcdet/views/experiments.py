@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from hpcdet.store.models import ArrayJob, Experiment, Run, Trial
-from hpcdet.store.repository import Store
+from hpcdet.store.reads import (
+    ArrayRecord,
+    ExperimentRecord,
+    Reads,
+    RunRecord,
+    TrialRecord,
+    reading,
+)
+
+if TYPE_CHECKING:
+    from hpcdet.store.repository import Store
 
 
 @dataclass(frozen=True)
@@ -19,7 +29,7 @@ class BestTrial:
 
 @dataclass(frozen=True)
 class ExperimentRow:
-    experiment: Experiment
+    experiment: ExperimentRecord
     progress: float  # 0..1: the searcher's, or else the share of its trials' work done
     best: BestTrial | None = None
 
@@ -35,17 +45,17 @@ class ExperimentRow:
 
 @dataclass(frozen=True)
 class TrialRow:
-    trial: Trial
+    trial: TrialRecord
     searcher: str  # what the searcher decided for it (searcher_summary)
 
 
 @dataclass(frozen=True)
 class ExperimentView:
-    experiment: Experiment
+    experiment: ExperimentRecord
     config: dict[str, Any]
     trials: list[TrialRow]
-    runs: list[Run]
-    arrays: list[ArrayJob]
+    runs: list[RunRecord]
+    arrays: list[ArrayRecord]
     best: BestTrial | None
 
     @property
@@ -54,15 +64,22 @@ class ExperimentView:
         return searcher
 
 
-def experiment_rows(store: Store, with_best: bool = False) -> list[ExperimentRow]:
-    """Every experiment with its progress; ``with_best``, also its best trial (which needs
-    each config and every trial)."""
-    work = store.trial_work()
-    by_exp: dict[int, list[Trial]] = {}
-    for t in store.trials() if with_best else []:
-        by_exp.setdefault(t.experiment_id, []).append(t)
+def experiment_rows(source: Reads | Store, with_best: bool = False, archived: bool = True,
+                    labels: Collection[str] = (), offset: int = 0, limit: int | None = None
+                    ) -> list[ExperimentRow]:
+    """The experiments with their progress, by id: those ``Reads.experiments`` picks by
+    ``archived``, ``labels``, ``offset`` and ``limit`` (every one by default); ``with_best``,
+    also their best trial (which needs each config and every trial)."""
+    with reading(source) as reads:
+        experiments = reads.experiments(config=with_best, archived=archived, labels=labels,
+                                        offset=offset, limit=limit)
+        # Only the trials of the experiments listed: a page of a long list reads its own.
+        work = reads.trial_work(experiments[0].id, experiments[-1].id) if experiments else {}
+        by_exp: dict[int, list[TrialRecord]] = {}
+        for t in reads.trials() if with_best and experiments else []:
+            by_exp.setdefault(t.experiment_id, []).append(t)
     rows = []
-    for exp in store.experiments(config=with_best):
+    for exp in experiments:
         count, done = work.get(exp.id, (0, 0.0))
         best = None
         if with_best:
@@ -73,21 +90,29 @@ def experiment_rows(store: Store, with_best: bool = False) -> list[ExperimentRow
     return rows
 
 
-def describe_experiment(store: Store, exp_id: int) -> ExperimentView:
-    exp = store.experiment(exp_id)
-    trials = store.trials(exp_id)
+def describe_experiment(source: Reads | Store, exp_id: int) -> ExperimentView:
+    with reading(source) as reads:
+        exp = reads.experiment(exp_id)
+        trials = reads.trials(exp_id)
+        runs = reads.experiment_runs(exp_id)
+        arrays = reads.arrays(exp_id)
     config = json.loads(exp.config_json)
     searcher = config.get("searcher", {})
     return ExperimentView(
         experiment=exp, config=config,
-        trials=[TrialRow(t, searcher_summary(t)) for t in trials],
-        runs=store.runs([t.id for t in trials]), arrays=store.arrays(exp_id),
+        trials=[TrialRow(t, searcher_summary(t)) for t in trials], runs=runs, arrays=arrays,
         best=best_trial(trials, searcher.get("metric", ""),
                         searcher.get("smaller_is_better", True)),
     )
 
 
-def best_trial(trials: list[Trial], metric: str, smaller_is_better: bool) -> BestTrial | None:
+def experiment_dict(e: ExperimentRecord) -> dict[str, Any]:
+    """The stored row of an experiment without its config (`describe --json`, the web UI)."""
+    return {k: v for k, v in e.to_dict().items() if k != "config_json"}
+
+
+def best_trial(trials: Sequence[TrialRecord], metric: str, smaller_is_better: bool
+               ) -> BestTrial | None:
     """The trial with the best validation of the searcher metric so far (the first on a tie)."""
     scored = [t for t in trials if t.best_validation is not None]
     if not scored:
@@ -97,7 +122,7 @@ def best_trial(trials: list[Trial], metric: str, smaller_is_better: bool) -> Bes
     return BestTrial(best.id, metric, best.best_validation)
 
 
-def searcher_summary(t: Trial) -> str:
+def searcher_summary(t: TrialRecord) -> str:
     """What the searcher decided for the trial: operations (promotions), close, stop."""
     ops = json.loads(t.ops_json)
     words = []

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from hpcdet.store.models import Run, Trial
-from hpcdet.store.repository import Store
+if TYPE_CHECKING:
+    from hpcdet.store.models import Run, Trial
+    from hpcdet.store.reads import TrialRecord
+    from hpcdet.store.repository import Store
 
 
 @dataclass(frozen=True)
@@ -18,6 +20,9 @@ class MetricRow:
     reported: float
     metrics: dict[str, Any]
     batch_metrics: list[dict[str, Any]] | None = None
+
+
+_RUN_KEYS = ("run_id", "job_id", "state", "reason", "submitted", "ended", "exit_code", "outcome")
 
 
 @dataclass(frozen=True)
@@ -39,13 +44,13 @@ class TrialView:
 
     def to_dict(self) -> dict[str, Any]:
         """The stable form of ``trial describe --json``."""
+        # Keys in the table's column order: the ORM's model_dump() orders them as it loaded
+        # them, which changes with what the process imported before.
         return {**trial_dict(self.trial),
-                "runs": [r.model_dump(include={"run_id", "job_id", "state", "reason",
-                                               "exit_code", "submitted", "ended", "outcome"})
-                         for r in self.runs]}
+                "runs": [{k: getattr(r, k) for k in _RUN_KEYS} for r in self.runs]}
 
 
-def trial_dict(t: Trial) -> dict[str, Any]:
+def trial_dict(t: Trial | TrialRecord) -> dict[str, Any]:
     """A trial as the CLI's --json output and the SDK give it."""
     return {
         "id": t.id, "experiment_id": t.experiment_id, "state": t.state,
