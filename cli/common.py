@@ -20,11 +20,12 @@ import typer
 from hpcdet.paths import StatePaths, state_dir
 from hpcdet.store.ids import id_problem
 from hpcdet.text import escaped, is_control
-from hpcdet.views.access import open_reads as open_reads  # the commands take them from here
-from hpcdet.views.access import read_store as read_store
 
 if TYPE_CHECKING:
     from rich.console import Console
+
+    from hpcdet.store.reads import Reads
+    from hpcdet.store.repository import Store
 
 
 def visible(value: Any, keep_lines: bool = False) -> str:
@@ -32,6 +33,8 @@ def visible(value: Any, keep_lines: bool = False) -> str:
     carriage returns, bidi overrides) become visible escapes such as ``\\x1b``; ``keep_lines``
     keeps newlines and tabs (messages of several lines)."""
     text = "" if value is None else str(value)
+    if text.isascii() and text.isprintable():  # most cells: nothing to escape
+        return text
     return "".join(
         escaped(ch) if is_control(ch) and not (keep_lines and ch in "\n\t") else ch
         for ch in text
@@ -94,6 +97,20 @@ TrialId = Annotated[int, typer.Argument(parser=parse_id)]
 
 def paths() -> StatePaths:
     return StatePaths(state_dir())
+
+
+def read_store(p: StatePaths) -> Store:
+    """The database through the ORM, read-only, where the daemon runs (started if need be)."""
+    from hpcdet.views import access
+
+    return access.read_store(p)
+
+
+def open_reads(p: StatePaths) -> Reads:
+    """The database through ``hpcdet.store.reads`` (no ORM), as ``read_store`` opens it."""
+    from hpcdet.views import access
+
+    return access.open_reads(p)
 
 
 def when(ts: float | None) -> str:

@@ -5,7 +5,6 @@ import time
 import typer
 
 from hpcdet.cli.common import console, paths, when
-from hpcdet.daemon import process
 from hpcdet.paths import StatePaths, fstype_of, is_network_fs
 from hpcdet.private import exposure, sharing
 
@@ -15,6 +14,8 @@ app = typer.Typer(no_args_is_help=True)
 @app.command()
 def start() -> None:
     """Start the daemon (detached; it outlives your login session)."""
+    from hpcdet.daemon import process
+
     current = process.start(paths())
     console.print(f"daemon running on {current.record['host']}, pid {current.record['pid']}")
 
@@ -22,6 +23,8 @@ def start() -> None:
 @app.command()
 def stop() -> None:
     """Stop the daemon. Jobs keep running; a new daemon picks them up."""
+    from hpcdet.daemon import process
+
     console.print("daemon stopped" if process.stop(paths()) else "no daemon was running")
 
 
@@ -37,6 +40,8 @@ def _warn_if_open(p: StatePaths) -> None:
 @app.command()
 def status() -> None:
     """Where the daemon runs, since when, its last tick and the live jobs."""
+    from hpcdet.daemon import process
+
     p = paths()
     current = process.info(p)
     fstype = fstype_of(p.root if p.root.exists() else p.root.parent)

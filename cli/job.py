@@ -1,6 +1,5 @@
 """`hpcdet job list|update`: the queue of hpcdet's jobs (experiments)."""
 
-import getpass
 import re
 import sys
 from dataclasses import asdict
@@ -48,6 +47,8 @@ def list_(
         dicts = [asdict(r) for _, r in shown]
         print_json(dicts) if as_json else print(yaml.safe_dump(dicts, sort_keys=False), end="")
         return
+    import getpass
+
     user = getpass.getuser()
     cols = ["#", "ID", "Type", "Job Name", "Priority", "Submitted", "Slots (acquired/needed)",
             "Status", "User"]

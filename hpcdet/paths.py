@@ -18,7 +18,6 @@ The run directory's and the array directory's files: ``hpcdet.rundir.layout``.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import socket
 from dataclasses import dataclass
@@ -135,6 +134,8 @@ class StatePaths:
         if not is_network_fs(fstype_of(self.root if self.root.exists() else self.root.parent)):
             return self.root
         base = os.environ.get("HPCDET_LOCAL_DIR") or _default_local_base()
+        import hashlib  # only here, off the start of every CLI command
+
         digest = hashlib.sha1(str(self.root).encode()).hexdigest()[:12]
         return Path(base) / digest
 
