@@ -8,8 +8,8 @@ must exceed TRIALS.
 hpcdet: the real CLI and daemon (a fresh state directory), ``hpcdet experiment create`` of a
 random search of TRIALS trials, timed until the store shows every trial's array task
 submitted; the figure counts the ``sbatch`` calls the daemon made, by a shim in front of
-the real ``sbatch``. The experiment is then killed. Baseline, in the same run: TRIALS calls of ``sbatch --hold`` of hpcdet's own
-rendered script, one per trial, timed, then cancelled.
+the real ``sbatch``. The experiment is then killed. Baseline, in the same run: TRIALS calls
+of ``sbatch --hold`` of hpcdet's own rendered script, one per trial, timed, then cancelled.
 """
 
 from __future__ import annotations

@@ -41,7 +41,16 @@ class Feed:
         # (trial, run): the last event this daemon has considered feeding to the searcher
         self.considered: dict[tuple[int, int], int] = {}
 
-    def ingest(self, run: Run) -> None:
+    def ingest_all(self, runs: list[Run]) -> None:
+        """Store the new events of every run given (the live ones, each tick)."""
+        exps = {e.id: e for e in self.store.experiments(unfinished=True)}
+        for run in runs:
+            exp_id = self.store.experiment_of(run.trial_id)
+            with self.guard(exp_id, "ingest"):
+                self.ingest(run, exps)
+
+    def ingest(self, run: Run, exps: dict[int, Experiment] | None = None) -> None:
+        """Store the run's new events. ``exps``: the experiments as last read, kept current."""
         exp_id = self.store.experiment_of(run.trial_id)
         path = self.paths.run(exp_id, run.trial_id, run.run_id) / EVENTS_FILE
         # The loop asks of every live run every tick: one whose log has not grown since
@@ -49,12 +58,12 @@ class Feed:
         heard = self.considered.get((run.trial_id, run.run_id), run.searcher_seq)
         if _size(path) == run.event_offset and heard >= run.event_seq:
             return
-        trial = self.store.trial(run.trial_id)
-        exp = self.store.experiment(exp_id)
+        exps = {} if exps is None else exps
+        exp = exps.get(exp_id) or self.store.experiment(exp_id)
         cfg = self.configs.get(exp)
         best = BestOf(cfg.searcher.metric, cfg.searcher.smaller_is_better)
-        new = self.store.ingest_events(trial.id, run.run_id, path, best)
-        self._feed_trial_events(exp, cfg, trial, run.run_id, path, new)
+        new = self.store.ingest_events(run.trial_id, run.run_id, path, best)
+        exps[exp_id] = self._feed_trial_events(exp, cfg, run, path, new)
 
     def report_exits(self) -> None:
         """Tell each search about its trials that became final (once per trial)."""
@@ -69,42 +78,49 @@ class Feed:
         self.considered.pop(key, None)
 
     def _feed_trial_events(
-        self, exp: Experiment, cfg: ExperimentConfig, trial: Trial, run_id: int, path: Path,
-        new: list[Event],
-    ) -> None:
-        """Feed the searcher what it decides on: validations (0.38) and completed ops (0.37).
+        self, exp: Experiment, cfg: ExperimentConfig, run: Run, path: Path, new: list[Event],
+    ) -> Experiment:
+        """Feed the searcher what it decides on: validations (0.38) and completed ops (0.37);
+        returns the experiment as it is afterwards.
 
         What is fed follows what is stored (``Run.event_seq``) against what the searcher has
         considered, not what one ingest returned: after a start, events a killed daemon stored
         but never fed are read again from the log.
         """
         if exp.searcher_done or exp.state not in RUNNING_EXPERIMENT_STATES:
-            return
-        run = self.store.run(trial.id, run_id)
-        if run is None:
-            return
-        key = (trial.id, run_id)
+            return exp
+        key = (run.trial_id, run.run_id)
         seen = self.considered.get(key, run.searcher_seq)
-        if seen >= run.event_seq:
-            return
-        if run.state in LIVE_RUN_STATES and (not new or new[0].seq > seen + 1):
-            new = read_events(path, 0)
+        if new and new[0].seq == seen + 1:
+            stored = new[-1].seq  # what this ingest stored follows what was heard
+        else:
+            # Otherwise ask the store what it holds, and read the log again if need be.
+            current = self.store.run(run.trial_id, run.run_id)
+            if current is None:
+                return exp
+            seen = self.considered.get(key, current.searcher_seq)
+            stored = current.event_seq
+            if seen >= stored:
+                return exp
+            if current.state in LIVE_RUN_STATES:
+                new = read_events(path, 0)
         wants_validations = bool(cfg.searcher.time_metric)
-        for ev in new:
-            if not seen < ev.seq <= run.event_seq:
-                continue
-            source = searcher_source(trial.id, run_id, ev.seq)
-            if ev.type == "metrics" and ev.body["group"] == "validation" and wants_validations:
-                event: SearchEvent = ValidationReported(trial.request_id, ev.body["metrics"])
-            elif ev.type == "searcher_completed":
-                event = OpCompleted(trial.request_id, ev.body["length"], ev.body["metric"])
+        decisive = [ev for ev in new if seen < ev.seq <= stored and (
+            ev.type == "searcher_completed" or (wants_validations and ev.type == "metrics"
+                                                and ev.body["group"] == "validation"))]
+        request_id = self.store.trial(run.trial_id).request_id if decisive else 0
+        for ev in decisive:
+            source = searcher_source(run.trial_id, run.run_id, ev.seq)
+            if ev.type == "searcher_completed":
+                event: SearchEvent = OpCompleted(request_id, ev.body["length"], ev.body["metric"])
             else:
-                continue
+                event = ValidationReported(request_id, ev.body["metrics"])
             self.search.feed(exp, cfg, event, source)
             exp = self.store.experiment(exp.id)
             if exp.searcher_done:
-                return
-        self.considered[key] = run.event_seq
+                return exp
+        self.considered[key] = stored
+        return exp
 
     def _report_exits_of(self, exp: Experiment) -> None:
         cfg = self.configs.get(exp)

@@ -145,7 +145,7 @@ class Daemon:
         now = time.time()
         req.serve_pending(self.paths, self.handle)
         live = self.store.runs(live_only=True)
-        self.guard.each_run("ingest", self.feed.ingest, live)
+        self.feed.ingest_all(live)
         # Poll while jobs live, and while a search waits for its next array to be due.
         busy = live or any(e.state == ExperimentState.ACTIVE
                            for e in self.store.experiments(unfinished=True))
