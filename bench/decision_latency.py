@@ -67,7 +67,7 @@ def measure(trials: int, backend: str = "slurm") -> list[Figure]:
         out.mkdir()
         with box.daemon():
             exp_id = box.create(CONFIG.format(out=out, trials=trials), ctx)
-            box.cli("experiment", "wait", str(exp_id), timeout=900)
+            box.wait(exp_id)
         latencies = [x for f in sorted(out.glob("trial-*.json"))
                      for x in json.loads(f.read_text())]
     if len(latencies) < trials:

@@ -80,4 +80,8 @@ def markdown(figures: Sequence[Figure]) -> str:
         lines += ["", "Missed targets:", ""]
         lines += [f"- **{f.bench}: {f.what}** ({f.target}): {f.note or 'cause not found yet'}"
                   for f in missed]
+    remarks = [f for f in figures if f.met is not False and f.note]
+    if remarks:
+        lines += ["", "Other findings:", ""]
+        lines += [f"- **{f.bench}: {f.what}**: {f.note}" for f in remarks]
     return "\n".join(lines)

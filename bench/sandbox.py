@@ -40,7 +40,8 @@ class Sandbox:
         root.mkdir(parents=True, exist_ok=True)
         (root / "cluster.yaml").write_text(f"backend: {backend}\n")
         (root / "site.yaml").write_text("{}\n")
-        path = os.environ["PATH"]
+        # The trials' python3 is the one on PATH at create: this interpreter's, with torch.
+        path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
         self.extra: dict[str, str] = {}
         if backend == "pbs":
             (root / "pbs").mkdir(exist_ok=True)
@@ -88,6 +89,16 @@ class Sandbox:
             context.mkdir(exist_ok=True)
         out = self.cli("experiment", "create", str(cfg), str(context))
         return int(out.split("Created experiment ")[1].split()[0])
+
+    def wait(self, exp_id: int, timeout: float = 1200) -> None:
+        """Until the experiment ends; one that does not complete raises with its logs' end."""
+        try:
+            self.cli("experiment", "wait", str(exp_id), timeout=timeout)
+        except RuntimeError as e:
+            logs = subprocess.run([sys.executable, "-m", "hpcdet.cli.main", "experiment", "logs",
+                                   str(exp_id)], env=self.env(), capture_output=True, text=True)
+            tail = "\n".join((logs.stdout + logs.stderr).splitlines()[-30:])
+            raise RuntimeError(f"{e}\n{tail}") from None
 
     @contextmanager
     def daemon(self) -> Iterator[None]:

@@ -1,0 +1,174 @@
+"""Training throughput at 4 slots over 2 nodes: a PyTorchTrial run by hpcdet on Slurm against
+the same model in a plain torch DistributedDataParallel loop started by ``srun``.
+
+Usage: ``python -m bench.pytorch_ddp [EPOCHS]`` (default 20), on a host whose ``sbatch``
+reaches a two-node Slurm cluster with torch and scikit-learn in this Python.
+
+hpcdet: ``hpcdet experiment create`` of ``examples/pytorch_digits/distributed.yaml`` (4 slots,
+2 a node; hpcdet's torch_distributed launcher, gloo) for EPOCHS epochs, validating only at the
+end. Baseline: one job of 2 nodes × 2 tasks whose ranks build the same MLP, wrap it in DDP over
+gloo, shard the same data with a DistributedSampler (8 records a rank of each batch of 32) and
+run Adam with the same learning-rate steps. Both time rank 0 from the end of its first batch to
+the end of its last (start-up, validation and checkpoints excluded), and both take
+``torch.set_num_threads(1)``: 4 ranks share this machine's 2 cores.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from bench.figures import Figure, table
+from bench.sandbox import REPO, Sandbox
+
+# Rank 0's time from its first batch's end to its last's, written where the bench reads it.
+TIMED_TRIAL = """\
+import atexit, json, os, time
+
+import torch
+import model_def
+
+torch.set_num_threads(1)
+timed = {"first": None, "last": None, "batches": 0}
+
+
+@atexit.register
+def _write():
+    if timed["first"] is not None:
+        with open(os.environ["BENCH_OUT"], "w") as f:
+            json.dump({"seconds": timed["last"] - timed["first"], "batches": timed["batches"]}, f)
+
+
+class TimedDigits(model_def.DigitsTrial):
+    def train_batch(self, batch, epoch_idx, batch_idx):
+        out = super().train_batch(batch, epoch_idx, batch_idx)
+        if self.context.distributed.rank == 0:
+            timed["last"] = time.perf_counter()
+            if timed["first"] is None:
+                timed["first"] = timed["last"]
+            else:
+                timed["batches"] += 1
+        return out
+"""
+
+PLAIN = """\
+import json, os, sys, time
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, DistributedSampler
+
+from sklearn.datasets import load_digits
+from torch.utils.data import TensorDataset
+
+torch.set_num_threads(1)
+epochs, out = int(sys.argv[1]), sys.argv[2]
+rank, size = int(os.environ["SLURM_PROCID"]), int(os.environ["SLURM_NTASKS"])
+dist.init_process_group("gloo", init_method=f"tcp://{os.environ['MASTER']}:29517", rank=rank,
+                        world_size=size)
+torch.manual_seed(0)
+model = DDP(torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Dropout(0.1),
+                                torch.nn.Linear(64, 10)))
+opt = torch.optim.Adam(model.parameters(), lr=0.01)
+sched = torch.optim.lr_scheduler.StepLR(opt, step_size=3, gamma=0.5)
+loss_fn = torch.nn.CrossEntropyLoss()
+# examples/pytorch_digits/model_def.py's training split, without importing Determined's API.
+digits = load_digits()
+x = torch.tensor(digits.data, dtype=torch.float32) / 16.0
+y = torch.tensor(digits.target, dtype=torch.long)
+order = torch.randperm(len(y), generator=torch.Generator().manual_seed(0))
+data = TensorDataset(x[order[360:]], y[order[360:]])
+sampler = DistributedSampler(data, num_replicas=size, rank=rank, shuffle=True, seed=0)
+loader = DataLoader(data, batch_size=32 // size, sampler=sampler, drop_last=True)
+first, batches = None, 0
+for epoch in range(epochs):
+    sampler.set_epoch(epoch)
+    for x, y in loader:
+        output = model(x)
+        loss = loss_fn(output, y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        accuracy = (output.argmax(1) == y).float().mean()
+        loss.item(), accuracy.item()
+        now = time.perf_counter()
+        if first is None:
+            first = now
+        else:
+            batches += 1
+    sched.step()
+if rank == 0:
+    with open(out, "w") as f:
+        json.dump({"seconds": now - first, "batches": batches}, f)
+dist.destroy_process_group()
+"""
+
+
+def _hpcdet(root: Path, epochs: int) -> dict[str, float]:
+    ctx = root / "ctx"
+    shutil.copytree(REPO / "examples" / "pytorch_digits", ctx)
+    (ctx / "timed.py").write_text(TIMED_TRIAL)
+    out = root / "hpcdet.json"
+    config = (ctx / "distributed.yaml").read_text().replace(
+        "model_def:DigitsTrial", "timed:TimedDigits").replace(
+        "epochs: 5", f"epochs: {epochs}").replace(
+        "min_validation_period:\n  epochs: 1\n", f"min_validation_period:\n  epochs: {epochs}\n")
+    config += f"environment:\n  environment_variables:\n    - BENCH_OUT={out}\n"
+    box = Sandbox(root / "user", "slurm")
+    with box.daemon():
+        exp_id = box.create(config, ctx)
+        box.wait(exp_id)
+    timed: dict[str, float] = json.loads(out.read_text())
+    return timed
+
+
+def _plain(root: Path, epochs: int) -> dict[str, float]:
+    (root / "plain.py").write_text(PLAIN)
+    out = root / "plain.json"
+    job = root / "plain.sh"
+    job.write_text(
+        "#!/bin/bash\nset -e\n"
+        'export MASTER=$(getent ahostsv4 "$(scontrol show hostnames "$SLURM_JOB_NODELIST" | '
+        'head -1)" | head -1 | cut -d" " -f1)\n'
+        f"srun {sys.executable} {root / 'plain.py'} {epochs} {out}\n")
+    log = root / "plain.out"
+    done = subprocess.run(["sbatch", "--wait", "--nodes=2", "--ntasks-per-node=2", "--time=20",
+                           f"--output={log}", "--job-name=hpcdet-bench-ddp", str(job)],
+                          capture_output=True, text=True, timeout=1500,
+                          env={**os.environ, "PYTHONPATH": ""})
+    if done.returncode != 0:
+        text = log.read_text() if log.exists() else ""
+        raise RuntimeError(f"the plain DDP job failed ({done.stderr.strip()}):\n{text}")
+    timed: dict[str, float] = json.loads(out.read_text())
+    return timed
+
+
+def measure(epochs: int) -> list[Figure]:
+    with tempfile.TemporaryDirectory(prefix="hpcdet-bench-") as tmp:
+        root = Path(tmp)
+        ours = _hpcdet(root, epochs)
+        base = _plain(root, epochs)
+    rate = ours["batches"] / ours["seconds"]
+    plain_rate = base["batches"] / base["seconds"]
+    return [Figure("pytorch", f"PyTorchTrial throughput, 4 slots on 2 nodes (gloo), "
+                   f"{ours['batches']:.0f} batches", rate, "batches/s",
+                   "the same model in a plain DDP loop under srun", plain_rate,
+                   "≥ 97% of plain", rate >= 0.97 * plain_rate,
+                   note="" if rate <= 1.1 * plain_rate else FASTER)]
+
+
+# Not a target missed, but a gap not yet explained: both wrap the model in DDP over gloo,
+# fetch through torch's DataLoader and take one thread a rank.
+FASTER = ("hpcdet faster than the baseline (1.39-1.44x in three runs on 2026-11-25), cause not "
+          "found yet; suspects: gloo's interface choice under a bare srun against hpcdet's "
+          "launcher, and the baseline's .item() per batch")
+
+
+if __name__ == "__main__":
+    print(table(measure(int(sys.argv[1]) if len(sys.argv) > 1 else 20)))
