@@ -400,7 +400,7 @@ class Store:
     def ingest_events(self, trial_id: int, run_id: int, events_path: Path, best: BestOf
                       ) -> list[Event]:
         """Store the run's events past what was stored before, exactly once; returns them."""
-        with self.session() as s:
+        with ingest.collector_paused(), self.session() as s:
             q = select(Run).where(Run.trial_id == trial_id, Run.run_id == run_id)
             run = s.exec(q).one()
             try:
@@ -416,12 +416,11 @@ class Store:
                 return []
             trial = s.get(Trial, trial_id)
             assert trial is not None
-            for ev in batch.events:
+            for ev in batch.others:  # in order; the batch's metric_lines are metrics only
                 apply = ingest.APPLIERS.get(ev.type)
                 if apply is not None:
                     apply(s, trial, run, ev, best)
-            ingest.store_metrics(s, trial, run,
-                                 [ev for ev in batch.events if ev.type == "metrics"], best)
+            ingest.store_metrics(s, trial, run, batch, best)
             run.event_seq = batch.events[-1].seq
             s.add(trial)
         return batch.events

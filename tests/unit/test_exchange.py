@@ -166,3 +166,36 @@ def test_write_text_atomic_replaces_and_leaves_no_temporary_file(tmp_path: Path)
     write_text_atomic(path, "localhost slots=2\n")
     assert path.read_text() == "localhost slots=2\n"
     assert os.listdir(path.parent) == [path.name]
+
+
+def test_metrics_lines_read_by_the_pattern_are_the_events_a_decode_gives(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "events.jsonl"
+    w = EventWriter(path)
+    plain = {"loss": 0.5, "name": "a b", "nan": math.nan, "big": 10**20, "ok": False}
+    w.emit("metrics", {"group": "training", "steps_completed": 1, "metrics": plain,
+                       "batch_metrics": None})
+    w.emit("progress", {"progress": 0.5})
+    w.emit("metrics", {"group": "validation", "steps_completed": 1, "metrics": {}})
+    for odd in ({"nested": {"a": [1]}}, {"é": 1}, {"quote\"": 1}):  # decoded instead
+        w.emit("metrics", {"group": "training", "steps_completed": 2, "metrics": odd})
+    w.flush()
+    # A blank line, then a torn line with a whole one glued on: it ends as a metrics line does.
+    torn = b'{"seq":8,"type":"metrics","time":1.5,"group":"g","steps_completed":1,"metrics":{"lo'
+    with open(path, "ab") as f:
+        f.write(b"\n" + torn + path.read_bytes().splitlines(keepends=True)[0])
+    lines = path.read_bytes().splitlines()
+    batch = read_event_batch(path, 0)
+    decoded = [json.loads(line) for line in lines if line and not line.startswith(torn)]
+    assert [(e.seq, e.type, dict(e.body)) for e in batch.events] == [
+        (d.pop("seq"), d.pop("type"), d) for d in decoded]
+    assert batch.end_offset == path.stat().st_size
+    assert [e.end_offset for e in batch.events] == [
+        sum(len(line) + 1 for line in lines[:i + 1]) for i, line in enumerate(lines)
+        if line and not line.startswith(torn)]
+    assert f"{path} at byte offset {sum(len(x) + 1 for x in lines[:7])}" in caplog.text
+    metric_lines = batch.metric_lines
+    assert (metric_lines.seqs, metric_lines.groups) == ([1, 3], ["training", "validation"])
+    assert [json.loads(m) for m in metric_lines.metrics_json] == [{**plain, "nan": "NaN"}, {}]
+    assert [e.seq for e in batch.others] == [2, 4, 5, 6]
