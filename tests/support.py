@@ -59,6 +59,10 @@ class Hpcdet:
             HPCDET_SITE_CONFIG=str(self.root / "site.yaml"),
         )
         env.update(self.extra_env)
+        # The python3 that experiments created here run their trials with is this user's
+        # interpreter, never whatever a shell put first on PATH: a test whose startup hook
+        # deletes its trial's site-packages once emptied the machine's own Python that way.
+        env["PATH"] = f"{Path(self.python).parent}{os.pathsep}{env['PATH']}"
         return env
 
     def run(
