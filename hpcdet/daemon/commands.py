@@ -14,12 +14,14 @@ from hpcdet.daemon import operations as ops
 from hpcdet.daemon.configs import Configs
 from hpcdet.daemon.controls import Controls
 from hpcdet.daemon.creation import Creation
+from hpcdet.daemon.finishing import Finisher
 from hpcdet.daemon.journal import Journal
 from hpcdet.daemon.queueing import Queue
 from hpcdet.daemon.retention import Retention
 from hpcdet.daemon.submission import Submission
 from hpcdet.errors import NotFoundError, StateError, UsageError
 from hpcdet.paths import StatePaths, hostname
+from hpcdet.rundir import layout
 from hpcdet.states import (
     FINAL_EXPERIMENT_STATES,
     FINAL_TRIAL_STATES,
@@ -38,7 +40,7 @@ class Commands:
     def __init__(
         self, store: Store, journal: Journal, paths: StatePaths, configs: Configs,
         controls: Controls, submission: Submission, retention: Retention, queue: Queue,
-        creation: Creation, shutdown: Callable[[], None],
+        creation: Creation, finisher: Finisher, shutdown: Callable[[], None],
     ) -> None:
         self.store = store
         self.journal = journal
@@ -49,6 +51,7 @@ class Commands:
         self.retention = retention
         self.creation = creation
         self.queue = queue
+        self.finisher = finisher
         self._shutdown = shutdown
 
     def handle(self, op: str, args: dict[str, Any]) -> Any:
@@ -130,6 +133,9 @@ class Commands:
         self.journal.record(exp_id, "experiment_state", state=ExperimentState.STOPPING_CANCELED,
                             cascade=True,
                             reason=f"{verb.lower()} by the user")
+        # Before the trials' jobs go: the scheduler starts an array's next pending tasks as
+        # soon as running ones end, and those must find nothing to wait for.
+        self.finisher.close_arrays(exp_id, cancel=not graceful)
         for trial in self.store.trials(exp_id, state=TrialState.ACTIVE):
             self.controls.stop(exp_id, trial, graceful=graceful)
         self.controls.sync_all()
@@ -161,6 +167,8 @@ class Commands:
         for trial in again:
             self.journal.record(exp_id, "trial_continued", trial_id=trial.id)
         self.journal.record(exp_id, "experiment_state", state=ExperimentState.ACTIVE)
+        # Its old arrays were canceled when it ended; a new one must not find them closed.
+        layout.array_closed(self.paths.experiment(exp_id)).unlink(missing_ok=True)
         self.submission.submit_queued()
         return f"Continued experiment {exp_id}"
 

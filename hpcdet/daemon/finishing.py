@@ -5,17 +5,35 @@ from __future__ import annotations
 from hpcdet.daemon.jobs import Jobs
 from hpcdet.daemon.journal import Journal
 from hpcdet.daemon.retention import Retention
+from hpcdet.paths import StatePaths
+from hpcdet.rundir import layout
+from hpcdet.rundir.exchange import write_text_atomic
 from hpcdet.states import ExperimentState, TrialState, experiment_final_state
 from hpcdet.store.models import Experiment
 from hpcdet.store.repository import Store
 
 
 class Finisher:
-    def __init__(self, store: Store, journal: Journal, jobs: Jobs, retention: Retention) -> None:
+    def __init__(self, store: Store, journal: Journal, jobs: Jobs, retention: Retention,
+                 paths: StatePaths) -> None:
         self.store = store
         self.journal = journal
         self.jobs = jobs
         self.retention = retention
+        self.paths = paths
+
+    def close_arrays(self, exp_id: int, cancel: bool = False) -> None:
+        """No task of the experiment's arrays will be given a trial any more: a task that
+        starts or waits without one exits at once; ``cancel`` also drops every task (running
+        ones too) from the scheduler. Idempotent."""
+        arrays = [a.job_id for a in self.store.arrays(exp_id)]
+        if not arrays:
+            return
+        closed = layout.array_closed(self.paths.experiment(exp_id))
+        if not closed.exists():
+            write_text_atomic(closed, "")
+        if cancel:
+            self.jobs.cancel(arrays)
 
     def finish(self, exp: Experiment) -> None:
         """Journal the experiment's final state if it has one now; a search that failed
@@ -23,6 +41,7 @@ class Finisher:
         if exp.error and exp.state == ExperimentState.ACTIVE:
             self.journal.record(exp.id, "experiment_state", state=ExperimentState.STOPPING_ERROR,
                                 cascade=True, reason=exp.error)
+            self.close_arrays(exp.id)
             for trial in self.store.trials(exp.id, state=TrialState.ACTIVE):
                 run = self.store.run(trial.id, trial.run_id)
                 if run is not None and run.job_id:
@@ -35,7 +54,5 @@ class Finisher:
         # Before the final state: afterwards the experiment is never looked at again. Both are
         # idempotent, and done again by the next daemon if this one dies in between.
         self.retention.collect(exp)
-        arrays = [a.job_id for a in self.store.arrays(exp.id)]
-        if arrays:
-            self.jobs.cancel(arrays)  # tasks for trials the search never created
+        self.close_arrays(exp.id, cancel=True)  # tasks for trials the search never created
         self.journal.record(exp.id, "experiment_state", state=final)

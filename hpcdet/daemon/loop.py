@@ -68,7 +68,7 @@ class Daemon:
         self.jobs = Jobs(self.scheduler, self.runner, self.store, poll_interval)
         self.site = Site(self.scheduler, self.runner, cluster)
         self.retention = Retention(self.store, self.journal, self.configs, paths)
-        self.finisher = Finisher(self.store, self.journal, self.jobs, self.retention)
+        self.finisher = Finisher(self.store, self.journal, self.jobs, self.retention, paths)
         self.guard = Guard(self.store, self.journal, self.search, self.jobs, self.finisher)
         self.controls = Controls(self.store, paths, self.configs, self.jobs, self.site,
                                  self.guard)
@@ -84,7 +84,7 @@ class Daemon:
                                  self.guard, self.submission)
         self.commands = Commands(self.store, self.journal, paths, self.configs, self.controls,
                                  self.submission, self.retention, self.queue, self.creation,
-                                 self.stop)
+                                 self.finisher, self.stop)
         self.started = time.time()
         self.last_tick = 0.0
         self.last_heartbeat = 0.0

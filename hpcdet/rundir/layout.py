@@ -3,6 +3,8 @@
     runs/exp-<E>/array/array<N>.sh            the batch script of the experiment's N-th job array
     runs/exp-<E>/array/slot-<R>               names the run directory of search request R, for
                                               the array task that runs it (atomic replace)
+    runs/exp-<E>/array/closed                 no slot will be filled any more: a task still
+                                              waiting for one exits (the experiment stopped)
     runs/exp-<E>/trials/<T>/run-<R>/          one directory per submission of trial T:
         job.json       the run spec: what the harness needs (written before submit)
         job.sh         the rendered batch script
@@ -28,6 +30,7 @@ RUN_SPEC_FILE = "job.json"
 SCRIPT_FILE = "job.sh"
 CONTROL_FILE = "control.json"  # daemon -> trial
 PREEMPT_FILE = "preempt"  # harness -> trial, on SIGUSR2/SIGTERM
+ARRAY_CLOSED = "closed"  # daemon -> array tasks still waiting for a slot
 EVENTS_FILE = "events.jsonl"  # trial -> daemon
 NODES_DIR = "nodes"
 LOGS_DIR = "logs"
@@ -104,6 +107,13 @@ def array_scripts(exp_dir: Path) -> list[Path]:
 
 def array_slot(exp_dir: Path, request_id: int) -> Path:
     return exp_dir / ARRAY_DIR / f"slot-{request_id}"
+
+
+def array_closed(exp_dir: Path) -> Path:
+    """Written when the experiment stops or ends: an array task that starts, or still waits,
+    without a slot then exits instead of holding its allocation for a trial that never comes
+    (the batch system starts pending tasks whenever it likes, daemon or not)."""
+    return exp_dir / ARRAY_DIR / ARRAY_CLOSED
 
 
 def tensorboard_dir(storage: Path, cluster_id: str, exp_id: int, trial_id: int | None = None

@@ -68,3 +68,33 @@ def test_max_slots_throttles_the_array_and_caps_what_runs(
 ) -> None:
     most, throttles = scenarios.max_slots(slurm_hpcdet, tmp_path, cap=2, trials=5)
     assert throttles == [2] and most == 2, (most, throttles)
+
+
+def test_a_killed_search_leaves_no_task_behind_even_with_the_daemon_gone(
+    slurm_hpcdet: Hpcdet, tmp_path: Path
+) -> None:
+    """Killing a throttled search and stopping the daemon at once: Slurm would start the
+    array's pending tasks as the running ones go, and without the daemon they would wait for
+    a trial for ever, holding their nodes. The kill cancels the array itself and closes it."""
+    h = slurm_hpcdet
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    cfg = tmp_path / "long.yaml"
+    cfg.write_text("name: long\nentrypoint: sleep 600\nmax_restarts: 0\n"
+                   "hyperparameters: {x: {type: int, minval: 1, maxval: 9}}\n"
+                   "searcher: {name: random, metric: x, max_trials: 12, "
+                   "max_concurrent_trials: 2, max_length: 1}\n")
+    exp_id = h.create(cfg, ctx)
+
+    def array_tasks(state: str) -> list[str]:
+        out = subprocess.run(["squeue", "--me", "--noheader", "--array", "-t", state,
+                              "-n", f"hpcdet-e{exp_id}-array0", "-o", "%i"],
+                             capture_output=True, text=True, check=True).stdout
+        return out.split()
+
+    h.wait_for("two tasks to run", lambda: len(array_tasks("RUNNING")) == 2, timeout=120)
+    h.run("experiment", "kill", str(exp_id))
+    h.run("daemon", "stop")
+    h.wait_for("every task of the array to go",
+               lambda: not array_tasks("PENDING,RUNNING,COMPLETING"), timeout=60)
+    assert (h.state / "runs" / f"exp-{exp_id}" / "array" / "closed").exists()

@@ -94,10 +94,13 @@ class World:
     def retention(self) -> Retention:
         return Retention(self.store, self.journal, self.configs, self.paths)
 
+    def finisher(self, jobs: Jobs | None = None) -> Finisher:
+        return Finisher(self.store, self.journal, jobs or self.jobs(), self.retention(),
+                        self.paths)
+
     def guard(self, jobs: Jobs | None = None) -> Guard:
         jobs = jobs or self.jobs()
-        finisher = Finisher(self.store, self.journal, jobs, self.retention())
-        return Guard(self.store, self.journal, self.search, jobs, finisher)
+        return Guard(self.store, self.journal, self.search, jobs, self.finisher(jobs))
 
     # -------------------------------------------------------------- state, as the daemon makes it
 

@@ -15,6 +15,7 @@ from hpcdet.daemon.creation import Creation
 from hpcdet.daemon.queueing import Queue
 from hpcdet.daemon.submission import Submission
 from hpcdet.errors import ConfigError, HpcdetError, NotFoundError, StateError, UsageError
+from hpcdet.rundir import layout
 from tests.unit.daemon.services.support import CONFIG, World
 
 
@@ -31,7 +32,8 @@ class Built:
                                  submission)
         self.stopped = False
         self.commands = Commands(w.store, w.journal, w.paths, w.configs, controls, submission,
-                                 w.retention(), queue, self.creation, self.stop)
+                                 w.retention(), queue, self.creation, w.finisher(jobs),
+                                 self.stop)
 
     def stop(self) -> None:
         self.stopped = True
@@ -126,3 +128,29 @@ def test_trials_run_with_the_submitters_python_and_sharing_hpcdets_is_said(
         built.creation.create({**CONFIG, "environment": {"python": "/nonexistent/python3"}},
                               _staging(w, "c"), "c")
     assert len(w.store.experiments()) == 2
+
+
+def test_stopping_an_experiment_closes_its_arrays_and_kill_cancels_them(tmp_path: Path) -> None:
+    """An array task the search never gave a trial must not start after a stop and wait for
+    ever: the stop writes the array's closed marker (which the task's wait loop checks), and a
+    kill drops the whole array at once, before a daemon stopped right after could not."""
+    w = World(tmp_path)
+    commands = Built(w).commands
+    config = {**CONFIG, "hyperparameters": {"x": {"type": "int", "minval": 1, "maxval": 9}},
+              "searcher": {"name": "random", "metric": "loss", "max_trials": 6,
+                           "max_concurrent_trials": 2, "max_length": 1}}
+    for name in ("a", "b"):
+        commands.handle("create", {"config": config, "staging": _staging(w, name)})
+    arrays = {a.experiment_id: a.job_id for a in w.store.arrays()}
+    assert len(arrays) == 2, arrays
+
+    def closed(exp_id: int) -> bool:
+        return layout.array_closed(w.paths.experiment(exp_id)).exists()
+
+    assert not closed(1) and not closed(2)
+    commands.handle("cancel", {"exp_id": 1})
+    assert closed(1) and not closed(2)
+    assert not any(arrays[1] in c for c in w.runner.commands("scancel"))  # graceful
+    commands.handle("kill", {"exp_id": 2})
+    assert closed(2)
+    assert any(arrays[2] in c for c in w.runner.commands("scancel"))
