@@ -47,8 +47,10 @@ d.close()
 
 
 MPI_NOTE = ("not hpcdet's: mpi4py's own allgather over MPICH, whose ranks poll while they wait; "
-            "here 4 ranks share 2 cores, so a rank waits for the others' time slices. The TCP "
-            "relay's ranks block in the kernel instead. On one rank a core, MPI is the faster")
+            "here 4 ranks share 2 cores, so under load a rank waits for the others' time "
+            "slices (5.9 ms median with other work running), while the TCP relay's ranks "
+            "block in the kernel. On an otherwise idle machine MPI is the faster (79 µs against "
+            "the relay's 188 µs in a smoke run on 2026-11-25)")
 
 
 def _run(repeats: int) -> dict[str, dict[str, list[float]]]:
