@@ -85,11 +85,13 @@ def test_a_killed_search_leaves_no_task_behind_even_with_the_daemon_gone(
                    "searcher: {name: random, metric: x, max_trials: 12, "
                    "max_concurrent_trials: 2, max_length: 1}\n")
     exp_id = h.create(cfg, ctx)
+    h.wait_for("the array", lambda: bool(h.describe(exp_id)["arrays"]), timeout=60)
+    array = str(h.describe(exp_id)["arrays"][0]["job_id"])
 
     def array_tasks(state: str) -> list[str]:
-        out = subprocess.run(["squeue", "--me", "--noheader", "--array", "-t", state,
-                              "-n", f"hpcdet-e{exp_id}-array0", "-o", "%i"],
-                             capture_output=True, text=True, check=True).stdout
+        # By job id: tests running beside this one have arrays of the same name.
+        out = subprocess.run(["squeue", "--noheader", "--array", "-t", state, "-j", array,
+                              "-o", "%i"], capture_output=True, text=True).stdout
         return out.split()
 
     h.wait_for("two tasks to run", lambda: len(array_tasks("RUNNING")) == 2, timeout=120)
