@@ -22,11 +22,25 @@ from hpcdet.pytorch._lr_scheduler import LRScheduler
 from hpcdet.pytorch._reducer import MetricReducer, WrappedReducer
 
 logger = logging.getLogger("hpcdet.pytorch")
+_EVERY_OPTIMIZER_STEP = LRScheduler.StepMode.STEP_EVERY_OPTIMIZER_STEP
 
 
 def to_device(data: Any, device: torch.device | str, warned: set[type] | None = None) -> Any:
     """``data`` (tensors, and dicts, lists and tuples of them) moved to ``device``; other
     values are returned as they are."""
+    # The usual batch, a list or tuple of tensors, takes no call per tensor: this runs every
+    # step. .to() returns a tensor already on ``device`` itself, but only after parsing its
+    # arguments, which costs more than comparing the devices.
+    kind = type(data)
+    if kind is list or kind is tuple:
+        moved = []
+        for v in data:
+            if type(v) is not torch.Tensor or v.device != device:
+                v = to_device(v, device, warned)
+            moved.append(v)
+        return moved if kind is list else tuple(moved)
+    if kind is torch.Tensor:
+        return data if data.device == device else data.to(device)
     if isinstance(data, torch.Tensor):
         return data.to(device)
     if isinstance(data, dict):
@@ -298,12 +312,14 @@ class PyTorchTrialContext:
         aggregation."""
         if self.scalers:
             loss = self.scalers[0].scale(loss)
-        sync = self._is_aggregation_step() or self.distributed.size == 1
+        if self.distributed.size == 1 or self._is_aggregation_step():
+            loss.backward(gradient=gradient, retain_graph=retain_graph,  # type: ignore[no-untyped-call]
+                          create_graph=create_graph)
+            return
         with contextlib.ExitStack() as stack:
-            if not sync:
-                for model in self.models:
-                    if isinstance(model, nn.parallel.DistributedDataParallel):
-                        stack.enter_context(model.no_sync())
+            for model in self.models:
+                if isinstance(model, nn.parallel.DistributedDataParallel):
+                    stack.enter_context(model.no_sync())
             loss.backward(gradient=gradient, retain_graph=retain_graph,  # type: ignore[no-untyped-call]
                           create_graph=create_graph)
 
@@ -318,19 +334,20 @@ class PyTorchTrialContext:
         Raises:
             ValueError: ``optimizer`` was not wrapped.
         """
-        if not any(optimizer is o for o in self.optimizers):
+        if optimizer not in self.optimizers:  # by identity: optimizers define no __eq__
             raise ValueError("step_optimizer() takes an optimizer returned by wrap_optimizer()")
-        if not self._is_aggregation_step():
-            return
-        params = [p for group in optimizer.param_groups for p in group["params"]]
-        if self._aggregation_frequency > 1 and self._average_aggregated_gradients:
-            for p in params:
-                if p.grad is not None:
-                    p.grad.div_(self._aggregation_frequency)
+        if self._aggregation_frequency > 1:
+            if not self._is_aggregation_step():
+                return
+            if self._average_aggregated_gradients:
+                for group in optimizer.param_groups:
+                    for p in group["params"]:
+                        if p.grad is not None:
+                            p.grad.div_(self._aggregation_frequency)
         if scaler is not None:
             scaler.unscale_(optimizer)
         if clip_grads is not None:
-            clip_grads(iter(params))
+            clip_grads(p for group in optimizer.param_groups for p in group["params"])
         if scaler is not None:
             scaler.step(optimizer)
             self._stepped_scalers.add(id(scaler))
@@ -338,9 +355,10 @@ class PyTorchTrialContext:
             optimizer.step()
         if auto_zero_grads:
             optimizer.zero_grad()
-        self._optimizer_steps += 1
+        self._optimizer_steps = steps = self._optimizer_steps + 1
+        # Read as Determined's loop reads them: the properties would cost a call per batch.
         for sched in self.lr_schedulers:
-            if sched.due(LRScheduler.StepMode.STEP_EVERY_OPTIMIZER_STEP, self._optimizer_steps):
+            if sched._step_mode is _EVERY_OPTIMIZER_STEP and steps % sched._frequency == 0:
                 sched.step()
 
     def _end_batch(self) -> None:

@@ -27,26 +27,22 @@ def epoch_batches(
 ) -> Batches:
     """The per-slot batches (record indices) of one epoch, in order."""
     if not shuffle:
-        return group(range(num_records), batch_size, drop_last)
+        return _cut(list(range(num_records)), batch_size, drop_last)
     # A generator of its own (torch's global one is the trial's), seeded by seed and epoch.
     generator = torch.Generator().manual_seed((seed * 1_000_003 + epoch) % 2**63)
-    return group(torch.randperm(num_records, generator=generator).tolist(), batch_size,
-                 drop_last)
+    return _cut(torch.randperm(num_records, generator=generator).tolist(), batch_size,
+                drop_last)
 
 
 def group(indices: Iterable[int], batch_size: int, drop_last: bool) -> Batches:
     """``indices`` cut into batches of ``batch_size``; the short last one kept unless
     ``drop_last``."""
-    batches: Batches = []
-    current: list[int] = []
-    for i in indices:
-        current.append(int(i))
-        if len(current) == batch_size:
-            batches.append(current)
-            current = []
-    if current and not drop_last:
-        batches.append(current)
-    return batches
+    return _cut([int(i) for i in indices], batch_size, drop_last)
+
+
+def _cut(indices: list[int], batch_size: int, drop_last: bool) -> Batches:
+    end = len(indices) - len(indices) % batch_size if drop_last else len(indices)
+    return [indices[i:i + batch_size] for i in range(0, end, batch_size)]
 
 
 def steps_per_epoch(num_batches: int, replicas: int) -> int:

@@ -25,7 +25,7 @@ import torch
 
 from hpcdet.core import EarlyExitReason, SearcherOperation
 from hpcdet.pytorch._callback import PyTorchCallback
-from hpcdet.pytorch._context import PyTorchTrialContext
+from hpcdet.pytorch._context import PyTorchTrialContext, to_device
 from hpcdet.pytorch._data import DataLoader
 from hpcdet.pytorch._lr_scheduler import LRScheduler
 from hpcdet.pytorch._reducer import (
@@ -57,6 +57,8 @@ from hpcdet.pytorch._units import Batch, TrainUnit
 logger = logging.getLogger("hpcdet.pytorch")
 
 CHECKPOINT_POLICIES = ("best", "all", "none")
+_EVERY_BATCH = LRScheduler.StepMode.STEP_EVERY_BATCH
+_EVERY_EPOCH = LRScheduler.StepMode.STEP_EVERY_EPOCH
 
 
 def plain_metrics(metrics: Any, where: str) -> dict[str, Any]:
@@ -70,8 +72,14 @@ def plain_metrics(metrics: Any, where: str) -> dict[str, Any]:
     if not isinstance(metrics, dict):
         raise TypeError(f"{where} must return a dict of metrics (or the loss tensor), not "
                         f"{type(metrics).__name__}")
-    return {str(k): scalar(v.detach() if isinstance(v, torch.Tensor) else v)
-            for k, v in metrics.items()}
+    out: dict[str, Any] = {}
+    for k, v in metrics.items():
+        # item() and tolist() copy the value out, so the tensor needs no detach() first.
+        if isinstance(v, torch.Tensor):
+            out[str(k)] = v.item() if v.numel() == 1 else v.tolist()
+        else:
+            out[str(k)] = scalar(v)
+    return out
 
 
 @dataclass
@@ -130,6 +138,8 @@ class Loop:
         self.seed = context.get_trial_seed()
         self.epoch_len = 1  # known once the training data loader is built (run())
         self._global_batch = 1
+        # The periods in batches (0: not periodically), known with the epoch length.
+        self._report_every = self._validate_every = self._checkpoint_every = 0
 
         self.batches_trained = 0
         self.last_validation: int | None = None
@@ -157,6 +167,9 @@ class Loop:
                              "or smaller than the batch size with drop_last=True?)")
         self.ctx._epoch_len = self.epoch_len
         self._global_batch = self._global_batch_size()
+        self._report_every = self._every(self.periods.reporting)
+        self._validate_every = self._every(self.periods.validation)
+        self._checkpoint_every = self._every(self.periods.checkpoint)
 
     # --- helpers ------------------------------------------------------------------------
 
@@ -169,11 +182,8 @@ class Loop:
     def to_batches(self, unit: TrainUnit) -> int:
         return unit.batches(self.epoch_len, self._global_batch)
 
-    def _due(self, unit: TrainUnit | None) -> bool:
-        if unit is None:
-            return False
-        every = self.to_batches(unit)
-        return every > 0 and self.batches_trained % every == 0
+    def _every(self, unit: TrainUnit | None) -> int:
+        return 0 if unit is None else self.to_batches(unit)
 
     def _is_chief(self) -> bool:
         return self.dist.rank == 0
@@ -385,17 +395,13 @@ class Loop:
     # --- training -----------------------------------------------------------------------
 
     def _agree_to_stop(self) -> bool | None:
-        """Whether to stop after this batch: ``True`` to be resumed (preemption), ``False``
-        for an early stop the trial asked for, ``None`` to go on. Collective."""
+        """Whether the workers stop after this batch: ``True`` to be resumed (preemption),
+        ``False`` for an early stop a trial asked for, ``None`` to go on. Collective."""
         preempt = self._is_chief() and self.core.preempt.should_preempt()
-        stop = self.ctx.get_stop_requested()
-        if self.dist.size > 1:
-            votes = self.dist.allgather((preempt, stop))
-            preempt = bool(votes[0][0])
-            stop = any(v[1] for v in votes)
-        if preempt:
+        votes = self.dist.allgather((preempt, self.ctx.get_stop_requested()))
+        if votes[0][0]:
             return True
-        return False if stop else None
+        return False if any(v[1] for v in votes) else None
 
     def _report_training(self) -> None:
         every = [m for per_rank in self.dist.allgather(self._period_metrics) for m in per_rank]
@@ -409,30 +415,40 @@ class Loop:
         self._callbacks("on_training_workload_end", metrics, self._period_metrics)
         self._period_metrics = []
 
-    def _end_of_batch(self, target: int) -> bool:
-        """Step what steps per batch and epoch, and report, validate and checkpoint when
-        due. Returns whether a boundary (one of those three) was reached."""
-        ctx = self.ctx
-        self.batches_trained += 1
-        for sched in ctx.lr_schedulers:
-            if sched.due(LRScheduler.StepMode.STEP_EVERY_BATCH, self.batches_trained):
-                sched.step()
-        if self.batches_trained % self.epoch_len == 0:
-            epoch = self.batches_trained // self.epoch_len - 1
+    def _next_event(self, target: int) -> int:
+        """The batch after which the next epoch ends, a period falls due or ``target`` is
+        reached: the first that :meth:`_at_event` has anything to do for."""
+        done = self.batches_trained
+        events = [target]
+        for every in (self.epoch_len, self._report_every, self._validate_every,
+                      self._checkpoint_every):
+            if every > 0:
+                events.append((done // every + 1) * every)
+        return min(events)
+
+    def _at_event(self, target: int) -> bool:
+        """End the epoch (callbacks, LR schedulers), and report, validate and checkpoint
+        when due. Returns whether a boundary (one of those three) was reached."""
+        done = self.batches_trained
+        if done % self.epoch_len == 0:
+            epoch = done // self.epoch_len - 1
             self._callbacks("on_training_epoch_end", epoch)
-            for sched in ctx.lr_schedulers:
-                if sched.due(LRScheduler.StepMode.STEP_EVERY_EPOCH, epoch + 1):
+            for sched in self.ctx.lr_schedulers:
+                if sched.due(_EVERY_EPOCH, epoch + 1):
                     sched.step()
-        at_end = self.batches_trained == target
-        validate = self._due(self.periods.validation) and not at_end
-        checkpoint = self._due(self.periods.checkpoint) and not at_end
-        report = self._due(self.periods.reporting) or at_end
+        at_end = done == target
+        every = self._validate_every
+        validate = not at_end and every > 0 and done % every == 0
+        every = self._checkpoint_every
+        checkpoint = not at_end and every > 0 and done % every == 0
+        every = self._report_every
+        report = at_end or (every > 0 and done % every == 0)
         if not (validate or checkpoint or report):
             return False
         # As Determined: a window of training metrics ends at any boundary.
         self._report_training()
         if self._is_chief() and target:
-            self.core.train.report_progress(min(1.0, self.batches_trained / target))
+            self.core.train.report_progress(min(1.0, done / target))
         if validate:
             self.validate()
         if checkpoint:
@@ -442,26 +458,47 @@ class Loop:
     def train_to(self, batches: Iterator[Any], target: int) -> None:
         """Train until ``target`` batches have been trained.
 
-        A single worker checks for a stop after every batch (it costs nothing); several
-        agree on it at each boundary, as Determined's do, to keep collectives off the
-        per-batch path.
+        A single worker checks for a stop (a preemption, or the trial's request) after
+        every batch; several agree on it at each boundary, as Determined's do, to keep
+        collectives off the per-batch path.
 
         Raises:
             _Stop: The workers agreed to stop before ``target``.
         """
+        # What runs for every batch is inline here, where the rest waits for the next event:
+        # on a small model each call per batch costs more than its own time (measured by
+        # bench/pytorch_throughput.py).
         ctx = self.ctx
+        single = self.dist.size == 1
+        should_preempt = self.core.preempt.should_preempt
+        next_event = self._next_event(target)
         while self.batches_trained < target:
-            epoch, in_epoch = divmod(self.batches_trained, self.epoch_len)
-            ctx._epoch, ctx._batch = epoch, self.batches_trained
+            done = self.batches_trained
+            epoch, in_epoch = divmod(done, self.epoch_len)
+            ctx._epoch, ctx._batch = epoch, done
             if in_epoch == 0 or not self._started_epoch:
                 self._callbacks("on_training_epoch_start", epoch)
                 self._started_epoch = True
-            batch = ctx.to_device(next(batches))
-            out = self.trial.train_batch(batch, epoch, self.batches_trained)
+            batch = to_device(next(batches), ctx.device, ctx._warned_types)
+            out = self.trial.train_batch(batch, epoch, done)
             self._period_metrics.append(plain_metrics(out, "train_batch()"))
-            ctx._end_batch()
-            boundary = self._end_of_batch(target)
-            if boundary or self.dist.size == 1:
+            if ctx._stepped_scalers:
+                ctx._end_batch()
+            self.batches_trained = done = done + 1
+            # Read as Determined's loop reads them: the properties would cost a call each.
+            for sched in ctx.lr_schedulers:
+                if sched._step_mode is _EVERY_BATCH and done % sched._frequency == 0:
+                    sched.step()
+            boundary = False
+            if done == next_event:
+                boundary = self._at_event(target)
+                next_event = self._next_event(target)
+            if single:
+                if should_preempt():
+                    raise _Stop(preempted=True)
+                if ctx._stop_requested:
+                    raise _Stop(preempted=False)
+            elif boundary:
                 decision = self._agree_to_stop()
                 if decision is not None:
                     raise _Stop(preempted=decision)

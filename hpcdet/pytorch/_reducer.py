@@ -60,6 +60,9 @@ def scalar(value: Any) -> Any:
     return value
 
 
+_PLAIN_NUMBERS = (float, int)
+
+
 def _is_number(value: Any) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
@@ -67,7 +70,8 @@ def _is_number(value: Any) -> bool:
 def reduce_values(values: Sequence[Any], reducer: Reducer) -> Any:
     """One metric's per-batch values reduced; values that are not numbers (or are missing
     from some batches) give ``None`` for AVG/SUM, and are skipped by MAX/MIN."""
-    numbers_ = [v for v in values if _is_number(v)]
+    # Nearly every value is a float or an int: the ABC check runs only for the others.
+    numbers_ = [v for v in values if type(v) in _PLAIN_NUMBERS or _is_number(v)]
     if reducer in (Reducer.MAX, Reducer.MIN):
         if not numbers_:
             return None
@@ -86,8 +90,11 @@ def reduce_batches(
     A metric whose values cannot be reduced (not numbers) keeps its last value.
     """
     names: dict[str, None] = {}
+    keys = None
     for batch in batches:
-        names.update(dict.fromkeys(batch))
+        if batch.keys() != keys:  # mostly the same names as the batch before
+            keys = batch.keys()
+            names.update(dict.fromkeys(keys))
     out: dict[str, Any] = {}
     for name in names:
         values = [b[name] for b in batches if name in b]

@@ -3,6 +3,8 @@ and the messages for a trial class that cannot run."""
 
 from __future__ import annotations
 
+import collections
+import json
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,7 @@ from hpcdet.pytorch import (  # noqa: E402
     PyTorchTrialContext,
     Trainer,
     init,
+    to_device,
 )
 from hpcdet.pytorch._trial import evaluation_mode, load_trial_class  # noqa: E402
 
@@ -219,3 +222,84 @@ def test_aggregation_steps_the_optimizer_every_nth_batch(tmp_path: Path,
     assert context._optimizer_steps == 5
     assert trial.steps[MODES.STEP_EVERY_OPTIMIZER_STEP].last_epoch == 2
     assert trial.steps[MODES.STEP_EVERY_BATCH].last_epoch == 5
+
+
+class _Timeline(PyTorchCallback):
+    """Each epoch end, report, validation and checkpoint, with the batch it came after."""
+
+    def __init__(self) -> None:
+        self.trained = 0
+        self.seen: list[tuple[str, int]] = []
+
+    def on_training_epoch_end(self, epoch_idx: int) -> None:
+        self.seen.append(("epoch_end", epoch_idx))
+
+    def on_training_workload_end(self, avg_metrics: dict[str, Any],
+                                 batch_metrics: list[dict[str, Any]]) -> None:
+        self.trained += len(batch_metrics)
+        self.seen.append(("report", self.trained))
+
+    def on_validation_end(self, metrics: dict[str, Any]) -> None:
+        self.seen.append(("validated", metrics["batches"]))
+
+    def on_checkpoint_upload_end(self, uuid: str) -> None:
+        self.seen.append(("checkpoint", self.trained))
+
+
+class Timed(Tiny):
+    def build_callbacks(self) -> dict[str, PyTorchCallback]:
+        self.timeline = _Timeline()
+        return {"timeline": self.timeline}
+
+
+def test_periods_fall_due_at_their_batches(tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    monkeypatch.delenv("HPCDET_CLUSTER_INFO", raising=False)
+    with init(hparams={"global_batch_size": 2}) as context:
+        trial = Timed(context)
+        Trainer(trial, context).fit(max_length=Batch(17), reporting_period=Batch(3),
+                                    validation_period=Batch(4), checkpoint_period=Batch(7),
+                                    checkpoint_policy="none")
+    expected: list[tuple[str, int]] = []
+    for n in range(1, 18):  # epochs of 5 batches; every boundary ends a window of metrics
+        if n % 5 == 0:
+            expected.append(("epoch_end", n // 5 - 1))
+        validate, checkpoint = n % 4 == 0 and n < 17, n % 7 == 0 and n < 17
+        if validate or checkpoint or n % 3 == 0 or n == 17:
+            expected.append(("report", n))
+        if validate:
+            expected.append(("validated", n))
+        if checkpoint:
+            expected.append(("checkpoint", n))
+    expected += [("validated", 17), ("checkpoint", 17)]
+    assert trial.timeline.seen == expected
+
+
+class StopsItself(Tiny):
+    def train_batch(self, batch: Any, epoch_idx: int, batch_idx: int) -> dict[str, Any]:
+        if batch_idx == 5:
+            self.context.set_stop_requested(True)
+        return super().train_batch(batch, epoch_idx, batch_idx)
+
+
+def test_one_worker_stops_after_the_batch_that_asked(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    monkeypatch.delenv("HPCDET_CLUSTER_INFO", raising=False)
+    with init(hparams={"global_batch_size": 2}) as context:
+        Trainer(StopsItself(context), context).fit(max_length=Epoch(4),
+                                                   checkpoint_policy="none")
+    (ckpt,) = (tmp_path / "hpcdet" / "checkpoints").iterdir()
+    assert json.loads((ckpt / "trial_state.json").read_text())["batches_trained"] == 6
+
+
+def test_to_device_keeps_the_batch_shape_and_moves_only_what_it_must() -> None:
+    Pair = collections.namedtuple("Pair", "x y")
+    x, y = torch.zeros(2), torch.ones(2)
+    cpu = torch.device("cpu")
+    moved = to_device([x, (y, {"a": x}), Pair(x, y), 3], cpu)
+    assert type(moved) is list and type(moved[1]) is tuple and type(moved[2]) is Pair
+    assert moved[0] is x and moved[1][0] is y and moved[1][1]["a"] is x and moved[3] == 3
+    assert to_device((x, y), "cpu")[0].device == cpu
+    assert to_device(torch.nn.Parameter(x), cpu).device == cpu
