@@ -57,6 +57,15 @@ class Journaled:
                         job_id=job_id)
 
 
+def one_run(root: Path) -> Journaled:
+    """Experiment 1 with trial 1 and its run 1 (job 101) submitted."""
+    j = Journaled(root)
+    j.experiment(1)
+    j.trial(1, 1)
+    j.run(1, 1, job_id="101")
+    return j
+
+
 def write_events(path: Path, *events: tuple[str, dict[str, Any]]) -> None:
     """Events as a trial writes them (sequence numbers continue the file's)."""
     writer = EventWriter(path)

@@ -12,18 +12,14 @@ import pytest
 from hpcdet.states import RunState
 from hpcdet.store.ingest import BestOf
 from hpcdet.store.repository import Store
-from tests.unit.store.store_support import Journaled, write_events
+from tests.unit.store.store_support import Journaled, one_run, write_events
 
 LOSS = BestOf("loss", smaller_is_better=True)
 
 
 @pytest.fixture
 def j(tmp_path: Path) -> Journaled:
-    j = Journaled(tmp_path)
-    j.experiment(1)
-    j.trial(1, 1)
-    j.run(1, 1, job_id="101")
-    return j
+    return one_run(tmp_path)
 
 
 def _metrics(events: Path, steps: int, **values: object) -> tuple[str, dict[str, object]]:

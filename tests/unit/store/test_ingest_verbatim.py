@@ -12,18 +12,14 @@ import pytest
 
 from hpcdet.rundir.exchange import read_event_batch
 from hpcdet.store.ingest import BestOf
-from tests.unit.store.store_support import Journaled, write_events
+from tests.unit.store.store_support import Journaled, one_run, write_events
 
 LOSS = BestOf("loss", smaller_is_better=True)
 
 
 @pytest.fixture
 def j(tmp_path: Path) -> Journaled:
-    j = Journaled(tmp_path)
-    j.experiment(1)
-    j.trial(1, 1)
-    j.run(1, 1, job_id="101")
-    return j
+    return one_run(tmp_path)
 
 
 def _report(group: str, steps: int, batches: Any = None, **values: Any
