@@ -19,6 +19,7 @@ from hpcdet.rundir.exchange import write_atomic
 from hpcdet.rundir.layout import CONTROL_FILE
 from hpcdet.states import STOPPING_STATES, SUBMITTED_RUN_STATES, ExperimentState, JobState
 from hpcdet.store.models import Experiment, Run, Trial
+from hpcdet.store.reads import RunRecord, TrialRecord
 from hpcdet.store.repository import Store
 
 log = logging.getLogger(__name__)
@@ -35,41 +36,41 @@ class Controls:
         self.guard = guard
         self.written: dict[tuple[int, int], dict[str, Any]] = {}  # (trial, run) -> control
         self.preempt_asked: dict[tuple[int, int], float] = {}
+        self.started: set[tuple[int, int]] = set()  # (trial, run) of runs seen started
 
     def sync_all(self) -> None:
         """Make every live run's control file say what the run should do now."""
-        runs = self.store.runs(live_only=True)
         # Read together, not a query or two per run: the loop does this every tick.
-        trials = {t.id: t for t in self.store.trials(ids=[r.trial_id for r in runs])}
+        live = self.store.live_runs_with_trials()
         exps = {e.id: e for e in self.store.experiments(unfinished=True)}
         best: dict[int, float | None] = {}
-        self.guard.each_run(
-            "writing a control file",
-            lambda run: self.sync(run, best, trials.get(run.trial_id),
-                                  exps.get(self.store.experiment_of(run.trial_id))), runs)
+        for run, trial in live:
+            with self.guard(trial.experiment_id, "writing a control file"):
+                self.sync(run, best, trial, exps.get(trial.experiment_id))
 
-    def sync(self, run: Run, best: dict[int, float | None] | None = None,
-             trial: Trial | None = None, exp: Experiment | None = None) -> None:
+    def sync(self, run: Run | RunRecord, best: dict[int, float | None] | None = None,
+             trial: Trial | TrialRecord | None = None, exp: Experiment | None = None) -> None:
         """``best``: the experiments' best validations so far, filled in as needed;
         ``trial`` and ``exp``: the run's, if the caller has just read them."""
         best = {} if best is None else best
         trial = trial or self.store.trial(run.trial_id)
         exp = exp or self.store.experiment(trial.experiment_id)
-        started = self._started(exp.id, run)
+        # Whether the run started is asked only where it matters: a stat per live run per
+        # tick is most of this pass when nothing stops.
         preempt, reason = False, ""
         if trial.stop_requested:
             preempt, reason = True, "stopped early by the searcher"
-            if not started and run.job_id:
+            if run.job_id and not self._started(exp.id, run):
                 self.jobs.cancel([run.job_id])  # it has not started: it need not run at all
-        elif exp.state == ExperimentState.PAUSED and started:
+        elif exp.state == ExperimentState.PAUSED and self._started(exp.id, run):
             preempt, reason = True, "the experiment was paused"
         elif exp.state in STOPPING_STATES:
             preempt, reason = True, (
                 "the experiment was canceled" if exp.state == ExperimentState.STOPPING_CANCELED
                 else f"the experiment failed: {exp.error}")
-            if not started and run.job_id:
+            if run.job_id and not self._started(exp.id, run):
                 self.jobs.cancel([run.job_id])  # again after a restart: the first ask may be lost
-        elif started and self._outside_pool(run, exp):
+        elif self._outside_pool(run, exp) and self._started(exp.id, run):
             preempt, reason = True, f"moving to resource pool {exp.resource_pool!r}"
         if exp.id not in best:
             best[exp.id] = self._best(exp)
@@ -109,6 +110,7 @@ class Controls:
         """The run (trial, run) has ended."""
         self.preempt_asked.pop(key, None)
         self.written.pop(key, None)
+        self.started.discard(key)
 
     def _escalate(self, trial: Trial, run_id: int, asked: float) -> None:
         timeout = self.configs.get(self.store.experiment(trial.experiment_id)).preemption_timeout
@@ -120,10 +122,16 @@ class Controls:
             self.jobs.cancel([run.job_id])
             self.preempt_asked.pop((trial.id, run_id), None)
 
-    def _started(self, exp_id: int, run: Run) -> bool:
-        return layout.started(self.paths.run(exp_id, run.trial_id, run.run_id))
+    def _started(self, exp_id: int, run: Run | RunRecord) -> bool:
+        key = (run.trial_id, run.run_id)
+        if key in self.started:
+            return True
+        if layout.started(self.paths.run(exp_id, *key)):
+            self.started.add(key)  # a run that has started stays so
+            return True
+        return False
 
-    def _outside_pool(self, run: Run, exp: Experiment) -> bool:
+    def _outside_pool(self, run: Run | RunRecord, exp: Experiment) -> bool:
         """Runs on a partition other than the experiment's, after `job update --resource-pool`."""
         status = self.jobs.statuses.get(run.job_id)
         if status is None or not status.partition or status.state != JobState.RUNNING:
@@ -133,8 +141,4 @@ class Controls:
         return bool(partition) and status.partition not in partition.split(",")
 
     def _best(self, exp: Experiment) -> float | None:
-        values = [t.best_validation for t in self.store.trials(exp.id)
-                  if t.best_validation is not None]
-        if not values:
-            return None
-        return min(values) if self.configs.get(exp).searcher.smaller_is_better else max(values)
+        return self.store.best_validation(exp.id, self.configs.get(exp).searcher.smaller_is_better)

@@ -4,12 +4,14 @@ stored exactly once, and the searcher hears of validations (0.38), completed ope
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from hpcdet.config import ExperimentConfig
 from hpcdet.daemon.configs import Configs
 from hpcdet.daemon.guard import Guard
 from hpcdet.daemon.searching import SearchDriver, searcher_source
+from hpcdet.errors import StoreError
 from hpcdet.paths import StatePaths
 from hpcdet.rundir.exchange import Event, read_events
 from hpcdet.rundir.layout import EVENTS_FILE
@@ -24,10 +26,12 @@ from hpcdet.search.base import (
     ValidationReported,
 )
 from hpcdet.search.base import Event as SearchEvent
-from hpcdet.states import FINAL_TRIAL_STATES, LIVE_RUN_STATES, RUNNING_EXPERIMENT_STATES, TrialState
+from hpcdet.states import LIVE_RUN_STATES, RUNNING_EXPERIMENT_STATES, TrialState
 from hpcdet.store.ingest import BestOf
 from hpcdet.store.models import Experiment, Run, Trial
 from hpcdet.store.repository import Store
+
+log = logging.getLogger(__name__)
 
 
 class Feed:
@@ -40,30 +44,73 @@ class Feed:
         self.guard = guard
         # (trial, run): the last event this daemon has considered feeding to the searcher
         self.considered: dict[tuple[int, int], int] = {}
+        self.logs: dict[tuple[int, int], Path] = {}  # (trial, run): its event log
 
     def ingest_all(self, runs: list[Run]) -> None:
-        """Store the new events of every run given (the live ones, each tick)."""
+        """Store the new events of every run given (the live ones, each tick), in one
+        transaction; then feed each run's to its searcher."""
+        # The loop asks of every live run every tick: one whose log has not grown since
+        # ``run`` was read, and whose stored events the searcher has all heard, costs a stat.
+        due = [run for run in runs if self._due(run)]
+        if not due:
+            return
         exps = {e.id: e for e in self.store.experiments(unfinished=True)}
-        for run in runs:
+        logs: dict[tuple[int, int], tuple[Path, Experiment, ExperimentConfig, BestOf]] = {}
+        for run in due:
             exp_id = self.store.experiment_of(run.trial_id)
             with self.guard(exp_id, "ingest"):
-                self.ingest(run, exps)
+                logs[(run.trial_id, run.run_id)] = self._log_of(run, exps)
+        try:
+            new = self.store.ingest_runs(
+                [(*key, path, best) for key, (path, _, _, best) in logs.items()])
+        except StoreError:
+            raise
+        except Exception:
+            # Something in one run's events: each alone, so that it fails only its experiment.
+            log.warning("ingesting %d runs together failed; ingesting each alone", len(logs),
+                        exc_info=True)
+            for run in due:
+                if (run.trial_id, run.run_id) in logs:
+                    with self.guard(self.store.experiment_of(run.trial_id), "ingest"):
+                        self.ingest(run, exps)
+            return
+        for run in due:
+            key = (run.trial_id, run.run_id)
+            if key not in logs:
+                continue
+            path, exp, cfg, _ = logs[key]
+            with self.guard(exp.id, "ingest"):
+                exp = exps.get(exp.id, exp)
+                exps[exp.id] = self._feed_trial_events(exp, cfg, run, path, new[key])
 
     def ingest(self, run: Run, exps: dict[int, Experiment] | None = None) -> None:
         """Store the run's new events. ``exps``: the experiments as last read, kept current."""
-        exp_id = self.store.experiment_of(run.trial_id)
-        path = self.paths.run(exp_id, run.trial_id, run.run_id) / EVENTS_FILE
-        # The loop asks of every live run every tick: one whose log has not grown since
-        # ``run`` was read, and whose stored events the searcher has all heard, costs a stat.
-        heard = self.considered.get((run.trial_id, run.run_id), run.searcher_seq)
-        if _size(path) == run.event_offset and heard >= run.event_seq:
+        if not self._due(run):
             return
         exps = {} if exps is None else exps
+        path, exp, cfg, best = self._log_of(run, exps)
+        new = self.store.ingest_events(run.trial_id, run.run_id, path, best)
+        exps[exp.id] = self._feed_trial_events(exp, cfg, run, path, new)
+
+    def _due(self, run: Run) -> bool:
+        """Whether the run's log has grown since ``run`` was read, or the searcher has not
+        heard all its stored events."""
+        key = (run.trial_id, run.run_id)
+        heard = self.considered.get(key, run.searcher_seq)
+        path = self.logs.get(key)
+        if path is None:
+            exp_id = self.store.experiment_of(run.trial_id)
+            path = self.logs[key] = self.paths.run(exp_id, *key) / EVENTS_FILE
+        return _size(path) != run.event_offset or heard < run.event_seq
+
+    def _log_of(self, run: Run, exps: dict[int, Experiment]
+                ) -> tuple[Path, Experiment, ExperimentConfig, BestOf]:
+        """The run's event log, its experiment and config, and what makes its trials' best."""
+        exp_id = self.store.experiment_of(run.trial_id)
         exp = exps.get(exp_id) or self.store.experiment(exp_id)
         cfg = self.configs.get(exp)
         best = BestOf(cfg.searcher.metric, cfg.searcher.smaller_is_better)
-        new = self.store.ingest_events(run.trial_id, run.run_id, path, best)
-        exps[exp_id] = self._feed_trial_events(exp, cfg, run, path, new)
+        return self.paths.run(exp_id, run.trial_id, run.run_id) / EVENTS_FILE, exp, cfg, best
 
     def report_exits(self) -> None:
         """Tell each search about its trials that became final (once per trial)."""
@@ -76,6 +123,7 @@ class Feed:
     def forget(self, key: tuple[int, int]) -> None:
         """The run (trial, run) has ended."""
         self.considered.pop(key, None)
+        self.logs.pop(key, None)
 
     def _feed_trial_events(
         self, exp: Experiment, cfg: ExperimentConfig, run: Run, path: Path, new: list[Event],
@@ -124,11 +172,10 @@ class Feed:
 
     def _report_exits_of(self, exp: Experiment) -> None:
         cfg = self.configs.get(exp)
-        for trial in self.store.trials(exp.id):
-            if trial.state in FINAL_TRIAL_STATES and not trial.exit_reported:
-                self.search.feed(exp, cfg, TrialExited(trial.request_id, _exit_reason(trial)),
-                                 {"exited_trial_id": trial.id})
-                exp = self.store.experiment(exp.id)
+        for trial in self.store.unreported_exits(exp.id):
+            self.search.feed(exp, cfg, TrialExited(trial.request_id, _exit_reason(trial)),
+                             {"exited_trial_id": trial.id})
+            exp = self.store.experiment(exp.id)
 
 
 def _size(path: Path) -> int:

@@ -47,8 +47,8 @@ class Finisher:
                 if run is not None and run.job_id:
                     self.jobs.cancel([run.job_id])
             return
-        trials = self.store.trials(exp.id)
-        final = experiment_final_state(exp.state, exp.searcher_done, [t.state for t in trials])
+        final = experiment_final_state(exp.state, exp.searcher_done,
+                                       self.store.trial_states(exp.id))
         if final is None:
             return
         # Before the final state: afterwards the experiment is never looked at again. Both are

@@ -36,7 +36,7 @@ class Jobs:
         """One status query for all of the user's live jobs, and what it says stored in their
         runs; False if the scheduler did not answer."""
         self.last_poll = time.time()
-        live = [r.job_id for r in self.store.runs(live_only=True) if r.job_id]
+        live = self.store.live_job_ids()
         try:
             result = self._ask(self.scheduler.status_command(live))
         except SchedulerCommandError as e:

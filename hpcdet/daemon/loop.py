@@ -151,7 +151,9 @@ class Daemon:
                            for e in self.store.experiments(unfinished=True))
         if busy and now - self.jobs.last_poll >= self.jobs.poll_interval:
             self._poll()
-        self.guard.each_run("ending a run", self.run_ends.check, self.store.runs(live_only=True))
+        # The runs as read above: what the steps between change (offsets, a poll's pending or
+        # running) is not what ends a run, and a run this tick misses, the next one sees.
+        self.guard.each_run("ending a run", self.run_ends.check, live)
         self.feed.report_exits()
         self.controls.sync_all()
         self.controls.escalate()
@@ -174,12 +176,12 @@ class Daemon:
     # ---------------------------------------------------------------- status for the CLI
 
     def write_status(self) -> None:
-        live = self.store.runs(live_only=True)
+        live_jobs = self.store.live_job_ids()
         status = {
             "pid": os.getpid(), "host": hostname(), "started": self.started,
             "last_tick": self.last_tick, "last_poll": self.jobs.last_poll,
             "polls": self.jobs.polls, "scheduler_calls": dict(self.runner.calls),
-            "backend": self.backend, "live_jobs": [r.job_id for r in live if r.job_id],
+            "backend": self.backend, "live_jobs": live_jobs,
             "database": str(self.store.path), "state_dir": str(self.paths.root),
             "stopping": self.stopping,
         }

@@ -1,7 +1,7 @@
 """Trial events applied to the database: metrics, checkpoints, progress, acknowledgements.
 
-``Store.ingest_events`` commits the rows of a batch of events together with the byte offset
-just past it, so a daemon killed at any instant neither loses nor doubles a row.
+``Store.ingest_runs`` commits the rows of each run's batch of events together with the byte
+offset just past it, so a daemon killed at any instant neither loses nor doubles a row.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 import gc
 import json
 import math
+import sqlite3
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -17,12 +18,11 @@ from itertools import chain, compress, count, repeat
 from operator import itemgetter
 from typing import Any, Callable
 
-from sqlalchemy.engine import Connection
 from sqlmodel import Session
 
 from hpcdet.rundir.exchange import Event, EventBatch, MetricLines
 from hpcdet.states import CheckpointState
-from hpcdet.store.models import Checkpoint, Run, Trial
+from hpcdet.store.models import Checkpoint, Trial
 
 
 @dataclass(frozen=True)
@@ -42,14 +42,12 @@ def _as_float(value: Any) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
-Applier = Callable[[Session, Trial, Run, Event, "BestOf"], None]
+# What an event that is not a metric report changes: the trial's row (the run's own
+# bookkeeping, its offset, last event and preemption acknowledgement, is the store's).
+Applier = Callable[[Session, Trial, int, Event], None]
 
 # A trial that alerts in a loop must not grow its row without bound: the newest are kept.
 MAX_ALERTS = 100
-
-
-def _ignore(s: Session, trial: Trial, run: Run, ev: Event, best: BestOf) -> None:
-    pass
 
 
 @dataclass
@@ -85,20 +83,27 @@ def collector_paused() -> Iterator[None]:
 _Line = tuple[int, int, str, int, str, str, float]
 
 
-def store_metrics(s: Session, trial: Trial, run: Run, batch: EventBatch, best: BestOf
-                  ) -> None:
+# A trial's last ordinal and highest step of a group; each a lookup in its own index (SQLite
+# answers a lone min() or max() from an index, not two in one SELECT).
+_ENDS_SQL = """SELECT
+    (SELECT max(ordinal) FROM metric WHERE trial_id = ?1 AND "group" = ?2),
+    (SELECT max(steps_completed) FROM metric WHERE trial_id = ?1 AND "group" = ?2)"""
+
+
+def store_metrics(conn: sqlite3.Connection, trial_id: int, run_id: int, batch: EventBatch,
+                  best: BestOf, best_value: float | None) -> float | None:
     """A batch's metric reports in a few statements rather than a few per report: reports of
     one (group, step) in one run merge, as Determined merges them (the trial refused
     conflicts); a later run's report of a step replaces the earlier run's after a resume.
 
     A report of a new step, the usual case, is stored as the trial wrote its metrics; only
-    reports that merge or replace are decoded."""
+    reports that merge or replace are decoded. Returns the trial's best validation value
+    after the batch (``best_value`` before it)."""
     lines = batch.metric_lines
     decoded = [ev for ev in batch.others if ev.type == "metrics"]
     if not lines.seqs and not decoded:
-        return
-    _track_best(trial, lines, decoded, best)
-    conn = s.connection()
+        return best_value
+    best_value = _track_best(best_value, lines, decoded, best)
     decoded_keys = [(ev.body["group"], int(ev.body["steps_completed"])) for ev in decoded]
     wanted = set(zip(lines.groups, lines.steps)).union(decoded_keys)
     groups = sorted({g for g, _ in decoded_keys}.union(lines.groups))
@@ -107,26 +112,26 @@ def store_metrics(s: Session, trial: Trial, run: Run, batch: EventBatch, best: B
     stored: dict[tuple[str, int], _Report] = {}
     next_ordinal: dict[str, int] = {}
     for group in groups:
-        found = conn.exec_driver_sql(
+        last, top = conn.execute(_ENDS_SQL, (trial_id, group)).fetchone()
+        next_ordinal[group] = 0 if last is None else int(last) + 1
+        if top is None or top < low:
+            continue  # the usual case: every step reported is past those stored
+        found = conn.execute(
             'SELECT id, steps_completed, run_id, seq, metrics_json, batch_metrics_json, '
             'reported FROM metric WHERE trial_id = ? AND "group" = ? '
-            "AND steps_completed BETWEEN ? AND ?", (trial.id, group, low, high))
-        for id_, step, run_id, seq, metrics_json, batch_json, reported in found:
+            "AND steps_completed BETWEEN ? AND ?", (trial_id, group, low, high))
+        for id_, step, row_run, seq, metrics_json, batch_json, reported in found:
             if (group, step) in wanted:
-                stored[(group, step)] = _Report(id_, run_id, seq, metrics_json, batch_json,
+                stored[(group, step)] = _Report(id_, row_run, seq, metrics_json, batch_json,
                                                 reported)
-        last = conn.exec_driver_sql(
-            'SELECT max(ordinal) FROM metric WHERE trial_id = ? AND "group" = ?',
-            (trial.id, group)).scalar()
-        next_ordinal[group] = 0 if last is None else int(last) + 1
     if not stored and not decoded and len(wanted) == len(lines.seqs):
         # Every report is of a step new to the trial: straight in, in file order.
         counters = {g: count(n) for g, n in next_ordinal.items()}
         ordinals = map(next, map(counters.__getitem__, lines.groups))
-        _insert(conn, trial.id, run.run_id, zip(
+        _insert(conn, trial_id, run_id, zip(
             lines.seqs, lines.groups, lines.steps, ordinals, lines.metrics_json, repeat(""),
             lines.times))
-        return
+        return best_value
     reports: list[_Line] = list(zip(
         lines.end_offsets, lines.seqs, lines.groups, lines.steps, lines.metrics_json,
         repeat(""), lines.times))
@@ -136,10 +141,11 @@ def store_metrics(s: Session, trial: Trial, run: Run, batch: EventBatch, best: B
                         json.dumps(dict(body["metrics"])),
                         "" if batches is None else json.dumps(batches), body["time"]))
     reports.sort(key=itemgetter(0))
-    _merge(conn, trial, run, reports, stored, next_ordinal)
+    _merge(conn, trial_id, run_id, reports, stored, next_ordinal)
+    return best_value
 
 
-def _merge(conn: Connection, trial: Trial, run: Run, reports: list[_Line],
+def _merge(conn: sqlite3.Connection, trial_id: int, run_id: int, reports: list[_Line],
            rows: dict[tuple[str, int], _Report], next_ordinal: dict[str, int]) -> None:
     """Reports of which some merge into or replace one another or stored rows, in order."""
     changed: set[tuple[str, int]] = set()
@@ -147,42 +153,41 @@ def _merge(conn: Connection, trial: Trial, run: Run, reports: list[_Line],
     for _, seq, group, step, metrics_json, batches_json, reported in reports:
         key = (group, step)
         row = rows.get(key)
-        if row is not None and row.run_id == run.run_id:
+        if row is not None and row.run_id == run_id:
             row.metrics_json = json.dumps({**json.loads(row.metrics_json),
                                            **json.loads(metrics_json)})
             row.batch_metrics_json = row.batch_metrics_json or batches_json
         elif row is not None:
             row.metrics_json, row.batch_metrics_json = metrics_json, batches_json
-            row.run_id, row.seq, row.reported = run.run_id, seq, reported
+            row.run_id, row.seq, row.reported = run_id, seq, reported
         else:
-            rows[key] = _Report(None, run.run_id, seq, metrics_json, batches_json, reported)
+            rows[key] = _Report(None, run_id, seq, metrics_json, batches_json, reported)
             ordinals[key] = next_ordinal[group]
             next_ordinal[group] += 1
         changed.add(key)
-    _insert(conn, trial.id, run.run_id, (
+    _insert(conn, trial_id, run_id, (
         (r.seq, k[0], k[1], ordinals[k], r.metrics_json, r.batch_metrics_json, r.reported)
         for k, r in rows.items() if k in changed and r.id is None))
     old = [(r.run_id, r.seq, r.metrics_json, r.batch_metrics_json, r.reported, r.id)
            for k, r in rows.items() if k in changed and r.id is not None]
     if old:
-        conn.exec_driver_sql(
+        conn.executemany(
             "UPDATE metric SET run_id = ?, seq = ?, metrics_json = ?, batch_metrics_json = ?, "
             "reported = ? WHERE id = ?", old)
 
 
-def _track_best(trial: Trial, lines: MetricLines, decoded: list[Event], best: BestOf) -> None:
+def _track_best(value: float | None, lines: MetricLines, decoded: list[Event], best: BestOf
+                ) -> float | None:
     # Only the validations' metrics are decoded, and only here: what the feed asks of them
     # (rarely) is decoded from the line if it asks.
     validations = chain(
         map(json.loads, compress(lines.metrics_json, map("validation".__eq__, lines.groups))),
         (ev.body["metrics"] for ev in decoded if ev.body["group"] == "validation"))
-    value = trial.best_validation  # an attribute of the trial is slow to set: once, at the end
     for metrics in validations:
         candidate = _as_float(metrics.get(best.metric))
         if candidate is not None and best.better(candidate, value):
             value = candidate
-    if value != trial.best_validation:
-        trial.best_validation = value
+    return value
 
 
 # Rows per INSERT statement: one statement of many rows costs SQLite less than as many of one.
@@ -190,7 +195,7 @@ _ROWS_PER_INSERT = 200
 _ROW_WIDTH = 7  # bound values per row; the trial and run are bound once per statement
 
 
-def _insert(conn: Connection, trial_id: int | None, run_id: int,
+def _insert(conn: sqlite3.Connection, trial_id: int, run_id: int,
             rows: Iterable[tuple[int, str, int, int, str, str, float]]) -> None:
     """New rows, each (seq, group, steps completed, ordinal, metrics JSON, batch metrics JSON,
     time reported)."""
@@ -198,10 +203,10 @@ def _insert(conn: Connection, trial_id: int | None, run_id: int,
     chunk = _ROW_WIDTH * _ROWS_PER_INSERT
     whole = len(values) - len(values) % chunk
     if whole:
-        conn.exec_driver_sql(_insert_sql(_ROWS_PER_INSERT), [
+        conn.executemany(_insert_sql(_ROWS_PER_INSERT), [
             (trial_id, run_id, *values[i:i + chunk]) for i in range(0, whole, chunk)])
     if whole < len(values):
-        conn.exec_driver_sql(_insert_sql((len(values) - whole) // _ROW_WIDTH),
+        conn.execute(_insert_sql((len(values) - whole) // _ROW_WIDTH),
                              (trial_id, run_id, *values[whole:]))
 
 
@@ -214,7 +219,7 @@ def _insert_sql(rows: int) -> str:
             f"metrics_json, batch_metrics_json, reported) VALUES {marks}")
 
 
-def _checkpoint(s: Session, trial: Trial, run: Run, ev: Event, best: BestOf) -> None:
+def _checkpoint(s: Session, trial: Trial, run_id: int, ev: Event) -> None:
     body = ev.body
     ckpt = s.get(Checkpoint, body["uuid"])
     # A checkpoint already known is a tombstone the journal left on a rebuild: it was
@@ -222,8 +227,8 @@ def _checkpoint(s: Session, trial: Trial, run: Run, ev: Event, best: BestOf) -> 
     deleted = ckpt is not None
     if ckpt is None:
         ckpt = Checkpoint(uuid=body["uuid"], trial_id=trial.id, experiment_id=trial.experiment_id,
-                          run_id=run.run_id, steps_completed=0, reported=body["time"])
-    ckpt.run_id, ckpt.steps_completed = run.run_id, int(body["steps_completed"])
+                          run_id=run_id, steps_completed=0, reported=body["time"])
+    ckpt.run_id, ckpt.steps_completed = run_id, int(body["steps_completed"])
     ckpt.metadata_json = json.dumps(body.get("metadata", {}))
     ckpt.resources_json = json.dumps(body.get("resources", {}))
     ckpt.reported = body["time"]
@@ -233,9 +238,7 @@ def _checkpoint(s: Session, trial: Trial, run: Run, ev: Event, best: BestOf) -> 
         trial.steps_completed = int(body["steps_completed"])
 
 
-def _checkpoint_deleted(
-    s: Session, trial: Trial, run: Run, ev: Event, best: BestOf
-) -> None:
+def _checkpoint_deleted(s: Session, trial: Trial, run_id: int, ev: Event) -> None:
     ckpt = s.get(Checkpoint, ev.body["uuid"])
     if ckpt is not None:
         ckpt.state = CheckpointState.DELETED
@@ -244,34 +247,31 @@ def _checkpoint_deleted(
         trial.latest_checkpoint = None
 
 
-def _progress(s: Session, trial: Trial, run: Run, ev: Event, best: BestOf) -> None:
+def _progress(s: Session, trial: Trial, run_id: int, ev: Event) -> None:
     trial.progress = float(ev.body["progress"])
 
 
-def _status(s: Session, trial: Trial, run: Run, ev: Event, best: BestOf) -> None:
+def _status(s: Session, trial: Trial, run_id: int, ev: Event) -> None:
     trial.status = str(ev.body.get("status", ""))
 
 
-def _metadata(s: Session, trial: Trial, run: Run, ev: Event, best: BestOf) -> None:
+def _metadata(s: Session, trial: Trial, run_id: int, ev: Event) -> None:
     # The trial sends the whole merged dict, so a later run's report replaces it.
     trial.metadata_json = json.dumps(ev.body.get("metadata", {}))
 
 
-def _alert(s: Session, trial: Trial, run: Run, ev: Event, best: BestOf) -> None:
+def _alert(s: Session, trial: Trial, run_id: int, ev: Event) -> None:
     alerts = json.loads(trial.alerts_json)
     alerts.append({k: ev.body.get(k) for k in ("title", "description", "level", "time")})
     trial.alerts_json = json.dumps(alerts[-MAX_ALERTS:])
 
 
-def _early_exit(s: Session, trial: Trial, run: Run, ev: Event, best: BestOf) -> None:
+def _early_exit(s: Session, trial: Trial, run_id: int, ev: Event) -> None:
     trial.early_exit = str(ev.body.get("reason", ""))
 
 
-def _preempt_ack(s: Session, trial: Trial, run: Run, ev: Event, best: BestOf) -> None:
-    run.preempt_acked = True
-
-
-# Each event type but "metrics", which ``store_metrics`` stores a batch at a time.
+# Each event type but "metrics", which ``store_metrics`` stores a batch at a time, and
+# "preempt_ack", which marks the run.
 APPLIERS: dict[str, Applier] = {
     "checkpoint": _checkpoint,
     "checkpoint_deleted": _checkpoint_deleted,
@@ -279,6 +279,5 @@ APPLIERS: dict[str, Applier] = {
     "status": _status,
     "metadata": _metadata,
     "alert": _alert,
-    "preempt_ack": _preempt_ack,
     "early_exit": _early_exit,
 }

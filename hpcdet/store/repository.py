@@ -25,16 +25,17 @@ from sqlalchemy.orm.attributes import set_committed_value
 from sqlmodel import Session, SQLModel, col, create_engine, func, select
 
 from hpcdet.errors import NotFoundError, StoreError
-from hpcdet.rundir.exchange import Event, read_event_batch
+from hpcdet.rundir.exchange import Event, EventBatch, read_event_batch
 from hpcdet.states import (
     FINAL_EXPERIMENT_STATES,
+    FINAL_TRIAL_STATES,
     LIVE_RUN_STATES,
     SUBMITTED_RUN_STATES,
     CheckpointState,
     RunState,
     TrialState,
 )
-from hpcdet.store import ingest, journal_apply
+from hpcdet.store import ingest, journal_apply, reads
 from hpcdet.store.ingest import BestOf
 from hpcdet.store.journal_apply import UnappliableEntry
 from hpcdet.store.models import (
@@ -46,6 +47,7 @@ from hpcdet.store.models import (
     SearcherEvent,
     Trial,
 )
+from hpcdet.store.reads import RunRecord, TrialRecord
 
 # One line of a journal: (its start offset, the offset past it, its entry or None if damaged).
 JournalLine = tuple[int, int, "dict[str, Any] | None"]
@@ -110,6 +112,15 @@ def _set_aside(path: Path, suffix: str) -> Path:
     return aside
 
 
+def _raw(s: Session) -> sqlite3.Connection:
+    """The session's sqlite3 connection, in the session's transaction: a statement sent
+    straight to it skips tens of microseconds of SQLAlchemy, which the ingest of many small
+    batches a second notices."""
+    raw = s.connection().connection.dbapi_connection
+    assert isinstance(raw, sqlite3.Connection)
+    return raw
+
+
 class Store:
     """The database of one state directory."""
 
@@ -139,7 +150,7 @@ class Store:
             try:
                 yield s
                 s.commit()
-            except SQLAlchemyError as e:
+            except (SQLAlchemyError, sqlite3.Error) as e:  # sqlite3's: statements sent raw
                 s.rollback()
                 raise StoreError(
                     f"database error in {self.path}: {e.__class__.__name__}: {e}. The run tree "
@@ -226,6 +237,52 @@ class Store:
                 q = q.where(col(Run.trial_id).in_(list(trial_ids)))
             if live_only:
                 q = q.where(col(Run.state).in_(sorted(LIVE_RUN_STATES)))
+            return list(s.exec(q))
+
+    def live_job_ids(self) -> list[str]:
+        """The scheduler's ids of the live runs (a run not yet submitted has none)."""
+        with self.engine.connect() as conn:
+            rows = conn.exec_driver_sql(
+                f"SELECT job_id FROM run WHERE state IN ({','.join('?' * len(LIVE_RUN_STATES))})"
+                " AND job_id != '' ORDER BY trial_id, run_id", tuple(sorted(LIVE_RUN_STATES)))
+            return [str(job_id) for job_id, in rows]
+
+    def best_validation(self, exp_id: int, smaller_is_better: bool) -> float | None:
+        """The best of the experiment's trials' best validation values, if any."""
+        pick = "min" if smaller_is_better else "max"
+        with self.engine.connect() as conn:
+            value = conn.exec_driver_sql(
+                f"SELECT {pick}(best_validation) FROM trial WHERE experiment_id = ?",
+                (exp_id,)).scalar()
+        return None if value is None else float(value)
+
+    def live_runs_with_trials(self) -> list[tuple[RunRecord, TrialRecord]]:
+        """The live runs, each with its trial, as records read in one query: the loop's
+        control pass reads them on every tick, and an ORM object per row costs ten times
+        the query."""
+        live = sorted(LIVE_RUN_STATES)
+        with self.engine.connect() as conn:
+            rows = conn.exec_driver_sql(
+                f"SELECT {reads.columns(RunRecord, 'run')}, {reads.columns(TrialRecord, 'trial')}"
+                " FROM run JOIN trial ON trial.id = run.trial_id"
+                f" WHERE run.state IN ({','.join('?' * len(live))})"
+                " ORDER BY run.trial_id, run.run_id", tuple(live)).fetchall()
+        n = reads.width(RunRecord)
+        return list(zip(reads.records(RunRecord, (row[:n] for row in rows)),
+                        reads.records(TrialRecord, (row[n:] for row in rows))))
+
+    def trial_states(self, exp_id: int) -> list[str]:
+        """The states of the experiment's trials, by id."""
+        with self.engine.connect() as conn:
+            return [str(state) for state, in conn.exec_driver_sql(
+                "SELECT state FROM trial WHERE experiment_id = ? ORDER BY id", (exp_id,))]
+
+    def unreported_exits(self, exp_id: int) -> list[Trial]:
+        """The experiment's trials that ended and whose search has not heard so, by id."""
+        with self.session() as s:
+            q = select(Trial).where(
+                Trial.experiment_id == exp_id, col(Trial.state).in_(sorted(FINAL_TRIAL_STATES)),
+                col(Trial.exit_reported).is_(False)).order_by(col(Trial.id))
             return list(s.exec(q))
 
     def metrics(self, trial_id: int, group: str | None = None) -> list[Metric]:
@@ -400,30 +457,65 @@ class Store:
     def ingest_events(self, trial_id: int, run_id: int, events_path: Path, best: BestOf
                       ) -> list[Event]:
         """Store the run's events past what was stored before, exactly once; returns them."""
+        return self.ingest_runs([(trial_id, run_id, events_path, best)])[(trial_id, run_id)]
+
+    def ingest_runs(self, logs: Sequence[tuple[int, int, Path, BestOf]]
+                    ) -> dict[tuple[int, int], list[Event]]:
+        """``ingest_events`` for many runs, each given as (trial, run, its event log, what
+        makes its trial's best), in one transaction: the daemon's loop ingests every grown log
+        of a tick at once. Returns each run's new events.
+
+        The usual batch, metric reports alone, costs a few plain statements; an event that
+        changes the trial (a checkpoint, progress, a status) loads the trial's row.
+        """
+        found: dict[tuple[int, int], list[Event]] = {(t, r): [] for t, r, _, _ in logs}
+        if not logs:
+            return found
+        trial_ids = sorted({t for t, _, _, _ in logs})
         with ingest.collector_paused(), self.session() as s:
-            q = select(Run).where(Run.trial_id == trial_id, Run.run_id == run_id)
-            run = s.exec(q).one()
-            try:
-                if events_path.stat().st_size <= run.event_offset:
-                    return []
-            except FileNotFoundError:
-                return []
-            batch = read_event_batch(events_path, run.event_offset)
-            # Past corrupt lines too (read_event_batch logged them), so each is reported once.
-            run.event_offset = batch.end_offset
-            s.add(run)
-            if not batch.events:
-                return []
-            trial = s.get(Trial, trial_id)
-            assert trial is not None
-            for ev in batch.others:  # in order; the batch's metric_lines are metrics only
-                apply = ingest.APPLIERS.get(ev.type)
-                if apply is not None:
-                    apply(s, trial, run, ev, best)
-            ingest.store_metrics(s, trial, run, batch, best)
-            run.event_seq = batch.events[-1].seq
-            s.add(trial)
-        return batch.events
+            conn = _raw(s)
+            offsets = {(t, r): (id_, offset) for id_, t, r, offset in conn.execute(
+                "SELECT id, trial_id, run_id, event_offset FROM run "
+                f"WHERE trial_id IN ({','.join('?' * len(trial_ids))})", tuple(trial_ids))}
+            marks: list[tuple[int, int | None, bool, int]] = []
+            for trial_id, run_id, path, best in logs:
+                row, offset = offsets[(trial_id, run_id)]
+                batch = read_event_batch(path, offset)
+                if batch.end_offset == offset:
+                    continue
+                # Past corrupt lines too (read_event_batch logged them), so each is reported
+                # once.
+                last = batch.events[-1].seq if batch.events else None
+                acked = any(ev.type == "preempt_ack" for ev in batch.others)
+                marks.append((batch.end_offset, last, acked, row))
+                if batch.events:
+                    self._apply(s, trial_id, run_id, batch, best)
+                found[(trial_id, run_id)] = batch.events
+            if marks:
+                conn.executemany(
+                    "UPDATE run SET event_offset = ?, event_seq = coalesce(?, event_seq), "
+                    "preempt_acked = preempt_acked OR ? WHERE id = ?", marks)
+        return found
+
+    @staticmethod
+    def _apply(s: Session, trial_id: int, run_id: int, batch: EventBatch, best: BestOf
+               ) -> None:
+        """One run's batch of events onto its trial's rows."""
+        conn = _raw(s)
+        changes = [ev for ev in batch.others if ev.type in ingest.APPLIERS]
+        validations = "validation" in batch.metric_lines.groups or any(
+            ev.type == "metrics" for ev in batch.others)
+        if not changes and not validations:
+            ingest.store_metrics(conn, trial_id, run_id, batch, best, None)
+            return
+        trial = s.get(Trial, trial_id)
+        assert trial is not None
+        for ev in changes:  # in order; the batch's metric_lines are metrics only
+            ingest.APPLIERS[ev.type](s, trial, run_id, ev)
+        value = ingest.store_metrics(conn, trial_id, run_id, batch, best, trial.best_validation)
+        if value != trial.best_validation:
+            trial.best_validation = value
+        s.add(trial)
 
     def set_run_state(self, run: Run, state: RunState, reason: str) -> None:
         """What the scheduler says of a submitted run (pending, running, and why)."""
