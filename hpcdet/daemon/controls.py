@@ -19,7 +19,7 @@ from hpcdet.rundir.exchange import write_atomic
 from hpcdet.rundir.layout import CONTROL_FILE
 from hpcdet.states import STOPPING_STATES, SUBMITTED_RUN_STATES, ExperimentState, JobState
 from hpcdet.store.models import Experiment, Run, Trial
-from hpcdet.store.reads import RunRecord, TrialRecord
+from hpcdet.store.reads import LiveRun
 from hpcdet.store.repository import Store
 
 log = logging.getLogger(__name__)
@@ -41,24 +41,22 @@ class Controls:
     def sync_all(self) -> None:
         """Make every live run's control file say what the run should do now."""
         # Read together, not a query or two per run: the loop does this every tick.
-        live = self.store.live_runs_with_trials()
         exps = {e.id: e for e in self.store.experiments(unfinished=True)}
         best: dict[int, float | None] = {}
-        for run, trial in live:
-            with self.guard(trial.experiment_id, "writing a control file"):
-                self.sync(run, best, trial, exps.get(trial.experiment_id))
+        for run in self.store.live_runs():
+            with self.guard(run.experiment_id, "writing a control file"):
+                self.sync(run, best, exps.get(run.experiment_id))
 
-    def sync(self, run: Run | RunRecord, best: dict[int, float | None] | None = None,
-             trial: Trial | TrialRecord | None = None, exp: Experiment | None = None) -> None:
-        """``best``: the experiments' best validations so far, filled in as needed;
-        ``trial`` and ``exp``: the run's, if the caller has just read them."""
+    def sync(self, run: LiveRun, best: dict[int, float | None] | None = None,
+             exp: Experiment | None = None) -> None:
+        """``best``: the experiments' best validations so far, filled in as needed; ``exp``:
+        the run's, if the caller has just read it."""
         best = {} if best is None else best
-        trial = trial or self.store.trial(run.trial_id)
-        exp = exp or self.store.experiment(trial.experiment_id)
+        exp = exp or self.store.experiment(run.experiment_id)
         # Whether the run started is asked only where it matters: a stat per live run per
         # tick is most of this pass when nothing stops.
         preempt, reason = False, ""
-        if trial.stop_requested:
+        if run.stop_requested:
             preempt, reason = True, "stopped early by the searcher"
             if run.job_id and not self._started(exp.id, run):
                 self.jobs.cancel([run.job_id])  # it has not started: it need not run at all
@@ -77,12 +75,12 @@ class Controls:
         control: dict[str, Any] = {
             "preempt": preempt, "reason": reason, "best_validation": best[exp.id],
         }
-        ops = json.loads(trial.ops_json)
+        ops = json.loads(run.ops_json)
         if ops:
             control.update(ops=ops[run.first_op:], decided=run.ops_decided)
-        key = (trial.id, run.run_id)
+        key = (run.trial_id, run.run_id)
         if self.written.get(key) != control:
-            write_atomic(self.paths.run(exp.id, trial.id, run.run_id) / CONTROL_FILE, control)
+            write_atomic(self.paths.run(exp.id, *key) / CONTROL_FILE, control)
             self.written[key] = control
         if preempt:
             self.preempt_asked.setdefault(key, time.time())
@@ -122,7 +120,7 @@ class Controls:
             self.jobs.cancel([run.job_id])
             self.preempt_asked.pop((trial.id, run_id), None)
 
-    def _started(self, exp_id: int, run: Run | RunRecord) -> bool:
+    def _started(self, exp_id: int, run: Run | LiveRun) -> bool:
         key = (run.trial_id, run.run_id)
         if key in self.started:
             return True
@@ -131,7 +129,7 @@ class Controls:
             return True
         return False
 
-    def _outside_pool(self, run: Run | RunRecord, exp: Experiment) -> bool:
+    def _outside_pool(self, run: LiveRun, exp: Experiment) -> bool:
         """Runs on a partition other than the experiment's, after `job update --resource-pool`."""
         status = self.jobs.statuses.get(run.job_id)
         if status is None or not status.partition or status.state != JobState.RUNNING:

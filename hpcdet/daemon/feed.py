@@ -29,6 +29,7 @@ from hpcdet.search.base import Event as SearchEvent
 from hpcdet.states import LIVE_RUN_STATES, RUNNING_EXPERIMENT_STATES, TrialState
 from hpcdet.store.ingest import BestOf
 from hpcdet.store.models import Experiment, Run, Trial
+from hpcdet.store.reads import LiveRun
 from hpcdet.store.repository import Store
 
 log = logging.getLogger(__name__)
@@ -46,7 +47,7 @@ class Feed:
         self.considered: dict[tuple[int, int], int] = {}
         self.logs: dict[tuple[int, int], Path] = {}  # (trial, run): its event log
 
-    def ingest_all(self, runs: list[Run]) -> None:
+    def ingest_all(self, runs: list[LiveRun]) -> None:
         """Store the new events of every run given (the live ones, each tick), in one
         transaction; then feed each run's to its searcher."""
         # The loop asks of every live run every tick: one whose log has not grown since
@@ -83,7 +84,7 @@ class Feed:
                 exp = exps.get(exp.id, exp)
                 exps[exp.id] = self._feed_trial_events(exp, cfg, run, path, new[key])
 
-    def ingest(self, run: Run, exps: dict[int, Experiment] | None = None) -> None:
+    def ingest(self, run: Run | LiveRun, exps: dict[int, Experiment] | None = None) -> None:
         """Store the run's new events. ``exps``: the experiments as last read, kept current."""
         if not self._due(run):
             return
@@ -92,7 +93,7 @@ class Feed:
         new = self.store.ingest_events(run.trial_id, run.run_id, path, best)
         exps[exp.id] = self._feed_trial_events(exp, cfg, run, path, new)
 
-    def _due(self, run: Run) -> bool:
+    def _due(self, run: Run | LiveRun) -> bool:
         """Whether the run's log has grown since ``run`` was read, or the searcher has not
         heard all its stored events."""
         key = (run.trial_id, run.run_id)
@@ -103,7 +104,7 @@ class Feed:
             path = self.logs[key] = self.paths.run(exp_id, *key) / EVENTS_FILE
         return _size(path) != run.event_offset or heard < run.event_seq
 
-    def _log_of(self, run: Run, exps: dict[int, Experiment]
+    def _log_of(self, run: Run | LiveRun, exps: dict[int, Experiment]
                 ) -> tuple[Path, Experiment, ExperimentConfig, BestOf]:
         """The run's event log, its experiment and config, and what makes its trials' best."""
         exp_id = self.store.experiment_of(run.trial_id)
@@ -126,7 +127,8 @@ class Feed:
         self.logs.pop(key, None)
 
     def _feed_trial_events(
-        self, exp: Experiment, cfg: ExperimentConfig, run: Run, path: Path, new: list[Event],
+        self, exp: Experiment, cfg: ExperimentConfig, run: Run | LiveRun, path: Path,
+        new: list[Event],
     ) -> Experiment:
         """Feed the searcher what it decides on: validations (0.38) and completed ops (0.37);
         returns the experiment as it is afterwards.

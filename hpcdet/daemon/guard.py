@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from typing import TypeVar
 
 from hpcdet.daemon.finishing import Finisher
 from hpcdet.daemon.jobs import Jobs
@@ -15,9 +16,12 @@ from hpcdet.daemon.searching import SearchDriver
 from hpcdet.errors import StoreError, disk_full_cause
 from hpcdet.states import FINAL_EXPERIMENT_STATES, ExperimentState
 from hpcdet.store.models import Run
+from hpcdet.store.reads import LiveRun
 from hpcdet.store.repository import Store
 
 log = logging.getLogger(__name__)
+
+R = TypeVar("R", Run, LiveRun)
 
 # An experiment whose steps keep failing with an I/O error ends in ERROR once the errors have
 # gone on for this many rounds in a row and this long; shorter trouble is retried.
@@ -66,7 +70,7 @@ class Guard:
             log.exception("experiment %d: %s failed", exp_id, step)
             self.fail(exp_id, f"{step} failed: {e.__class__.__name__}: {e}")
 
-    def each_run(self, step: str, fn: Callable[[Run], None], runs: list[Run]) -> None:
+    def each_run(self, step: str, fn: Callable[[R], None], runs: Sequence[R]) -> None:
         """``fn`` for each run, guarded by the run's experiment."""
         for run in runs:
             with self(self.store.experiment_of(run.trial_id), step):

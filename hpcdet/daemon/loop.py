@@ -144,7 +144,7 @@ class Daemon:
         self.guard.new_round()
         now = time.time()
         req.serve_pending(self.paths, self.handle)
-        live = self.store.runs(live_only=True)
+        live = self.store.live_runs()
         self.feed.ingest_all(live)
         # Poll while jobs live, and while a search waits for its next array to be due.
         busy = live or any(e.state == ExperimentState.ACTIVE

@@ -16,7 +16,7 @@ from hpcdet.rundir import layout
 from hpcdet.rundir.exchange import read_json
 from hpcdet.rundir.layout import EXIT_FILE
 from hpcdet.states import FINAL_TRIAL_STATES, JobState, RunEnd, RunState, TrialState, decide_run_end
-from hpcdet.store.models import Run
+from hpcdet.store.reads import LiveRun
 from hpcdet.store.repository import Store
 
 
@@ -32,7 +32,7 @@ class RunEnds:
         self.controls = controls
         self.retention = retention
 
-    def check(self, run: Run) -> None:
+    def check(self, run: LiveRun) -> None:
         exp_id = self.store.experiment_of(run.trial_id)
         run_dir = self.paths.run(exp_id, run.trial_id, run.run_id)
         exit_info = read_json(run_dir / EXIT_FILE)
@@ -43,7 +43,9 @@ class RunEnds:
         if run.state == RunState.SUBMITTING:
             return
         self.feed.ingest(run)  # what it reported before it ended comes first
-        run = self.store.run(run.trial_id, run.run_id) or run
+        current = self.store.run(run.trial_id, run.run_id)  # as that ingest left it
+        if current is None:
+            return
         exit_code = exit_info.get("exit_code") if exit_info else None
         if status and status.state.is_final:
             job_state = status.state
@@ -55,8 +57,8 @@ class RunEnds:
         trial = self.store.trial(run.trial_id)
         ops = json.loads(trial.ops_json)
         end = RunEnd(
-            exit_code, job_state, run.preempt_acked, trial.state == TrialState.CANCELED,
-            stop_requested=trial.stop_requested, completed_ops=run.ops_decided > 0,
+            exit_code, job_state, current.preempt_acked, trial.state == TrialState.CANCELED,
+            stop_requested=trial.stop_requested, completed_ops=current.ops_decided > 0,
             closed=trial.closed,
             pending_ops=len(ops) > trial.ops_completed,
             reported=any(r.event_seq > 0 for r in self.store.runs([trial.id])),
@@ -65,7 +67,7 @@ class RunEnds:
         )
         decision = decide_run_end(end, exp.state, trial.restarts,
                                   self.configs.get(exp).max_restarts)
-        self.journal.run_ended(exp_id, run, decision, job_state=job_state,
+        self.journal.run_ended(exp_id, current, decision, job_state=job_state,
                                outcome=decision.reason or decision.trial_state,
                                exit_code=exit_code)
         key = (trial.id, run.run_id)

@@ -12,12 +12,12 @@ the only writer.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, TypeVar
 
 from hpcdet.errors import NotFoundError, StoreError
 from hpcdet.states import TrialState
@@ -128,6 +128,24 @@ class ArrayRecord(_Record):
     submitted: float
 
 
+class LiveRun(NamedTuple):
+    """A live run as the daemon's loop reads every one on every tick, with what its trial
+    says it should do: plain values from one query, not an ORM object per row."""
+
+    trial_id: int
+    run_id: int
+    job_id: str
+    state: str
+    event_offset: int
+    event_seq: int
+    searcher_seq: int
+    first_op: int
+    ops_decided: int
+    experiment_id: int
+    stop_requested: bool
+    ops_json: str
+
+
 R = TypeVar("R", bound=_Record)
 
 
@@ -141,26 +159,7 @@ def _names(record: type[_Record]) -> tuple[str, ...]:
     return names
 
 
-def records(record: type[R], rows: Iterable[Sequence[Any]]) -> list[R]:
-    """Rows of the record's columns (``columns``) as records."""
-    flags = [_names(record).index(name) for name in record._booleans]
-    if not flags:
-        return [record(*row) for row in rows]
-    found = []
-    for row in rows:
-        values = list(row)
-        for i in flags:
-            values[i] = bool(values[i])
-        found.append(record(*values))
-    return found
-
-
-def width(record: type[_Record]) -> int:
-    """How many columns the record has."""
-    return len(_names(record))
-
-
-def columns(record: type[_Record], table: str, **instead: str) -> str:
+def _columns(record: type[_Record], table: str, **instead: str) -> str:
     """The SELECT list of a record's columns; ``instead`` gives some an expression instead."""
     return ", ".join(f"{instead[name]} AS {name}" if name in instead else f'{table}."{name}"'
                      for name in _names(record))
@@ -212,7 +211,17 @@ class Reads:
             ) from e
 
     def _records(self, record: type[R], sql: str, params: Sequence[Any] = ()) -> list[R]:
-        return records(record, self._rows(sql, params))
+        rows = self._rows(sql, params)
+        flags = [_names(record).index(name) for name in record._booleans]
+        if not flags:
+            return [record(*row) for row in rows]
+        found = []
+        for row in rows:
+            values = list(row)
+            for i in flags:
+                values[i] = bool(values[i])
+            found.append(record(*values))
+        return found
 
     def experiments(self, config: bool = True, archived: bool = True,
                     labels: Collection[str] = (), offset: int = 0, limit: int | None = None
@@ -221,19 +230,19 @@ class Reads:
         those with every one; ``limit`` of them from the ``offset``-th. Without ``config``,
         their config_json is left unread (a listing of thousands need not decode kilobytes
         each) and reads as "{}"."""
-        selected = columns(ExperimentRecord, "experiment",
+        columns = _columns(ExperimentRecord, "experiment",
                            **({} if config else {"config_json": "'{}'"}))
         where = [] if archived else ["NOT experiment.archived"]
         where += ["EXISTS (SELECT 1 FROM json_each(experiment.labels_json) AS label "
                   "WHERE label.value = ?)"] * len(labels)
         return self._records(
             ExperimentRecord,
-            f"SELECT {selected} FROM experiment {'WHERE ' if where else ''}{' AND '.join(where)}"
+            f"SELECT {columns} FROM experiment {'WHERE ' if where else ''}{' AND '.join(where)}"
             " ORDER BY experiment.id LIMIT ? OFFSET ?",
             (*labels, -1 if limit is None else limit, offset))
 
     def experiment(self, exp_id: int) -> ExperimentRecord:
-        found = self._records(ExperimentRecord, f"SELECT {columns(ExperimentRecord, 'experiment')}"
+        found = self._records(ExperimentRecord, f"SELECT {_columns(ExperimentRecord, 'experiment')}"
                               " FROM experiment WHERE experiment.id = ?", (exp_id,))
         if not found:
             raise NotFoundError(f"experiment {exp_id} not found; `hpcdet experiment list`")
@@ -257,20 +266,20 @@ class Reads:
         """The experiment's trials (or every trial), by id."""
         where, params = ("WHERE trial.experiment_id = ?", (exp_id,)) if exp_id is not None \
             else ("", ())
-        return self._records(TrialRecord, f"SELECT {columns(TrialRecord, 'trial')} FROM trial "
+        return self._records(TrialRecord, f"SELECT {_columns(TrialRecord, 'trial')} FROM trial "
                              f"{where} ORDER BY trial.id", params)
 
     def experiment_runs(self, exp_id: int) -> list[RunRecord]:
         """The runs of the experiment's trials, by trial then run."""
         return self._records(
-            RunRecord, f"SELECT {columns(RunRecord, 'run')} FROM run JOIN trial ON "
+            RunRecord, f"SELECT {_columns(RunRecord, 'run')} FROM run JOIN trial ON "
             "trial.id = run.trial_id WHERE trial.experiment_id = ? ORDER BY run.trial_id, "
             "run.run_id", (exp_id,))
 
     def arrays(self, exp_id: int) -> list[ArrayRecord]:
         """The experiment's submitted job arrays (those with a job id), in submission order."""
         return self._records(
-            ArrayRecord, f"SELECT {columns(ArrayRecord, 'arrayjob')} FROM arrayjob WHERE "
+            ArrayRecord, f"SELECT {_columns(ArrayRecord, 'arrayjob')} FROM arrayjob WHERE "
             "arrayjob.experiment_id = ? AND arrayjob.job_id != '' ORDER BY arrayjob.\"index\"",
             (exp_id,))
 

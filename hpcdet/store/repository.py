@@ -35,7 +35,7 @@ from hpcdet.states import (
     RunState,
     TrialState,
 )
-from hpcdet.store import ingest, journal_apply, reads
+from hpcdet.store import ingest, journal_apply
 from hpcdet.store.ingest import BestOf
 from hpcdet.store.journal_apply import UnappliableEntry
 from hpcdet.store.models import (
@@ -47,7 +47,7 @@ from hpcdet.store.models import (
     SearcherEvent,
     Trial,
 )
-from hpcdet.store.reads import RunRecord, TrialRecord
+from hpcdet.store.reads import LiveRun
 
 # One line of a journal: (its start offset, the offset past it, its entry or None if damaged).
 JournalLine = tuple[int, int, "dict[str, Any] | None"]
@@ -256,20 +256,22 @@ class Store:
                 (exp_id,)).scalar()
         return None if value is None else float(value)
 
-    def live_runs_with_trials(self) -> list[tuple[RunRecord, TrialRecord]]:
-        """The live runs, each with its trial, as records read in one query: the loop's
-        control pass reads them on every tick, and an ORM object per row costs ten times
-        the query."""
+    def live_runs(self, trial_id: int | None = None, run_id: int | None = None
+                  ) -> list[LiveRun]:
+        """The live runs (or the one given), with their trials' say, by trial and run."""
         live = sorted(LIVE_RUN_STATES)
+        where = f"run.state IN ({','.join('?' * len(live))})"
+        if trial_id is not None:
+            where += " AND run.trial_id = ? AND run.run_id = ?"
         with self.engine.connect() as conn:
             rows = conn.exec_driver_sql(
-                f"SELECT {reads.columns(RunRecord, 'run')}, {reads.columns(TrialRecord, 'trial')}"
-                " FROM run JOIN trial ON trial.id = run.trial_id"
-                f" WHERE run.state IN ({','.join('?' * len(live))})"
-                " ORDER BY run.trial_id, run.run_id", tuple(live)).fetchall()
-        n = reads.width(RunRecord)
-        return list(zip(reads.records(RunRecord, (row[:n] for row in rows)),
-                        reads.records(TrialRecord, (row[n:] for row in rows))))
+                "SELECT run.trial_id, run.run_id, run.job_id, run.state, run.event_offset, "
+                "run.event_seq, run.searcher_seq, run.first_op, run.ops_decided, "
+                "trial.experiment_id, trial.stop_requested, trial.ops_json "
+                f"FROM run JOIN trial ON trial.id = run.trial_id WHERE {where} "
+                "ORDER BY run.trial_id, run.run_id",
+                (*live, *(() if trial_id is None else (trial_id, run_id)))).fetchall()
+        return [LiveRun._make((*row[:10], bool(row[10]), row[11])) for row in rows]
 
     def trial_states(self, exp_id: int) -> list[str]:
         """The states of the experiment's trials, by id."""
