@@ -1,9 +1,10 @@
 """The per-user daemon: the only writer of the database and the only caller of the scheduler.
 
-One loop, every ``LOOP_SECONDS``: answer requests, ingest trial events, notice ended runs,
-submit queued trials (rate-limited), and every poll interval ask the scheduler once about all
-of the user's jobs. The loop owns the services that do each of these; each is built here with
-what it needs, and none calls into another except through what it was given.
+One loop, every ``TICK_SECONDS`` and at once when a request waits: answer requests, ingest
+trial events, notice ended runs, submit queued trials (rate-limited), and every poll interval
+ask the scheduler once about all of the user's jobs. The loop owns the services that do each
+of these; each is built here with what it needs, and none calls into another except through
+what it was given.
 """
 
 from __future__ import annotations
@@ -39,7 +40,11 @@ from hpcdet.store.repository import Store
 
 log = logging.getLogger(__name__)
 
-LOOP_SECONDS = 0.25
+LOOP_SECONDS = 0.25  # how often the loop looks for a waiting request
+# How often a tick runs without one. A tick reads every live run (its event log, exit file and
+# control file): at a thousand live runs four ticks a second cost the daemon 4x the CPU for
+# decisions that came at most 0.75 s sooner.
+TICK_SECONDS = 1.0
 LOCAL_POLL_SECONDS = 1.0
 HEARTBEAT_SECONDS = 30.0
 
@@ -101,7 +106,7 @@ class Daemon:
                 if not started:
                     self.reconcile()
                     started = True
-                else:
+                elif time.time() - self.last_tick >= TICK_SECONDS or req.waiting(self.paths):
                     self.tick()
                 failures = 0
             except Exception as e:

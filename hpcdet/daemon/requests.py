@@ -40,6 +40,16 @@ def reply_path(paths: StatePaths, rid: str) -> Path:
     return paths.requests / f"{rid}.reply.json"
 
 
+def waiting(paths: StatePaths) -> bool:
+    """Whether a request waits to be served (one directory read)."""
+    try:
+        names = os.listdir(paths.requests)
+    except FileNotFoundError:
+        return False
+    return any(n.endswith(".json") and not n.endswith(".reply.json") and not n.startswith(".")
+               for n in names)
+
+
 def serve_pending(paths: StatePaths, handler: Callable[[str, dict[str, Any]], Any]) -> int:
     """Answer every waiting request in arrival order; returns how many.
 
