@@ -96,13 +96,16 @@ class Feed:
     def _due(self, run: Run | LiveRun) -> bool:
         """Whether the run's log has grown since ``run`` was read, or the searcher has not
         heard all its stored events."""
+        heard = self.considered.get((run.trial_id, run.run_id), run.searcher_seq)
+        return _size(self._events_file(run)) != run.event_offset or heard < run.event_seq
+
+    def _events_file(self, run: Run | LiveRun) -> Path:
         key = (run.trial_id, run.run_id)
-        heard = self.considered.get(key, run.searcher_seq)
         path = self.logs.get(key)
         if path is None:
             exp_id = self.store.experiment_of(run.trial_id)
             path = self.logs[key] = self.paths.run(exp_id, *key) / EVENTS_FILE
-        return _size(path) != run.event_offset or heard < run.event_seq
+        return path
 
     def _log_of(self, run: Run | LiveRun, exps: dict[int, Experiment]
                 ) -> tuple[Path, Experiment, ExperimentConfig, BestOf]:
@@ -111,7 +114,7 @@ class Feed:
         exp = exps.get(exp_id) or self.store.experiment(exp_id)
         cfg = self.configs.get(exp)
         best = BestOf(cfg.searcher.metric, cfg.searcher.smaller_is_better)
-        return self.paths.run(exp_id, run.trial_id, run.run_id) / EVENTS_FILE, exp, cfg, best
+        return self._events_file(run), exp, cfg, best
 
     def report_exits(self) -> None:
         """Tell each search about its trials that became final (once per trial)."""

@@ -29,6 +29,7 @@ class Journal:
     def __init__(self, paths: StatePaths, store: Store) -> None:
         self.paths = paths
         self.store = store
+        self.recorded = 0  # entries this daemon has journaled
 
     def record(self, exp_id: int, kind: str, **body: Any) -> None:
         if kind not in APPLIERS:
@@ -44,6 +45,7 @@ class Journal:
             with contextlib.suppress(OSError):
                 os.truncate(path, start)
             raise
+        self.recorded += 1
 
     def replay(self, exp_id: int, written_at: int = -1) -> int:
         """Apply what the database has not seen of one experiment's journal; returns entries.

@@ -1,10 +1,10 @@
 """The per-user daemon: the only writer of the database and the only caller of the scheduler.
 
-One loop, every ``TICK_SECONDS`` and at once when a request waits: answer requests, ingest
-trial events, notice ended runs, submit queued trials (rate-limited), and every poll interval
-ask the scheduler once about all of the user's jobs. The loop owns the services that do each
-of these; each is built here with what it needs, and none calls into another except through
-what it was given.
+One loop, every ``TICK_SECONDS``, and sooner when a request waits or the last tick decided
+something: answer requests, ingest trial events, notice ended runs, submit queued trials
+(rate-limited), and every poll interval ask the scheduler once about all of the user's jobs.
+The loop owns the services that do each of these; each is built here with what it needs, and
+none calls into another except through what it was given.
 """
 
 from __future__ import annotations
@@ -101,13 +101,19 @@ class Daemon:
     def serve(self) -> None:
         started = False
         failures = 0
+        decided = False
         while not self.stopping:
             try:
                 if not started:
                     self.reconcile()
                     started = True
-                elif time.time() - self.last_tick >= TICK_SECONDS or req.waiting(self.paths):
+                elif (time.time() - self.last_tick >= (LOOP_SECONDS if decided else TICK_SECONDS)
+                      or req.waiting(self.paths)):
+                    journaled = self.journal.recorded
                     self.tick()
+                    # A decision's consequences (a trial's end, then its search's answer, then
+                    # the experiment's end) come a tick apart: the next tick is not put off.
+                    decided = self.journal.recorded != journaled
                 failures = 0
             except Exception as e:
                 if not started and not isinstance(e, OSError):
