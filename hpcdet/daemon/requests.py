@@ -46,8 +46,12 @@ def waiting(paths: StatePaths) -> bool:
         names = os.listdir(paths.requests)
     except FileNotFoundError:
         return False
-    return any(n.endswith(".json") and not n.endswith(".reply.json") and not n.startswith(".")
-               for n in names)
+    return any(map(_is_request, names))
+
+
+def _is_request(name: str) -> bool:
+    """A request's file name (not a reply's, nor one still being written under a dot)."""
+    return name.endswith(".json") and not name.endswith(".reply.json") and not name.startswith(".")
 
 
 def serve_pending(paths: StatePaths, handler: Callable[[str, dict[str, Any]], Any]) -> int:
@@ -60,10 +64,7 @@ def serve_pending(paths: StatePaths, handler: Callable[[str, dict[str, Any]], An
     if not paths.requests.exists():
         return 0
     _deliver_kept(paths, handler)
-    pending = sorted(
-        p for p in paths.requests.glob("*.json")
-        if not p.name.endswith(".reply.json") and not p.name.startswith(".")
-    )
+    pending = sorted(p for p in paths.requests.glob("*.json") if _is_request(p.name))
     for path in pending:
         rid = path.name[: -len(".json")]
         body = _body(path)

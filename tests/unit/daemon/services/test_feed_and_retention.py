@@ -39,6 +39,27 @@ def test_validations_reach_the_searcher_once(tmp_path: Path) -> None:
     assert w.store.runs()[0].searcher_seq == 1
 
 
+def test_one_runs_bad_event_fails_only_its_experiment_and_the_others_are_stored(
+    tmp_path: Path,
+) -> None:
+    """A tick stores every grown log in one transaction; an event the store cannot apply
+    (a checkpoint without its uuid) rolls that back, and each run is stored alone instead."""
+    w = World(tmp_path)
+    for exp_id in (1, 2):
+        w.experiment(exp_id, searcher={"name": "single", "metric": "loss", "max_length": 1})
+        w.trial(exp_id, exp_id)
+        training = ("metrics", {"group": "training", "steps_completed": 1,
+                                "metrics": {"loss": 0.5}})
+        bad = ("checkpoint", {"steps_completed": 1})
+        w.report(w.run(exp_id, exp_id, job_id=str(100 + exp_id)),
+                 *([training, bad] if exp_id == 1 else [training]))
+    _feed(w).ingest_all(w.store.live_runs())
+    assert w.store.experiment(1).state != "ACTIVE" and "uuid" in w.store.experiment(1).error
+    assert w.store.experiment(2).state == "ACTIVE"
+    assert [m.steps_completed for m in w.store.metrics(2)] == [1]
+    assert w.store.runs([2])[0].event_seq == 1
+
+
 def test_a_trial_that_ended_is_reported_to_the_searcher_once(tmp_path: Path) -> None:
     w = _started(tmp_path, {"name": "single", "metric": "loss", "max_length": 1})
     [trial] = w.store.trials(1)
