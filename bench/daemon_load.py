@@ -186,22 +186,26 @@ def measure(seconds: float, sizes: tuple[int, ...] = (10, 100, 500, 1000),
 
 
 CPU_NOTE = (
-    "82-84% of a core before this issue's last changes, 22% after (1,000 trials, 20 s runs "
-    "with py-spy on 2026-11-25). The cost was ORM round trips: each trial's flush was one ingest "
-    "of about 10 rows in its own transaction (select the run, load the trial, flush both), and "
-    "every tick loaded every live run and trial as ORM objects 4-6 times. Now a tick ingests "
-    "every grown log in one transaction with statements sent straight to sqlite3, and reads "
-    "live runs as plain tuples in one query. Left, at 10,000 reports/s: the per-report floor "
-    "(storing them at all costs ~5 us a row: the ingest benchmark's raw executemany alone is "
-    "~3 us, i.e. 3% of a core at this rate) and a sweep of every live run 4 times a second "
-    "(run ends, control files: ~25 us a run). Next: sweep all live runs once a second and only "
-    "the runs of experiments whose searcher was fed at once")
+    "84% of a core in the full run of 10:23 on 2026-11-25 (commit 23fb272), 16% in that of "
+    "13:10 (f9b3be0); 10 trials 5.4% -> 1.2%. The cost was ORM round trips: each trial's flush "
+    "was one ingest of about 10 rows in its own transaction (select the run, load the trial, "
+    "flush both), and every tick, 4 a second, loaded every live run and trial as ORM objects "
+    "4-6 times. Now a tick (one a second, sooner for a request or after a decision) ingests "
+    "every grown log in one transaction with statements sent straight to sqlite3 and reads "
+    "live runs as plain tuples in one query. What is left (py-spy, 30 s at 1,000 trials): "
+    "two thirds is ingest proper, whose floor is the rows themselves (each run's log opened, "
+    "read and matched 21%, the rows' INSERT 20%, the commit of 10,000 rows a second 11%; the "
+    "ingest benchmark's raw executemany alone costs ~3 us a row, 3% of a core at this rate), "
+    "and ~15% the once-a-second sweep of every live run (exit file, control file, log size). "
+    "Next suspects: one INSERT for all runs of a tick, and the trial's last ordinal kept in "
+    "memory instead of asked per run and flush")
 CALM_NOTE = (
-    "the same daemon with a tenth of the reports: what remains is the loop's sweep of every "
-    "live run 4 times a second (a stat of its event log, a look for its exit file, its control "
-    "file's content) and one small ingest per trial flush; both grow with live runs, not with "
-    "metrics. A Python daemon that reads one log file per run per flush cannot go much under "
-    "~30 us a flush (open, read, parse, one statement): 3% of a core at 1,000 flushes a second")
+    "9.3% in the run of 13:10 (21% with 4 ticks a second and ORM reads, in a 20 s run before "
+    "these changes). The trials' flushes, not their metrics, set the cost: 1,000 a second, "
+    "each an open, read and parse of a log and a few statements (~60 us), plus the sweep of "
+    "every live run once a second. A Python daemon that reads one log file per run per flush "
+    "cannot go much under ~30 us a flush: 3% of a core at 1,000 flushes a second; 2% holds up "
+    "to ~100 live trials here (2.6% at 100 trials reporting 10 times a second)")
 
 
 if __name__ == "__main__":

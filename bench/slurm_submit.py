@@ -62,7 +62,7 @@ def measure(trials: int) -> list[Figure]:
         Figure("slurm_submit", f"time to submit {trials:,} trials (create to every task "
                "queued)", ours, "s", f"{trials:,} individual sbatch calls", each,
                "≥ 20x faster", each >= 20 * ours,
-               note="this test cluster's sbatch answers in about 6 ms, so hpcdet's fixed "
+               note="this test cluster's sbatch answers in 3.6-6 ms, so hpcdet's fixed "
                "cost (the CLI's start, the context snapshot, the daemon's tick) dominates; a "
                "production slurmctld under load takes 50 ms to seconds per sbatch. Next: "
                "measure against a loaded controller"),

@@ -67,6 +67,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
             h.run("experiment", "kill", str(live), check=False)
             proc.terminate()
             proc.wait(timeout=30)
+            h.stop()
 
 
 class Page:
