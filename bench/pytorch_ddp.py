@@ -170,13 +170,13 @@ FASTER = ("hpcdet faster than the baseline (1.07-1.44x in five runs on the morni
           "slower case's note")
 SLOWER = ("0.84-0.90x in six runs on a quiet machine on the afternoon of 2026-11-25 (baseline "
           "134-138 batches/s), and 0.87x with 60 epochs, so not start-up: ~1.2 ms more per "
-          "batch. Not the per-batch loop: py-spy of rank 0 puts ~2% of its samples in hpcdet's "
-          "loop outside train_batch(), and there are no collectives between boundaries. Not "
-          "torchrun's worker monitor (--monitor_interval 5: no change). Suspects: what hpcdet "
-          "runs beside the 4 ranks on this machine's 2 shared cores (per rank a preemption "
-          "watcher, an event-log flusher and the TCP relay's thread; per node torchrun's agent "
-          "and the harness; the daemon and `experiment wait` of the bench), against srun's "
-          "slurmstepd alone. Next: each process's CPU time over both runs")
+          "batch. Not other processes: over 10 s of training each rank had 3.5-3.6 CPU seconds "
+          "in both runs, and everything else hpcdet ran (daemon, torchrun's agents, the "
+          "bench's `experiment wait`) 0.13 s in all; so hpcdet's ranks spend ~13% more CPU per "
+          "batch. Not torchrun's worker monitor (--monitor_interval 5: no change). py-spy of "
+          "rank 0: ~5% of its main thread's samples are in hpcdet's loop outside train_batch() "
+          "(the batch iterator, metrics kept per batch), the rest inside it. Next: callgrind "
+          "of one rank against one plain rank, as was done for 1 slot")
 
 
 if __name__ == "__main__":
