@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import socket
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from hpcdet.private import check_holder, private_dir
@@ -71,6 +72,13 @@ def is_network_fs(fstype: str) -> bool:
     return fstype in NETWORK_FSTYPES or fstype.startswith("nfs")
 
 
+# The daemon's loop asks for every live run's directory on every tick: a Path built each time
+# cost more than the look into it.
+@lru_cache(maxsize=1 << 14)
+def _run_dir(root: Path, exp_id: int, trial_id: int, run_id: int) -> Path:
+    return Path(f"{root}/runs/exp-{exp_id}/trials/{trial_id}/run-{run_id}")
+
+
 @dataclass(frozen=True)
 class StatePaths:
     """All fixed paths under one state directory."""
@@ -106,9 +114,7 @@ class StatePaths:
         return self.experiment(exp_id) / "trials" / str(trial_id)
 
     def run(self, exp_id: int, trial_id: int, run_id: int) -> Path:
-        # One Path from a string costs the daemon's loop, which asks for every live run's
-        # on every tick, a third of joining the parts one at a time.
-        return Path(f"{self.root}/runs/exp-{exp_id}/trials/{trial_id}/run-{run_id}")
+        return _run_dir(self.root, exp_id, trial_id, run_id)
 
     def default_checkpoints(self) -> Path:
         return self.root / "checkpoints"

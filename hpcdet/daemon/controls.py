@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
+from pathlib import Path
 from typing import Any
 
 from hpcdet.daemon.configs import Configs
@@ -16,7 +18,6 @@ from hpcdet.daemon.site import Site
 from hpcdet.paths import StatePaths
 from hpcdet.rundir import layout
 from hpcdet.rundir.exchange import write_atomic
-from hpcdet.rundir.layout import CONTROL_FILE
 from hpcdet.states import STOPPING_STATES, SUBMITTED_RUN_STATES, ExperimentState, JobState
 from hpcdet.store.models import Experiment, Run, Trial
 from hpcdet.store.reads import LiveRun
@@ -34,7 +35,8 @@ class Controls:
         self.jobs = jobs
         self.site = site
         self.guard = guard
-        self.written: dict[tuple[int, int], dict[str, Any]] = {}  # (trial, run) -> control
+        # (trial, run) -> what its control file was last written from
+        self.written: dict[tuple[int, int], tuple[Any, ...]] = {}
         self.preempt_asked: dict[tuple[int, int], float] = {}
         self.started: set[tuple[int, int]] = set()  # (trial, run) of runs seen started
 
@@ -72,16 +74,17 @@ class Controls:
             preempt, reason = True, f"moving to resource pool {exp.resource_pool!r}"
         if exp.id not in best:
             best[exp.id] = self._best(exp)
-        control: dict[str, Any] = {
-            "preempt": preempt, "reason": reason, "best_validation": best[exp.id],
-        }
-        ops = json.loads(run.ops_json)
-        if ops:
-            control.update(ops=ops[run.first_op:], decided=run.ops_decided)
         key = (run.trial_id, run.run_id)
-        if self.written.get(key) != control:
-            write_atomic(self.paths.run(exp.id, *key) / CONTROL_FILE, control)
-            self.written[key] = control
+        said = (preempt, reason, best[exp.id], run.ops_json, run.first_op, run.ops_decided)
+        if self.written.get(key) != said:
+            control: dict[str, Any] = {
+                "preempt": preempt, "reason": reason, "best_validation": best[exp.id],
+            }
+            ops = json.loads(run.ops_json)
+            if ops:
+                control.update(ops=ops[run.first_op:], decided=run.ops_decided)
+            write_atomic(Path(layout.run_files(self.paths.run(exp.id, *key)).control), control)
+            self.written[key] = said
         if preempt:
             self.preempt_asked.setdefault(key, time.time())
         else:
@@ -124,7 +127,7 @@ class Controls:
         key = (run.trial_id, run.run_id)
         if key in self.started:
             return True
-        if layout.started(self.paths.run(exp_id, *key)):
+        if os.path.isdir(layout.run_files(self.paths.run(exp_id, *key)).nodes):
             self.started.add(key)  # a run that has started stays so
             return True
         return False

@@ -5,7 +5,7 @@ stored exactly once, and the searcher hears of validations (0.38), completed ope
 from __future__ import annotations
 
 import logging
-from pathlib import Path
+import os
 
 from hpcdet.config import ExperimentConfig
 from hpcdet.daemon.configs import Configs
@@ -14,7 +14,7 @@ from hpcdet.daemon.searching import SearchDriver, searcher_source
 from hpcdet.errors import StoreError
 from hpcdet.paths import StatePaths
 from hpcdet.rundir.exchange import Event, read_events
-from hpcdet.rundir.layout import EVENTS_FILE
+from hpcdet.rundir.layout import run_files
 from hpcdet.search.base import (
     EXIT_CANCELED,
     EXIT_COMPLETED,
@@ -45,7 +45,6 @@ class Feed:
         self.guard = guard
         # (trial, run): the last event this daemon has considered feeding to the searcher
         self.considered: dict[tuple[int, int], int] = {}
-        self.logs: dict[tuple[int, int], Path] = {}  # (trial, run): its event log
 
     def ingest_all(self, runs: list[LiveRun]) -> None:
         """Store the new events of every run given (the live ones, each tick), in one
@@ -56,7 +55,7 @@ class Feed:
         if not due:
             return
         exps = {e.id: e for e in self.store.experiments(unfinished=True)}
-        logs: dict[tuple[int, int], tuple[Path, Experiment, ExperimentConfig, BestOf]] = {}
+        logs: dict[tuple[int, int], tuple[str, Experiment, ExperimentConfig, BestOf]] = {}
         for run in due:
             exp_id = self.store.experiment_of(run.trial_id)
             with self.guard(exp_id, "ingest"):
@@ -99,16 +98,12 @@ class Feed:
         heard = self.considered.get((run.trial_id, run.run_id), run.searcher_seq)
         return _size(self._events_file(run)) != run.event_offset or heard < run.event_seq
 
-    def _events_file(self, run: Run | LiveRun) -> Path:
-        key = (run.trial_id, run.run_id)
-        path = self.logs.get(key)
-        if path is None:
-            exp_id = self.store.experiment_of(run.trial_id)
-            path = self.logs[key] = self.paths.run(exp_id, *key) / EVENTS_FILE
-        return path
+    def _events_file(self, run: Run | LiveRun) -> str:
+        exp_id = self.store.experiment_of(run.trial_id)
+        return run_files(self.paths.run(exp_id, run.trial_id, run.run_id)).events
 
     def _log_of(self, run: Run | LiveRun, exps: dict[int, Experiment]
-                ) -> tuple[Path, Experiment, ExperimentConfig, BestOf]:
+                ) -> tuple[str, Experiment, ExperimentConfig, BestOf]:
         """The run's event log, its experiment and config, and what makes its trials' best."""
         exp_id = self.store.experiment_of(run.trial_id)
         exp = exps.get(exp_id) or self.store.experiment(exp_id)
@@ -127,10 +122,9 @@ class Feed:
     def forget(self, key: tuple[int, int]) -> None:
         """The run (trial, run) has ended."""
         self.considered.pop(key, None)
-        self.logs.pop(key, None)
 
     def _feed_trial_events(
-        self, exp: Experiment, cfg: ExperimentConfig, run: Run | LiveRun, path: Path,
+        self, exp: Experiment, cfg: ExperimentConfig, run: Run | LiveRun, path: str,
         new: list[Event],
     ) -> Experiment:
         """Feed the searcher what it decides on: validations (0.38) and completed ops (0.37);
@@ -183,9 +177,9 @@ class Feed:
             exp = self.store.experiment(exp.id)
 
 
-def _size(path: Path) -> int:
+def _size(path: str) -> int:
     try:
-        return path.stat().st_size
+        return os.stat(path).st_size
     except FileNotFoundError:
         return 0
 

@@ -56,12 +56,12 @@ class Jobs:
                 log.warning("accounting query failed: %s", e)
         for job_id in live:
             self.missing[job_id] = 0 if job_id in self.statuses else self.missing.get(job_id, 0) + 1
-        for run in self.store.runs(live_only=True):
-            status = self.statuses.get(run.job_id)
-            # A state the backend cannot name says nothing: the run keeps its last one and
-            # stays live (stored as UNKNOWN, it would drop out of the live runs for good).
-            if status is not None and status.state in (JobState.PENDING, JobState.RUNNING):
-                self.store.set_run_state(run, RunState(status.state.value), status.reason)
+        # A state the backend cannot name says nothing: the run keeps its last one and stays
+        # live (stored as UNKNOWN, it would drop out of the live runs for good).
+        self.store.set_run_states({
+            job_id: (RunState(status.state.value), status.reason)
+            for job_id in live if (status := self.statuses.get(job_id)) is not None
+            and status.state in (JobState.PENDING, JobState.RUNNING)})
         return True
 
     def _ask(self, cmd: list[str]) -> Result:

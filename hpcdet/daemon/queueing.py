@@ -157,7 +157,8 @@ class Queue:
         """Pending scheduler jobs of the unfinished experiments, one per job (arrays: one)."""
         if not any(s.state == JobState.PENDING for s in self.jobs.statuses.values()):
             return
-        owner = {job_id: exp for exp in exps.values() for job_id in self._job_ids(exp)}
+        owner = {job_id: exps[exp_id] for exp_id, ids in self._job_ids().items()
+                 if exp_id in exps for job_id in ids}
         seen: set[str] = set()
         for job_id, status in self.jobs.statuses.items():
             base = self.scheduler.array_of(job_id)
@@ -273,7 +274,7 @@ class Queue:
     def _move_pending(self, exp: Experiment) -> list[_Moved]:
         """Move the experiment's pending jobs to its (new) partition, now."""
         partition = self._pool_partition(exp)
-        mine = self._job_ids(exp)
+        mine = self._job_ids().get(exp.id, set())
         by_old: dict[str, set[str]] = {}
         for job_id, status in self.jobs.statuses.items():
             base = self.scheduler.array_of(job_id)
@@ -291,11 +292,14 @@ class Queue:
                 moved.append(_Moved(tuple(sorted(ids)), old))
         return moved
 
-    def _job_ids(self, exp: Experiment) -> set[str]:
-        ids = {a.job_id for a in self.store.arrays(exp.id)}
-        trials = [t.id for t in self.store.trials(exp.id)]
-        ids |= {self.scheduler.array_of(r.job_id) for r in self.store.runs(trials, live_only=True)
-                if r.job_id}
+    def _job_ids(self) -> dict[int, set[str]]:
+        """The scheduler jobs of each experiment with live runs or arrays (an array once)."""
+        ids: dict[int, set[str]] = {}
+        for run in self.store.live_runs():
+            if run.job_id:
+                ids.setdefault(run.experiment_id, set()).add(self.scheduler.array_of(run.job_id))
+        for array in self.store.arrays():
+            ids.setdefault(array.experiment_id, set()).add(array.job_id)
         return ids
 
     def _placed(self, exps: dict[int, Experiment], exp: Experiment, anchor: Experiment,

@@ -4,6 +4,9 @@ from the scheduler) and deciding, once, what its trial does next."""
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
+from typing import Any
 
 from hpcdet.daemon.configs import Configs
 from hpcdet.daemon.controls import Controls
@@ -14,7 +17,6 @@ from hpcdet.daemon.retention import Retention
 from hpcdet.paths import StatePaths
 from hpcdet.rundir import layout
 from hpcdet.rundir.exchange import read_json
-from hpcdet.rundir.layout import EXIT_FILE
 from hpcdet.states import FINAL_TRIAL_STATES, JobState, RunEnd, RunState, TrialState, decide_run_end
 from hpcdet.store.reads import LiveRun
 from hpcdet.store.repository import Store
@@ -33,9 +35,9 @@ class RunEnds:
         self.retention = retention
 
     def check(self, run: LiveRun) -> None:
-        exp_id = self.store.experiment_of(run.trial_id)
+        exp_id = run.experiment_id
         run_dir = self.paths.run(exp_id, run.trial_id, run.run_id)
-        exit_info = read_json(run_dir / EXIT_FILE)
+        exit_info = read_exit(layout.run_files(run_dir).exit)
         status = self.jobs.statuses.get(run.job_id)
         vanished = self.jobs.vanished(run.job_id)
         if exit_info is None and not (status and status.state.is_final) and not vanished:
@@ -76,3 +78,14 @@ class RunEnds:
         if decision.trial_state in FINAL_TRIAL_STATES:
             self.retention.collect(exp)
         self.feed.report_exits()
+
+
+def read_exit(path: str) -> dict[str, Any] | None:
+    """The run's exit file, None before the batch script writes it. Most runs on most ticks
+    have none: asked by access(2), without a Path or an exception (an I/O error there reads
+    as "not yet", and the next tick asks again); reading one that exists may raise, to the
+    loop, which retries."""
+    if not os.access(path, os.F_OK):
+        return None
+    found = read_json(Path(path))
+    return found if isinstance(found, dict) else None

@@ -22,7 +22,6 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
 from itertools import accumulate, compress, repeat
 from operator import attrgetter
 from pathlib import Path
@@ -168,7 +167,7 @@ def whole_lines(
 _READ_CHUNK = 1 << 20
 
 
-def _parse(path: Path, start: int, raw: bytes) -> dict[str, Any] | None:
+def _parse(path: str | Path, start: int, raw: bytes) -> dict[str, Any] | None:
     try:
         obj = json.loads(raw)
     except ValueError:  # also undecodable bytes
@@ -184,7 +183,7 @@ def _parse(path: Path, start: int, raw: bytes) -> dict[str, Any] | None:
 _reported: set[str] = set()
 
 
-def report_skipped(path: Path, offset: int, what: str) -> None:
+def report_skipped(path: str | Path, offset: int, what: str) -> None:
     """Warn once per process that ``what`` (a line) at ``offset`` in ``path`` was skipped."""
     message = f"skipped {what} in {path} at byte offset {offset}"
     if message not in _reported:
@@ -259,8 +258,7 @@ class _MetricsBody(Mapping[str, Any]):
         return self._body
 
 
-@dataclass(frozen=True)
-class MetricLines:
+class MetricLines(NamedTuple):
     """A batch's metrics events read by the pattern, as columns in file order: what storing
     them needs, none of it decoded."""
 
@@ -272,22 +270,25 @@ class MetricLines:
     end_offsets: list[int]
 
 
-@dataclass(frozen=True)
-class EventBatch:
+_NO_LINES = MetricLines([], [], [], [], [], [])
+
+
+# Tuples, not dataclasses: the daemon reads a batch of every live run on every tick.
+class EventBatch(NamedTuple):
     events: list[Event]
     end_offset: int  # just past the last whole line read, corrupt or not
-    metric_lines: MetricLines = MetricLines([], [], [], [], [], [])
-    others: list[Event] = field(default_factory=list)  # the events not in metric_lines
+    metric_lines: MetricLines = _NO_LINES
+    others: list[Event] = []  # the events not in metric_lines; read, never changed
 
 
-def read_event_batch(path: Path, offset: int) -> EventBatch:
+def read_event_batch(path: str | Path, offset: int) -> EventBatch:
     """Events after byte ``offset``, each with the offset just past its line.
 
     Corrupt lines are skipped (and logged); ``end_offset`` goes past them too, so a reader that
     stores it reports each one once.
     """
     try:
-        with open(path, "rb") as f:
+        with open(path, "rb", buffering=0) as f:  # one read to the end: no buffer wanted
             f.seek(offset)
             data = f.read()
     except FileNotFoundError:
@@ -338,7 +339,7 @@ def read_event_batch(path: Path, offset: int) -> EventBatch:
     return EventBatch(events, end, metric_lines, others)
 
 
-def read_events(path: Path, offset: int) -> list[Event]:
+def read_events(path: str | Path, offset: int) -> list[Event]:
     """Events after byte ``offset``; each carries the offset just past its line."""
     return read_event_batch(path, offset).events
 

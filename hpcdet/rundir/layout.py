@@ -24,7 +24,9 @@ The experiment's directory itself is ``hpcdet.paths.StatePaths.experiment``.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
+from typing import NamedTuple
 
 RUN_SPEC_FILE = "job.json"
 SCRIPT_FILE = "job.sh"
@@ -38,9 +40,21 @@ EXIT_FILE = "exit.json"  # batch script -> daemon
 ARRAY_DIR = "array"
 
 
-def started(run_dir: Path) -> bool:
-    """Whether the run's job has started (a harness has entered the rendezvous)."""
-    return (run_dir / NODES_DIR).exists()
+class RunFiles(NamedTuple):
+    """What the daemon's loop looks at in each live run's directory on every tick, as strings:
+    a thousand live runs make a thousand looks at each a second, and a Path built per look
+    cost more than the look."""
+
+    events: str
+    exit: str
+    control: str
+    nodes: str  # made when the job has started (a harness has entered the rendezvous)
+
+
+@lru_cache(maxsize=1 << 14)
+def run_files(run_dir: Path) -> RunFiles:
+    return RunFiles(*(f"{run_dir}/{name}" for name in (EVENTS_FILE, EXIT_FILE, CONTROL_FILE,
+                                                        NODES_DIR)))
 
 
 def node_address(run_dir: Path, rank: int) -> Path:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import logging
 from collections.abc import Collection
+from functools import lru_cache
 from pathlib import Path
 from typing import ClassVar
 
@@ -83,6 +84,7 @@ _REASONS = {
 _SQUEUE_FORMAT = "%i|%T|%r|%N|%Q|%y|%P|%S|%Z|%j"
 
 
+@lru_cache(maxsize=1024)  # the tasks of an array share their times, and the local zone is slow
 def _timestamp(text: str) -> float | None:
     """squeue's times (local, ``2026-11-22T18:04:00``) as epoch seconds; None for N/A."""
     try:

@@ -10,7 +10,7 @@ import gc
 import json
 import math
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
@@ -89,8 +89,48 @@ _ENDS_SQL = """SELECT
     (SELECT max(ordinal) FROM metric WHERE trial_id = ?1 AND "group" = ?2),
     (SELECT max(steps_completed) FROM metric WHERE trial_id = ?1 AND "group" = ?2)"""
 
+# (trial, group) -> (its last ordinal, its highest step), -1 for each when it has no rows
+Ends = dict[tuple[int, str], tuple[int, int]]
+# A new row: (trial, run, seq, group, steps completed, ordinal, metrics JSON, batch metrics
+# JSON, time reported)
+Row = tuple[int, int, int, str, int, int, str, str, float]
 
-def store_metrics(conn: sqlite3.Connection, trial_id: int, run_id: int, batch: EventBatch,
+# Ends remembered at most; past it they are forgotten and asked of the database again.
+MAX_KNOWN_ENDS = 50_000
+
+
+class MetricWrites:
+    """The metric rows of one ingest transaction: new rows are inserted together at the end,
+    however many runs they came from, and each trial's group's ends come from ``known`` (what
+    earlier transactions committed) before the database. At a thousand live runs of one report
+    a tick each, the two statements a run cost more than reading its log.
+
+    ``known`` holds only what was committed: the store adds ``ends`` to it after its commit
+    (the daemon is the database's only writer, so what it committed stays true until it
+    changes it)."""
+
+    def __init__(self, conn: sqlite3.Connection, known: Ends) -> None:
+        self.conn = conn
+        self.known = known
+        self.ends: Ends = {}  # as this transaction leaves them
+        self.rows: list[Row] = []
+
+    def end_of(self, trial_id: int, group: str) -> tuple[int, int]:
+        key = (trial_id, group)
+        found = self.ends.get(key) or self.known.get(key)
+        if found is None:
+            last, top = self.conn.execute(_ENDS_SQL, key).fetchone()
+            found = self.ends[key] = (-1 if last is None else int(last),
+                                      -1 if top is None else int(top))
+        return found
+
+    def flush(self) -> None:
+        """Insert the new rows (before a statement that reads them, and before the commit)."""
+        _insert(self.conn, self.rows)
+        self.rows = []
+
+
+def store_metrics(writes: MetricWrites, trial_id: int, run_id: int, batch: EventBatch,
                   best: BestOf, best_value: float | None) -> float | None:
     """A batch's metric reports in a few statements rather than a few per report: reports of
     one (group, step) in one run merge, as Determined merges them (the trial refused
@@ -100,23 +140,37 @@ def store_metrics(conn: sqlite3.Connection, trial_id: int, run_id: int, batch: E
     reports that merge or replace are decoded. Returns the trial's best validation value
     after the batch (``best_value`` before it)."""
     lines = batch.metric_lines
-    decoded = [ev for ev in batch.others if ev.type == "metrics"]
+    decoded = [ev for ev in batch.others if ev.type == "metrics"] if batch.others else []
     if not lines.seqs and not decoded:
         return best_value
-    best_value = _track_best(best_value, lines, decoded, best)
+    if decoded or "validation" in lines.groups:
+        best_value = _track_best(best_value, lines, decoded, best)
+    if not decoded:
+        spans = _spans(lines)
+        ends = {group: writes.end_of(trial_id, group) for group in spans}
+        if all(ends[g][1] < low for g, (low, _) in spans.items()) and (
+                len(set(zip(lines.groups, lines.steps))) == len(lines.seqs)):
+            # Every report is of a step new to the trial: straight in, in file order.
+            counters = {g: count(last + 1) for g, (last, _) in ends.items()}
+            ordinals = list(map(next, map(counters.__getitem__, lines.groups)))
+            writes.rows.extend(zip(
+                repeat(trial_id), repeat(run_id), lines.seqs, lines.groups, lines.steps,
+                ordinals, lines.metrics_json, repeat(""), lines.times))
+            for group, (_, high) in spans.items():
+                writes.ends[(trial_id, group)] = (next(counters[group]) - 1, high)
+            return best_value
     decoded_keys = [(ev.body["group"], int(ev.body["steps_completed"])) for ev in decoded]
-    wanted = set(zip(lines.groups, lines.steps)).union(decoded_keys)
     groups = sorted({g for g, _ in decoded_keys}.union(lines.groups))
+    ends = {group: writes.end_of(trial_id, group) for group in groups}
+    writes.flush()  # what follows reads the table
+    wanted = set(zip(lines.groups, lines.steps)).union(decoded_keys)
     steps = [*lines.steps, *(x for _, x in decoded_keys)]
     low, high = min(steps), max(steps)
     stored: dict[tuple[str, int], _Report] = {}
-    next_ordinal: dict[str, int] = {}
     for group in groups:
-        last, top = conn.execute(_ENDS_SQL, (trial_id, group)).fetchone()
-        next_ordinal[group] = 0 if last is None else int(last) + 1
-        if top is None or top < low:
-            continue  # the usual case: every step reported is past those stored
-        found = conn.execute(
+        if ends[group][1] < low:
+            continue
+        found = writes.conn.execute(
             'SELECT id, steps_completed, run_id, seq, metrics_json, batch_metrics_json, '
             'reported FROM metric WHERE trial_id = ? AND "group" = ? '
             "AND steps_completed BETWEEN ? AND ?", (trial_id, group, low, high))
@@ -124,14 +178,6 @@ def store_metrics(conn: sqlite3.Connection, trial_id: int, run_id: int, batch: E
             if (group, step) in wanted:
                 stored[(group, step)] = _Report(id_, row_run, seq, metrics_json, batch_json,
                                                 reported)
-    if not stored and not decoded and len(wanted) == len(lines.seqs):
-        # Every report is of a step new to the trial: straight in, in file order.
-        counters = {g: count(n) for g, n in next_ordinal.items()}
-        ordinals = map(next, map(counters.__getitem__, lines.groups))
-        _insert(conn, trial_id, run_id, zip(
-            lines.seqs, lines.groups, lines.steps, ordinals, lines.metrics_json, repeat(""),
-            lines.times))
-        return best_value
     reports: list[_Line] = list(zip(
         lines.end_offsets, lines.seqs, lines.groups, lines.steps, lines.metrics_json,
         repeat(""), lines.times))
@@ -141,15 +187,16 @@ def store_metrics(conn: sqlite3.Connection, trial_id: int, run_id: int, batch: E
                         json.dumps(dict(body["metrics"])),
                         "" if batches is None else json.dumps(batches), body["time"]))
     reports.sort(key=itemgetter(0))
-    _merge(conn, trial_id, run_id, reports, stored, next_ordinal)
+    _merge(writes, trial_id, run_id, reports, stored, ends)
     return best_value
 
 
-def _merge(conn: sqlite3.Connection, trial_id: int, run_id: int, reports: list[_Line],
-           rows: dict[tuple[str, int], _Report], next_ordinal: dict[str, int]) -> None:
+def _merge(writes: MetricWrites, trial_id: int, run_id: int, reports: list[_Line],
+           rows: dict[tuple[str, int], _Report], ends: dict[str, tuple[int, int]]) -> None:
     """Reports of which some merge into or replace one another or stored rows, in order."""
     changed: set[tuple[str, int]] = set()
     ordinals: dict[tuple[str, int], int] = {}
+    next_ordinal = {group: last + 1 for group, (last, _) in ends.items()}
     for _, seq, group, step, metrics_json, batches_json, reported in reports:
         key = (group, step)
         row = rows.get(key)
@@ -165,15 +212,26 @@ def _merge(conn: sqlite3.Connection, trial_id: int, run_id: int, reports: list[_
             ordinals[key] = next_ordinal[group]
             next_ordinal[group] += 1
         changed.add(key)
-    _insert(conn, trial_id, run_id, (
-        (r.seq, k[0], k[1], ordinals[k], r.metrics_json, r.batch_metrics_json, r.reported)
-        for k, r in rows.items() if k in changed and r.id is None))
+    writes.rows.extend(
+        (trial_id, run_id, r.seq, k[0], k[1], ordinals[k], r.metrics_json, r.batch_metrics_json,
+         r.reported) for k, r in rows.items() if k in changed and r.id is None)
+    for group, (_, top) in ends.items():
+        steps = [step for g, step in changed if g == group]
+        writes.ends[(trial_id, group)] = (next_ordinal[group] - 1, max([top, *steps]))
     old = [(r.run_id, r.seq, r.metrics_json, r.batch_metrics_json, r.reported, r.id)
            for k, r in rows.items() if k in changed and r.id is not None]
     if old:
-        conn.executemany(
+        writes.conn.executemany(
             "UPDATE metric SET run_id = ?, seq = ?, metrics_json = ?, batch_metrics_json = ?, "
             "reported = ? WHERE id = ?", old)
+
+
+def _spans(lines: MetricLines) -> dict[str, tuple[int, int]]:
+    """Each group's lowest and highest step in the lines."""
+    groups = set(lines.groups)
+    by_group = ({lines.groups[0]: lines.steps} if len(groups) == 1 else
+                {g: list(compress(lines.steps, map(g.__eq__, lines.groups))) for g in groups})
+    return {g: (min(steps), max(steps)) for g, steps in by_group.items()}
 
 
 def _track_best(value: float | None, lines: MetricLines, decoded: list[Event], best: BestOf
@@ -192,29 +250,23 @@ def _track_best(value: float | None, lines: MetricLines, decoded: list[Event], b
 
 # Rows per INSERT statement: one statement of many rows costs SQLite less than as many of one.
 _ROWS_PER_INSERT = 200
-_ROW_WIDTH = 7  # bound values per row; the trial and run are bound once per statement
+_ROW_WIDTH = 9  # bound values per row
 
 
-def _insert(conn: sqlite3.Connection, trial_id: int, run_id: int,
-            rows: Iterable[tuple[int, str, int, int, str, str, float]]) -> None:
-    """New rows, each (seq, group, steps completed, ordinal, metrics JSON, batch metrics JSON,
-    time reported)."""
+def _insert(conn: sqlite3.Connection, rows: list[Row]) -> None:
     values = list(chain.from_iterable(rows))
     chunk = _ROW_WIDTH * _ROWS_PER_INSERT
     whole = len(values) - len(values) % chunk
     if whole:
-        conn.executemany(_insert_sql(_ROWS_PER_INSERT), [
-            (trial_id, run_id, *values[i:i + chunk]) for i in range(0, whole, chunk)])
+        conn.executemany(_insert_sql(_ROWS_PER_INSERT),
+                         [values[i:i + chunk] for i in range(0, whole, chunk)])
     if whole < len(values):
-        conn.execute(_insert_sql((len(values) - whole) // _ROW_WIDTH),
-                             (trial_id, run_id, *values[whole:]))
+        conn.execute(_insert_sql((len(values) - whole) // _ROW_WIDTH), values[whole:])
 
 
 @cache
 def _insert_sql(rows: int) -> str:
-    marks = ", ".join(
-        "(?1, ?2, " + ", ".join(f"?{3 + _ROW_WIDTH * r + c}" for c in range(_ROW_WIDTH)) + ")"
-        for r in range(rows))
+    marks = ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?)"] * rows)
     return ('INSERT INTO metric (trial_id, run_id, seq, "group", steps_completed, ordinal, '
             f"metrics_json, batch_metrics_json, reported) VALUES {marks}")
 

@@ -127,6 +127,7 @@ class Store:
     def __init__(self, path: Path, readonly: bool = False) -> None:
         self.path = path
         self._experiment_of: dict[int, int] = {}
+        self._metric_ends: ingest.Ends = {}  # as committed; see ingest.MetricWrites
         if readonly and not path.exists():
             raise StoreError(f"no database at {path}; start the daemon with `hpcdet daemon start`")
         problem = _problem(path) if not readonly and path.exists() else None
@@ -456,12 +457,12 @@ class Store:
                 s.add(exp)
         return applied
 
-    def ingest_events(self, trial_id: int, run_id: int, events_path: Path, best: BestOf
+    def ingest_events(self, trial_id: int, run_id: int, events_path: str | Path, best: BestOf
                       ) -> list[Event]:
         """Store the run's events past what was stored before, exactly once; returns them."""
         return self.ingest_runs([(trial_id, run_id, events_path, best)])[(trial_id, run_id)]
 
-    def ingest_runs(self, logs: Sequence[tuple[int, int, Path, BestOf]]
+    def ingest_runs(self, logs: Sequence[tuple[int, int, str | Path, BestOf]]
                     ) -> dict[tuple[int, int], list[Event]]:
         """``ingest_events`` for many runs, each given as (trial, run, its event log, what
         makes its trial's best), in one transaction: the daemon's loop ingests every grown log
@@ -476,6 +477,7 @@ class Store:
         trial_ids = sorted({t for t, _, _, _ in logs})
         with ingest.collector_paused(), self.session() as s:
             conn = _raw(s)
+            writes = ingest.MetricWrites(conn, self._metric_ends)
             offsets = {(t, r): (id_, offset) for id_, t, r, offset in conn.execute(
                 "SELECT id, trial_id, run_id, event_offset FROM run "
                 f"WHERE trial_id IN ({','.join('?' * len(trial_ids))})", tuple(trial_ids))}
@@ -491,43 +493,54 @@ class Store:
                 acked = any(ev.type == "preempt_ack" for ev in batch.others)
                 marks.append((batch.end_offset, last, acked, row))
                 if batch.events:
-                    self._apply(s, trial_id, run_id, batch, best)
+                    self._apply(s, writes, trial_id, run_id, batch, best)
                 found[(trial_id, run_id)] = batch.events
+            writes.flush()
             if marks:
                 conn.executemany(
                     "UPDATE run SET event_offset = ?, event_seq = coalesce(?, event_seq), "
                     "preempt_acked = preempt_acked OR ? WHERE id = ?", marks)
+        # Committed: what the transaction knew of the metric table's ends is true now.
+        if len(self._metric_ends) + len(writes.ends) > ingest.MAX_KNOWN_ENDS:
+            self._metric_ends.clear()
+        self._metric_ends.update(writes.ends)
         return found
 
     @staticmethod
-    def _apply(s: Session, trial_id: int, run_id: int, batch: EventBatch, best: BestOf
-               ) -> None:
+    def _apply(s: Session, writes: ingest.MetricWrites, trial_id: int, run_id: int,
+               batch: EventBatch, best: BestOf) -> None:
         """One run's batch of events onto its trial's rows."""
-        conn = _raw(s)
         changes = [ev for ev in batch.others if ev.type in ingest.APPLIERS]
         validations = "validation" in batch.metric_lines.groups or any(
             ev.type == "metrics" for ev in batch.others)
         if not changes and not validations:
-            ingest.store_metrics(conn, trial_id, run_id, batch, best, None)
+            ingest.store_metrics(writes, trial_id, run_id, batch, best, None)
             return
         trial = s.get(Trial, trial_id)
         assert trial is not None
         for ev in changes:  # in order; the batch's metric_lines are metrics only
             ingest.APPLIERS[ev.type](s, trial, run_id, ev)
-        value = ingest.store_metrics(conn, trial_id, run_id, batch, best, trial.best_validation)
+        value = ingest.store_metrics(writes, trial_id, run_id, batch, best,
+                                     trial.best_validation)
         if value != trial.best_validation:
             trial.best_validation = value
         s.add(trial)
 
-    def set_run_state(self, run: Run, state: RunState, reason: str) -> None:
-        """What the scheduler says of a submitted run (pending, running, and why)."""
-        if (run.state, run.reason) == (state, reason):
+    def set_run_states(self, states: dict[str, tuple[RunState, str]]) -> None:
+        """What the scheduler says of submitted runs (pending, running, and why), by job id,
+        in one statement: a poll answers for every live job. A run that ended meanwhile keeps
+        its end."""
+        if not states:
             return
+        submitted = sorted(SUBMITTED_RUN_STATES)
         with self.session() as s:
-            row = s.get(Run, run.id)
-            if row is not None and row.state in SUBMITTED_RUN_STATES:
-                row.state, row.reason = state, reason
-                s.add(row)
+            conn = _raw(s)
+            rows = conn.execute(
+                "SELECT id, job_id, state, reason FROM run "
+                f"WHERE state IN ({','.join('?' * len(submitted))})", submitted).fetchall()
+            conn.executemany("UPDATE run SET state = ?, reason = ? WHERE id = ?", [
+                (*said, id_) for id_, job_id, *now in rows
+                if (said := states.get(job_id)) is not None and tuple(now) != said])
 
     def discard_experiment(self, exp_id: int) -> None:
         """Forget an experiment whose creation failed midway: its rows go."""
@@ -542,3 +555,4 @@ class Store:
             exp = s.get(Experiment, exp_id)
             if exp is not None:
                 s.delete(exp)
+        self._metric_ends.clear()  # the ids of its trials may be given again

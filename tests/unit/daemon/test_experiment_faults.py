@@ -16,7 +16,6 @@ import pytest
 from hpcdet.daemon import run_ends
 from hpcdet.daemon.searching import SearchDriver
 from hpcdet.errors import SchedulerCommandError
-from hpcdet.rundir.layout import EXIT_FILE
 from hpcdet.schedulers.runner import Result
 from hpcdet.search import Initialize, OpCompleted, Searcher
 from hpcdet.search.base import Action, Event
@@ -265,16 +264,16 @@ def test_a_failed_experiment_whose_cancel_fails_still_has_its_jobs_canceled(
 def _exit_reads_fail(monkeypatch: pytest.MonkeyPatch, exp_id: int, times: int) -> None:
     """Reading whether a run of experiment ``exp_id`` has exited fails with EIO (an NFS
     glitch): the first ``times`` times."""
-    read_json = run_ends.read_json
-    failures: list[Path] = []
+    read_exit = run_ends.read_exit
+    failures: list[str] = []
 
-    def failing_read(path: Path, default: Any = None) -> Any:
-        if path.name == EXIT_FILE and f"exp-{exp_id}" in path.parts and len(failures) < times:
+    def failing_read(path: str) -> Any:
+        if f"/exp-{exp_id}/" in path and len(failures) < times:
             failures.append(path)
-            raise OSError(errno.EIO, "Input/output error", str(path))
-        return read_json(path, default)
+            raise OSError(errno.EIO, "Input/output error", path)
+        return read_exit(path)
 
-    monkeypatch.setattr(run_ends, "read_json", failing_read)
+    monkeypatch.setattr(run_ends, "read_exit", failing_read)
 
 
 def test_a_passing_io_error_is_retried_and_the_experiment_goes_on(

@@ -110,11 +110,13 @@ def test_early_exit_and_preemption_acknowledged(j: Journaled, tmp_path: Path) ->
 
 def test_run_state_from_the_scheduler_only_while_submitted(j: Journaled) -> None:
     [run] = j.store.runs()
-    j.store.set_run_state(run, RunState.RUNNING, "")
+    j.store.set_run_states({run.job_id: (RunState.RUNNING, "")})
     assert (j.store.runs()[0].state, j.store.runs()[0].reason) == ("RUNNING", "")
+    j.store.set_run_states({run.job_id: (RunState.PENDING, "Priority")})
+    assert (j.store.runs()[0].state, j.store.runs()[0].reason) == ("PENDING", "Priority")
     j.record(1, "run_ended", trial_id=1, run_id=1, job_state="COMPLETED", trial_state="COMPLETED",
              restarts=0)
-    j.store.set_run_state(j.store.runs()[0], RunState.PENDING, "Priority")
+    j.store.set_run_states({run.job_id: (RunState.PENDING, "Priority")})
     assert j.store.runs()[0].state == "COMPLETED"
     assert j.store.runs(live_only=True) == []
 

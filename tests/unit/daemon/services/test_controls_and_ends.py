@@ -94,7 +94,7 @@ def _run_ends(w: World) -> RunEnds:
 def test_an_exit_file_ends_the_run_and_decides_the_trial(tmp_path: Path) -> None:
     w, run_dir = _world(tmp_path)
     ends = _run_ends(w)
-    [run] = w.store.runs()
+    [run] = w.store.live_runs()
     ends.check(run)
     assert w.store.runs()[0].state == "PENDING"  # nothing says it ended
     w.report(run_dir, ("metrics", {"group": "training", "steps_completed": 1,
@@ -110,12 +110,12 @@ def test_a_failed_run_is_restarted_until_max_restarts(tmp_path: Path) -> None:
     w, run_dir = _world(tmp_path)  # max_restarts 1
     ends = _run_ends(w)
     write_atomic(run_dir / EXIT_FILE, {"exit_code": 3})
-    ends.check(w.store.runs()[0])
+    ends.check(w.store.live_runs()[0])
     trial = w.store.trial(1)
     assert (trial.state, trial.restarts, trial.end_reason) == ("QUEUED", 1, "exited with code 3")
     run_dir = w.run(1, 1, run_id=2, job_id="102")
     write_atomic(run_dir / EXIT_FILE, {"exit_code": 3})
-    ends.check(w.store.run(1, 2))  # type: ignore[arg-type]
+    ends.check(w.store.live_runs(1, 2)[0])
     trial = w.store.trial(1)
     assert (trial.state, trial.end_reason) == (
         "ERROR", "exited with code 3; max_restarts (1) used up")
@@ -127,7 +127,7 @@ def test_a_job_gone_from_the_scheduler_without_an_exit_is_a_node_failure(
     ends = _run_ends(w)
     for _ in range(2):
         ends.jobs.poll()  # squeue lists nothing
-    ends.check(w.store.runs()[0])
+    ends.check(w.store.live_runs()[0])
     [run] = w.store.runs()
     assert run.state == "NODE_FAIL"
     assert w.store.trial(1).state == "QUEUED"  # the daemon resubmits it
