@@ -40,12 +40,13 @@ class Controls:
         self.preempt_asked: dict[tuple[int, int], float] = {}
         self.started: set[tuple[int, int]] = set()  # (trial, run) of runs seen started
 
-    def sync_all(self) -> None:
-        """Make every live run's control file say what the run should do now."""
+    def sync_all(self, live: list[LiveRun] | None = None) -> None:
+        """Make every live run's control file say what the run should do now. ``live``: the
+        live runs, if the caller has just read them and nothing has been decided since."""
         # Read together, not a query or two per run: the loop does this every tick.
         exps = {e.id: e for e in self.store.experiments(unfinished=True)}
         best: dict[int, float | None] = {}
-        for run in self.store.live_runs():
+        for run in self.store.live_runs() if live is None else live:
             with self.guard(run.experiment_id, "writing a control file"):
                 self.sync(run, best, exps.get(run.experiment_id))
 

@@ -13,7 +13,7 @@ from hpcdet.daemon.guard import Guard
 from hpcdet.daemon.searching import SearchDriver, searcher_source
 from hpcdet.errors import StoreError
 from hpcdet.paths import StatePaths
-from hpcdet.rundir.exchange import Event, read_events
+from hpcdet.rundir.exchange import EventBatch, read_events
 from hpcdet.rundir.layout import run_files
 from hpcdet.search.base import (
     EXIT_CANCELED,
@@ -125,7 +125,7 @@ class Feed:
 
     def _feed_trial_events(
         self, exp: Experiment, cfg: ExperimentConfig, run: Run | LiveRun, path: str,
-        new: list[Event],
+        new: EventBatch,
     ) -> Experiment:
         """Feed the searcher what it decides on: validations (0.38) and completed ops (0.37);
         returns the experiment as it is afterwards.
@@ -138,8 +138,9 @@ class Feed:
             return exp
         key = (run.trial_id, run.run_id)
         seen = self.considered.get(key, run.searcher_seq)
-        if new and new[0].seq == seen + 1:
-            stored = new[-1].seq  # what this ingest stored follows what was heard
+        events = new.events
+        if new.first_seq == seen + 1 and new.last_seq is not None:
+            stored = new.last_seq  # what this ingest stored follows what was heard
         else:
             # Otherwise ask the store what it holds, and read the log again if need be.
             current = self.store.run(run.trial_id, run.run_id)
@@ -150,9 +151,9 @@ class Feed:
             if seen >= stored:
                 return exp
             if current.state in LIVE_RUN_STATES:
-                new = read_events(path, 0)
+                events = read_events(path, 0)
         wants_validations = bool(cfg.searcher.time_metric)
-        decisive = [ev for ev in new if seen < ev.seq <= stored and (
+        decisive = [ev for ev in events if seen < ev.seq <= stored and (
             ev.type == "searcher_completed" or (wants_validations and ev.type == "metrics"
                                                 and ev.body["group"] == "validation"))]
         request_id = self.store.trial(run.trial_id).request_id if decisive else 0

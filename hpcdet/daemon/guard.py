@@ -59,22 +59,31 @@ class Guard:
         """
         try:
             yield
-        except StoreError:
-            raise
         except Exception as e:
-            if disk_full_cause(e) is not None:
+            if not self._contain(exp_id, step, e):
                 raise
-            if isinstance(e, OSError) and self._retry_io(exp_id):
-                log.warning("experiment %d: %s failed; retried next round: %s", exp_id, step, e)
-                raise
-            log.exception("experiment %d: %s failed", exp_id, step)
-            self.fail(exp_id, f"{step} failed: {e.__class__.__name__}: {e}")
 
     def each_run(self, step: str, fn: Callable[[R], None], runs: Sequence[R]) -> None:
-        """``fn`` for each run, guarded by the run's experiment."""
+        """``fn`` for each run, guarded by the run's experiment (as ``__call__``; written out,
+        as a context manager per run costs the loop more than most runs' step)."""
         for run in runs:
-            with self(self.store.experiment_of(run.trial_id), step):
+            try:
                 fn(run)
+            except Exception as e:
+                if not self._contain(self.store.experiment_of(run.trial_id), step, e):
+                    raise
+
+    def _contain(self, exp_id: int, step: str, e: Exception) -> bool:
+        """Whether the experiment's step's failure ``e`` is the experiment's, which then ends
+        in ERROR; False if it is the daemon's, to be raised to the loop."""
+        if isinstance(e, StoreError) or disk_full_cause(e) is not None:
+            return False
+        if isinstance(e, OSError) and self._retry_io(exp_id):
+            log.warning("experiment %d: %s failed; retried next round: %s", exp_id, step, e)
+            return False
+        log.exception("experiment %d: %s failed", exp_id, step)
+        self.fail(exp_id, f"{step} failed: {e.__class__.__name__}: {e}")
+        return True
 
     def _retry_io(self, exp_id: int) -> bool:
         """Whether an I/O error of this experiment's, in this round, is still retried."""

@@ -155,6 +155,7 @@ class Daemon:
         self.guard.new_round()
         now = time.time()
         req.serve_pending(self.paths, self.handle)
+        journaled = self.journal.recorded
         live = self.store.live_runs()
         self.feed.ingest_all(live)
         # Poll while jobs live, and while a search waits for its next array to be due.
@@ -166,14 +167,18 @@ class Daemon:
         # running) is not what ends a run, and a run this tick misses, the next one sees.
         self.guard.each_run("ending a run", self.run_ends.check, live)
         self.feed.report_exits()
-        self.controls.sync_all()
+        # What a control file says changes only with a decision, and every decision is
+        # journaled: without one since, the runs read above are still the live runs as
+        # they stand.
+        self.controls.sync_all(live if self.journal.recorded == journaled else None)
         self.controls.escalate()
         self.submission.submit_queued()
         for exp in self.store.experiments(unfinished=True):
             with self.guard(exp.id, "finishing"):
                 self.finisher.finish(exp)
         self.last_tick = time.time()
-        self.write_status()
+        self.write_status([r.job_id for r in live if r.job_id]
+                          if self.journal.recorded == journaled else None)
 
     def _poll(self) -> None:
         if not self.jobs.poll():
@@ -186,8 +191,9 @@ class Daemon:
 
     # ---------------------------------------------------------------- status for the CLI
 
-    def write_status(self) -> None:
-        live_jobs = self.store.live_job_ids()
+    def write_status(self, live_jobs: list[str] | None = None) -> None:
+        """``live_jobs``: the live runs' jobs, if the caller has just read them."""
+        live_jobs = self.store.live_job_ids() if live_jobs is None else live_jobs
         status = {
             "pid": os.getpid(), "host": hostname(), "started": self.started,
             "last_tick": self.last_tick, "last_poll": self.jobs.last_poll,

@@ -22,6 +22,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping
+from functools import lru_cache
 from itertools import accumulate, compress, repeat
 from operator import attrgetter
 from pathlib import Path
@@ -224,6 +225,22 @@ _LINES = re.compile(rf"^({_METRICS_LINE}|[^\n]*+)$", re.MULTILINE)
 _STRIDE = 7  # what its split gives of each line: the text before it, the line, five fields
 
 
+@lru_cache(maxsize=64)
+def _member(name: str) -> re.Pattern[str]:
+    return re.compile(rf'[{{,]"{re.escape(name)}":({_NUMBER})[,}}]')
+
+
+def metric_value(metrics_json: str, name: str) -> float | None:
+    """The finite number metric ``name`` has in a report's metrics as the pattern read them
+    (``MetricLines.metrics_json``), or None: found in the text, not decoded. The pattern lets
+    no quote into a key or value, so ``"name":`` after a brace or comma is that key."""
+    found = _member(name).search(metrics_json)
+    if found is None:
+        return None
+    value = float(found.group(1))
+    return value if math.isfinite(value) else None
+
+
 class _MetricsBody(Mapping[str, Any]):
     """The body of a metrics line the pattern read. Its group is known; the rest is decoded
     from the line if asked for (the daemon's feed asks every event for its group, and only
@@ -268,15 +285,29 @@ class MetricLines(NamedTuple):
     steps: list[int]
     metrics_json: list[str]  # each report's metrics as the trial wrote them
     end_offsets: list[int]
+    texts: list[str]  # each whole line
 
 
-_NO_LINES = MetricLines([], [], [], [], [], [])
+_NO_LINES = MetricLines([], [], [], [], [], [], [])
+
+# The one group of reports the daemon's feed reads (the searcher's validations); the others
+# are stored and never looked at one by one.
+FED_GROUP = "validation"
 
 
 # Tuples, not dataclasses: the daemon reads a batch of every live run on every tick.
 class EventBatch(NamedTuple):
+    """A run's events after an offset, as the daemon stores and feeds them.
+
+    ``events`` are those the feed reads, in file order: every event but the metric reports of
+    groups other than ``FED_GROUP`` the pattern read, which are in ``metric_lines`` only (an
+    Event each for a hundred thousand training reports cost the ingest a tenth of its time).
+    ``read_events`` gives them all."""
+
     events: list[Event]
     end_offset: int  # just past the last whole line read, corrupt or not
+    first_seq: int | None = None  # of the first event read, whichever kind; None if none
+    last_seq: int | None = None
     metric_lines: MetricLines = _NO_LINES
     others: list[Event] = []  # the events not in metric_lines; read, never changed
 
@@ -314,8 +345,9 @@ def read_event_batch(path: str | Path, offset: int) -> EventBatch:
         fast_lines, fast_ends = list(compress(lines, matched)), list(compress(ends, matched))
     seq_texts, time_texts, groups, step_texts, metrics_json = cast("list[list[str]]", columns)
     seqs = list(map(int, seq_texts))
-    bodies = map(_MetricsBody, groups, fast_lines)
-    events = list(map(Event, seqs, repeat("metrics"), bodies, fast_ends))
+    fed = compress(range(len(groups)), map(FED_GROUP.__eq__, groups))
+    events = [Event(seqs[i], "metrics", _MetricsBody(groups[i], fast_lines[i]), fast_ends[i])
+              for i in fed]
     end = fast_ends[-1] if fast_ends else offset
     others: list[Event] = []
     for i in odd:
@@ -334,14 +366,24 @@ def read_event_batch(path: str | Path, offset: int) -> EventBatch:
         others.append(Event(seq=seq, type=type_, body=body, end_offset=ends[i]))
     if others:
         events = sorted(events + others, key=attrgetter("end_offset"))
+    # The first and last events in file order, of either kind.
+    bounds = [(fast_ends[0], seqs[0]), (fast_ends[-1], seqs[-1])] if seqs else []
+    if others:
+        bounds += [(others[0].end_offset, others[0].seq), (others[-1].end_offset, others[-1].seq)]
     metric_lines = MetricLines(seqs, list(map(float, time_texts)), groups,
-                               list(map(int, step_texts)), metrics_json, fast_ends)
-    return EventBatch(events, end, metric_lines, others)
+                               list(map(int, step_texts)), metrics_json, fast_ends, fast_lines)
+    return EventBatch(events, end, min(bounds)[1] if bounds else None,
+                      max(bounds)[1] if bounds else None, metric_lines, others)
 
 
 def read_events(path: str | Path, offset: int) -> list[Event]:
-    """Events after byte ``offset``; each carries the offset just past its line."""
-    return read_event_batch(path, offset).events
+    """Every event after byte ``offset``, in file order; each carries the offset just past its
+    line."""
+    batch = read_event_batch(path, offset)
+    lines = batch.metric_lines
+    bodies = map(_MetricsBody, lines.groups, lines.texts)
+    reports = map(Event, lines.seqs, repeat("metrics"), bodies, lines.end_offsets)
+    return sorted([*reports, *batch.others], key=attrgetter("end_offset"))
 
 
 class EventWriter:

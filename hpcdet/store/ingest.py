@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 from sqlmodel import Session
 
-from hpcdet.rundir.exchange import Event, EventBatch, MetricLines
+from hpcdet.rundir.exchange import Event, EventBatch, MetricLines, metric_value
 from hpcdet.states import CheckpointState
 from hpcdet.store.models import Checkpoint, Trial
 
@@ -146,10 +146,11 @@ def store_metrics(writes: MetricWrites, trial_id: int, run_id: int, batch: Event
     if decoded or "validation" in lines.groups:
         best_value = _track_best(best_value, lines, decoded, best)
     if not decoded:
-        spans = _spans(lines)
+        by_group = _steps_by_group(lines)
+        spans = {g: (min(steps), max(steps)) for g, steps in by_group.items()}
         ends = {group: writes.end_of(trial_id, group) for group in spans}
-        if all(ends[g][1] < low for g, (low, _) in spans.items()) and (
-                len(set(zip(lines.groups, lines.steps))) == len(lines.seqs)):
+        if all(ends[g][1] < low and len(set(by_group[g])) == len(by_group[g])
+               for g, (low, _) in spans.items()):
             # Every report is of a step new to the trial: straight in, in file order.
             counters = {g: count(last + 1) for g, (last, _) in ends.items()}
             ordinals = list(map(next, map(counters.__getitem__, lines.groups)))
@@ -226,23 +227,23 @@ def _merge(writes: MetricWrites, trial_id: int, run_id: int, reports: list[_Line
             "reported = ? WHERE id = ?", old)
 
 
-def _spans(lines: MetricLines) -> dict[str, tuple[int, int]]:
-    """Each group's lowest and highest step in the lines."""
-    groups = set(lines.groups)
-    by_group = ({lines.groups[0]: lines.steps} if len(groups) == 1 else
-                {g: list(compress(lines.steps, map(g.__eq__, lines.groups))) for g in groups})
-    return {g: (min(steps), max(steps)) for g, steps in by_group.items()}
+def _steps_by_group(lines: MetricLines) -> dict[str, list[int]]:
+    """Each group's steps in the lines, in order."""
+    if len(groups := set(lines.groups)) == 1:
+        return {lines.groups[0]: lines.steps}
+    return {g: list(compress(lines.steps, map(g.__eq__, lines.groups))) for g in groups}
 
 
 def _track_best(value: float | None, lines: MetricLines, decoded: list[Event], best: BestOf
                 ) -> float | None:
-    # Only the validations' metrics are decoded, and only here: what the feed asks of them
-    # (rarely) is decoded from the line if it asks.
-    validations = chain(
-        map(json.loads, compress(lines.metrics_json, map("validation".__eq__, lines.groups))),
-        (ev.body["metrics"] for ev in decoded if ev.body["group"] == "validation"))
-    for metrics in validations:
-        candidate = _as_float(metrics.get(best.metric))
+    # Only the validations' metric is looked for, in their text where the pattern read them;
+    # what the feed asks of them (rarely) is decoded from the line if it asks.
+    validations = compress(lines.metrics_json, map("validation".__eq__, lines.groups))
+    candidates = chain(
+        map(metric_value, validations, repeat(best.metric)),
+        (_as_float(ev.body["metrics"].get(best.metric)) for ev in decoded
+         if ev.body["group"] == "validation"))
+    for candidate in candidates:
         if candidate is not None and best.better(candidate, value):
             value = candidate
     return value

@@ -25,7 +25,7 @@ from sqlalchemy.orm.attributes import set_committed_value
 from sqlmodel import Session, SQLModel, col, create_engine, func, select
 
 from hpcdet.errors import NotFoundError, StoreError
-from hpcdet.rundir.exchange import Event, EventBatch, read_event_batch
+from hpcdet.rundir.exchange import EventBatch, read_event_batch
 from hpcdet.states import (
     FINAL_EXPERIMENT_STATES,
     FINAL_TRIAL_STATES,
@@ -458,12 +458,13 @@ class Store:
         return applied
 
     def ingest_events(self, trial_id: int, run_id: int, events_path: str | Path, best: BestOf
-                      ) -> list[Event]:
-        """Store the run's events past what was stored before, exactly once; returns them."""
+                      ) -> EventBatch:
+        """Store the run's events past what was stored before, exactly once; returns them (what
+        the feed reads of them: ``EventBatch``)."""
         return self.ingest_runs([(trial_id, run_id, events_path, best)])[(trial_id, run_id)]
 
     def ingest_runs(self, logs: Sequence[tuple[int, int, str | Path, BestOf]]
-                    ) -> dict[tuple[int, int], list[Event]]:
+                    ) -> dict[tuple[int, int], EventBatch]:
         """``ingest_events`` for many runs, each given as (trial, run, its event log, what
         makes its trial's best), in one transaction: the daemon's loop ingests every grown log
         of a tick at once. Returns each run's new events.
@@ -471,7 +472,7 @@ class Store:
         The usual batch, metric reports alone, costs a few plain statements; an event that
         changes the trial (a checkpoint, progress, a status) loads the trial's row.
         """
-        found: dict[tuple[int, int], list[Event]] = {(t, r): [] for t, r, _, _ in logs}
+        found: dict[tuple[int, int], EventBatch] = {}
         if not logs:
             return found
         trial_ids = sorted({t for t, _, _, _ in logs})
@@ -484,17 +485,15 @@ class Store:
             marks: list[tuple[int, int | None, bool, int]] = []
             for trial_id, run_id, path, best in logs:
                 row, offset = offsets[(trial_id, run_id)]
-                batch = read_event_batch(path, offset)
+                batch = found[(trial_id, run_id)] = read_event_batch(path, offset)
                 if batch.end_offset == offset:
                     continue
                 # Past corrupt lines too (read_event_batch logged them), so each is reported
                 # once.
-                last = batch.events[-1].seq if batch.events else None
                 acked = any(ev.type == "preempt_ack" for ev in batch.others)
-                marks.append((batch.end_offset, last, acked, row))
-                if batch.events:
+                marks.append((batch.end_offset, batch.last_seq, acked, row))
+                if batch.last_seq is not None:
                     self._apply(s, writes, trial_id, run_id, batch, best)
-                found[(trial_id, run_id)] = batch.events
             writes.flush()
             if marks:
                 conn.executemany(

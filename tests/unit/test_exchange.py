@@ -11,6 +11,7 @@ from hpcdet.rundir.exchange import (
     EventWriter,
     FileWatch,
     append_line,
+    metric_value,
     read_event_batch,
     read_events,
     read_lines,
@@ -187,11 +188,15 @@ def test_metrics_lines_read_by_the_pattern_are_the_events_a_decode_gives(
         f.write(b"\n" + torn + path.read_bytes().splitlines(keepends=True)[0])
     lines = path.read_bytes().splitlines()
     batch = read_event_batch(path, 0)
+    every = read_events(path, 0)
     decoded = [json.loads(line) for line in lines if line and not line.startswith(torn)]
-    assert [(e.seq, e.type, dict(e.body)) for e in batch.events] == [
+    assert [(e.seq, e.type, dict(e.body)) for e in every] == [
         (d.pop("seq"), d.pop("type"), d) for d in decoded]
+    # The feed's: all but the training report the pattern read.
+    assert batch.events == [e for e in every if e.seq != 1]
+    assert (batch.first_seq, batch.last_seq) == (1, 6)
     assert batch.end_offset == path.stat().st_size
-    assert [e.end_offset for e in batch.events] == [
+    assert [e.end_offset for e in every] == [
         sum(len(line) + 1 for line in lines[:i + 1]) for i, line in enumerate(lines)
         if line and not line.startswith(torn)]
     assert f"{path} at byte offset {sum(len(x) + 1 for x in lines[:7])}" in caplog.text
@@ -199,3 +204,16 @@ def test_metrics_lines_read_by_the_pattern_are_the_events_a_decode_gives(
     assert (metric_lines.seqs, metric_lines.groups) == ([1, 3], ["training", "validation"])
     assert [json.loads(m) for m in metric_lines.metrics_json] == [{**plain, "nan": "NaN"}, {}]
     assert [e.seq for e in batch.others] == [2, 4, 5, 6]
+
+
+def test_a_metric_value_is_found_in_the_text_the_pattern_read(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    w = EventWriter(path)
+    metrics = {"myloss": 9.0, "note": "loss,x", "loss": -2.5e-3, "acc": 1, "ok": True,
+               "bad": math.nan, "huge": 1e308 * 10, "last": 7}
+    w.emit("metrics", {"group": "validation", "steps_completed": 1, "metrics": metrics})
+    w.flush()
+    [text] = read_event_batch(path, 0).metric_lines.metrics_json
+    found = {name: metric_value(text, name) for name in [*metrics, "missing", 'lo"ss']}
+    assert found == {"myloss": 9.0, "note": None, "loss": -2.5e-3, "acc": 1.0, "ok": None,
+                     "bad": None, "huge": None, "last": 7.0, "missing": None, 'lo"ss': None}

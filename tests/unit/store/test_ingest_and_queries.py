@@ -33,8 +33,9 @@ def test_events_are_stored_once_and_a_torn_last_line_waits(j: Journaled, tmp_pat
     with open(events, "a") as f:
         f.write('{"seq": 3, "type": "progress", "pro')  # a writer killed mid-line
     new = j.store.ingest_events(1, 1, events, LOSS)
-    assert [e.seq for e in new] == [1, 2]
-    assert j.store.ingest_events(1, 1, events, LOSS) == []
+    assert ([e.seq for e in new.events], new.first_seq, new.last_seq) == ([1, 2], 1, 2)
+    again = j.store.ingest_events(1, 1, events, LOSS)
+    assert (again.events, again.last_seq, again.end_offset) == ([], None, whole)
     [run] = j.store.runs()
     assert (run.event_seq, run.event_offset) == (2, whole)
     assert [m.steps_completed for m in j.store.metrics(1)] == [1]
@@ -42,7 +43,7 @@ def test_events_are_stored_once_and_a_torn_last_line_waits(j: Journaled, tmp_pat
 
 
 def test_no_event_log_yet_is_nothing_to_ingest(j: Journaled, tmp_path: Path) -> None:
-    assert j.store.ingest_events(1, 1, tmp_path / "none.jsonl", LOSS) == []
+    assert j.store.ingest_events(1, 1, tmp_path / "none.jsonl", LOSS).last_seq is None
 
 
 def test_reports_of_one_step_merge_and_a_later_run_replaces_them(
@@ -58,6 +59,23 @@ def test_reports_of_one_step_merge_and_a_later_run_replaces_them(
     j.store.ingest_events(1, 2, second, LOSS)
     [m] = j.store.metrics(1, "validation")
     assert (json.loads(m.metrics_json), m.run_id) == ({"loss": 0.25}, 2)
+
+
+def test_what_a_failed_ingest_wrote_is_not_remembered(j: Journaled, tmp_path: Path) -> None:
+    # Each trial's last ordinal and highest step are kept between ingests; a transaction that
+    # fails must leave them as committed, or the rows it would have stored are skipped.
+    j.trial(1, 2)
+    j.run(1, 2)
+    good, bad = tmp_path / "good.jsonl", tmp_path / "bad.jsonl"
+    write_events(good, _metrics(good, 1, loss=0.5))
+    j.store.ingest_events(1, 1, good, LOSS)
+    write_events(good, _metrics(good, 2, loss=0.4), _metrics(good, 3, loss=0.3))
+    write_events(bad, ("checkpoint", {"no uuid": True}))
+    with pytest.raises(KeyError):
+        j.store.ingest_runs([(1, 1, good, LOSS), (2, 1, bad, LOSS)])
+    j.store.ingest_events(1, 1, good, LOSS)
+    assert [(m.steps_completed, m.ordinal) for m in j.store.metrics(1)] == [(1, 0), (2, 1),
+                                                                          (3, 2)]
 
 
 @pytest.mark.parametrize(("smaller", "best"), [(True, 0.2), (False, 0.9)])

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from hpcdet.rundir.exchange import read_event_batch
+from hpcdet.rundir.exchange import read_event_batch, read_events
 from hpcdet.store.ingest import BestOf
 from tests.unit.store.store_support import Journaled, one_run, write_events
 
@@ -98,9 +98,17 @@ def test_events_come_back_in_file_order_with_their_bodies(
                  _report("training", 2, **DECODED), _report("validation", 2, loss=0.25))
     written = [json.loads(line) for line in events.read_text().splitlines()]
     new = j.store.ingest_events(1, 1, events, LOSS)
-    assert [(e.seq, e.type) for e in new] == [(1, "metrics"), (2, "status"), (3, "metrics"),
-                                              (4, "metrics")]
-    assert [e.body["group"] for e in new if e.type == "metrics"] == [
+    # What the feed reads: every event but the training reports read by the pattern, which
+    # are only stored (the one with DECODED metrics is read whole).
+    assert [(e.seq, e.type) for e in new.events] == [(2, "status"), (3, "metrics"),
+                                                     (4, "metrics")]
+    assert (new.first_seq, new.last_seq) == (1, 4)
+    assert [dict(e.body) for e in new.events] == [
+        {k: v for k, v in w.items() if k not in ("seq", "type")} for w in written[1:]]
+    every = read_events(events, 0)
+    assert [(e.seq, e.type) for e in every] == [(1, "metrics"), (2, "status"), (3, "metrics"),
+                                                (4, "metrics")]
+    assert [e.body["group"] for e in every if e.type == "metrics"] == [
         "training", "training", "validation"]
-    assert [dict(e.body) for e in new] == [
+    assert [dict(e.body) for e in every] == [
         {k: v for k, v in w.items() if k not in ("seq", "type")} for w in written]
