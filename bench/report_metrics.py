@@ -16,7 +16,10 @@ import http.client
 import http.server
 import json
 import logging
+import math
 import os
+import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -78,16 +81,20 @@ def time_calls(n: int, call: Callable[[int, dict[str, Any]], None], first: int =
     return out
 
 
-class _Sink(http.server.BaseHTTPRequestHandler):
-    """A local HTTP server that accepts every report, as a master would (minus the database)."""
+class Sink(http.server.BaseHTTPRequestHandler):
+    """A local HTTP server that accepts every report, as a master would (minus the database):
+    200 and an empty JSON object, which Determined's client requires."""
 
     protocol_version = "HTTP/1.1"
+    received = 0  # reports, over all servers of the process
 
     def do_POST(self) -> None:  # noqa: N802 (http.server's name)
         self.rfile.read(int(self.headers["Content-Length"]))
-        self.send_response(204)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
+        Sink.received += 1
+        # Head and body in one write: in two, Nagle's algorithm holds the body until the
+        # client's delayed ACK of the head, 40 ms a report.
+        self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: 2\r\n\r\n{}")
 
     def log_message(self, *args: Any) -> None:
         pass
@@ -96,7 +103,7 @@ class _Sink(http.server.BaseHTTPRequestHandler):
 def http_posts(n: int) -> list[float]:
     """Microseconds per report sent as one synchronous HTTP POST (Determined's model: each
     report is a call to the master), on a kept-alive connection to a local server."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Sink)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Sink)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     conn = http.client.HTTPConnection("127.0.0.1", server.server_address[1])
 
@@ -114,9 +121,64 @@ def http_posts(n: int) -> list[float]:
         server.shutdown()
 
 
-def measure(n: int) -> tuple[list[Figure], bool]:
+DETERMINED = "determined==0.38.1"
+REPO = Path(__file__).resolve().parents[1]
+
+
+def determined_python() -> Path:
+    """The Python of a bench-only virtualenv with Determined's client, made on first use under
+    $XDG_CACHE_HOME/hpcdet-bench (private to the user); hpcdet's own venv never gets it.
+    Raises RuntimeError, saying why, when it cannot be made (no package index, say)."""
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "hpcdet-bench"
+    venv = cache / DETERMINED.replace("==", "-")
+    python = venv / "bin" / "python"
+    if python.exists():
+        return python
+    cache.mkdir(mode=0o700, parents=True, exist_ok=True)
+    for cmd in ([sys.executable, "-m", "venv", "--clear", str(venv)],
+                [str(python), "-m", "pip", "install", "-q", DETERMINED]):
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+        if done.returncode != 0:
+            shutil.rmtree(venv, ignore_errors=True)
+            raise RuntimeError(f"{' '.join(cmd[-3:])} failed: {done.stderr.strip()[-300:]}")
+    return python
+
+
+def determined_client(n: int) -> dict[str, Any]:
+    """``bench.determined_client`` run with Determined's own client: its figures as JSON."""
+    done = subprocess.run([str(determined_python()), "-m", "bench.determined_client", str(n)],
+                          cwd=REPO, capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        raise RuntimeError(f"bench.determined_client failed: {done.stderr.strip()[-500:]}")
+    found: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
+    if found["received"] != found["sent"]:
+        raise RuntimeError(f"Determined's client sent {found['sent']} reports; the server got "
+                           f"{found['received']}")
+    return found
+
+
+def _determined_figures(n: int, ours_us: list[float], close_ms: float) -> list[Figure]:
+    name = "report_metrics"
+    try:
+        theirs = determined_client(n)
+    except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:
+        return [Figure(name, f"report_training_metrics against {DETERMINED}'s own client",
+                       math.nan, "µs", note=f"not measured: {e}")]
+    return [
+        Figure(name, "report_training_metrics, median", median(ours_us), "µs",
+               f"{DETERMINED}'s own client (a queue; a thread POSTs to a local server)",
+               median(theirs["us"])),
+        Figure(name, "report_training_metrics, p99", p99(ours_us), "µs",
+               f"{DETERMINED}'s own client, p99", p99(theirs["us"])),
+        Figure(name, "close(): final flush + fsync", close_ms, "ms",
+               f"{DETERMINED}'s close() (its queue drained)", theirs["close_ms"]),
+    ]
+
+
+def measure(n: int, determined: bool = False) -> tuple[list[Figure], bool]:
     """The figures of N reports each way, and whether every report reached events.jsonl
-    exactly once and in order."""
+    exactly once and in order. ``determined``: also Determined's own client, in a bench-only
+    virtualenv made on first use (the full run; it needs the package index)."""
     with tempfile.TemporaryDirectory(prefix="hpcdet-bench-") as tmp, on_the_cluster(Path(tmp)):
         root = Path(tmp)
         warmup = min(1000, n)
@@ -181,6 +243,8 @@ def measure(n: int) -> tuple[list[Figure], bool]:
                "report alone, p99", p99(ours_us)),
         Figure(name, "close(): final flush + fsync", close_ms, "ms"),
     ]
+    if determined:
+        figures += _determined_figures(n, ours_us, close_ms)
     return figures, ok
 
 
