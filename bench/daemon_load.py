@@ -186,26 +186,31 @@ def measure(seconds: float, sizes: tuple[int, ...] = (10, 100, 500, 1000),
 
 
 CPU_NOTE = (
-    "84% of a core in the full run of 10:23 on 2026-11-25 (commit 23fb272), 16% in that of "
-    "13:10 (f9b3be0); 10 trials 5.4% -> 1.2%. The cost was ORM round trips: each trial's flush "
-    "was one ingest of about 10 rows in its own transaction (select the run, load the trial, "
-    "flush both), and every tick, 4 a second, loaded every live run and trial as ORM objects "
-    "4-6 times. Now a tick (one a second, sooner for a request or after a decision) ingests "
-    "every grown log in one transaction with statements sent straight to sqlite3 and reads "
-    "live runs as plain tuples in one query. What is left (py-spy, 30 s at 1,000 trials): "
-    "two thirds is ingest proper, whose floor is the rows themselves (each run's log opened, "
-    "read and matched 21%, the rows' INSERT 20%, the commit of 10,000 rows a second 11%; the "
-    "ingest benchmark's raw executemany alone costs ~3 us a row, 3% of a core at this rate), "
-    "and ~15% the once-a-second sweep of every live run (exit file, control file, log size). "
-    "Next suspects: one INSERT for all runs of a tick, and the trial's last ordinal kept in "
-    "memory instead of asked per run and flush")
+    "84% of a core in the full run of 10:23 on 2026-11-25 (23fb272), 16% in that of 13:10 "
+    "(f9b3be0), 12.9% in that of 15:15 (93f7c61); 10 trials 5.4% -> 1.2% -> 1.1%, 100 trials "
+    "2.6% -> 2.1%. First the ORM round trips went (one transaction per trial flush, live runs "
+    "and trials loaded as objects 4-6 times a tick, 4 ticks a second): now a tick a second "
+    "ingests every grown log in one transaction, statements straight to sqlite3. Then the "
+    "per-run work of a tick: the rows of all runs go in one INSERT per 200, each trial's "
+    "last ordinal and highest step are remembered once committed (not asked per run), an "
+    "Event is built only for what the searcher reads, the best validation is found in the "
+    "report's text, and each run's file paths are built once. This shape is 10,000 rows a "
+    "second: at the ingest benchmark's 205,000 rows/s that alone is ~5% of a core, and "
+    "SQLite's own insert (raw executemany, 354,000 rows/s) ~3%; 2% would need the rows "
+    "stored faster than SQLite stores them here. What is not ingest: the sweep of every "
+    "live run (a stat of its log and of its exit file), the control sync and the poll, "
+    "~3% at 1,000 runs")
 CALM_NOTE = (
-    "9.3% in the run of 13:10 (21% with 4 ticks a second and ORM reads, in a 20 s run before "
-    "these changes). The trials' flushes, not their metrics, set the cost: 1,000 a second, "
-    "each an open, read and parse of a log and a few statements (~60 us), plus the sweep of "
-    "every live run once a second. A Python daemon that reads one log file per run per flush "
-    "cannot go much under ~30 us a flush: 3% of a core at 1,000 flushes a second; 2% holds up "
-    "to ~100 live trials here (2.6% at 100 trials reporting 10 times a second)")
+    "9.3% in the run of 13:10 (21% with 4 ticks a second and ORM reads, before), 6.3% in "
+    "that of 15:15. The flushes, not the metrics, set the cost: 1,000 a second, each a "
+    "stat, an open, a read and a parse of one log (~10 us here, ~4 us of it the system "
+    "calls, on ext4 in a VM), its row's share of one INSERT, and per live run each tick "
+    "an access(2) of its exit file and its control file's inputs compared (a tick's parts, "
+    "timed at 1,000 runs: ingest 44 ms, the run-end check 5 ms, the control sync 4 ms, "
+    "reading the live runs 3.5 ms, status 2.7 ms). ~60 us a run a second; 2% of a core "
+    "is 20 us. Next: fewer system calls per run (the read sized by the stat, no separate "
+    "exit check for a run whose log grew), or a tick that reads logs of runs that did not "
+    "flush less often")
 
 
 if __name__ == "__main__":
