@@ -55,40 +55,39 @@ class Feed:
         if not due:
             return
         exps = {e.id: e for e in self.store.experiments(unfinished=True)}
-        logs: dict[tuple[int, int], tuple[str, Experiment, ExperimentConfig, BestOf]] = {}
-        for run in due:
-            exp_id = self.store.experiment_of(run.trial_id)
+        of_exp: dict[int, tuple[Experiment, ExperimentConfig, BestOf]] = {}
+        for exp_id in sorted({run.experiment_id for run in due}):
             with self.guard(exp_id, "ingest"):
-                logs[(run.trial_id, run.run_id)] = self._log_of(run, exps)
+                of_exp[exp_id] = self._experiment(exp_id, exps)
+        due = [run for run in due if run.experiment_id in of_exp]
         try:
-            new = self.store.ingest_runs(
-                [(*key, path, best) for key, (path, _, _, best) in logs.items()])
+            new = self.store.ingest_runs([
+                (run.trial_id, run.run_id, self._events_file(run), of_exp[run.experiment_id][2])
+                for run in due])
         except StoreError:
             raise
         except Exception:
             # Something in one run's events: each alone, so that it fails only its experiment.
-            log.warning("ingesting %d runs together failed; ingesting each alone", len(logs),
+            log.warning("ingesting %d runs together failed; ingesting each alone", len(due),
                         exc_info=True)
-            for run in due:
-                if (run.trial_id, run.run_id) in logs:
-                    with self.guard(self.store.experiment_of(run.trial_id), "ingest"):
-                        self.ingest(run, exps)
+            self.guard.each_run("ingest", lambda run: self.ingest(run, exps), due)
             return
-        for run in due:
-            key = (run.trial_id, run.run_id)
-            if key not in logs:
-                continue
-            path, exp, cfg, _ = logs[key]
-            with self.guard(exp.id, "ingest"):
-                exp = exps.get(exp.id, exp)
-                exps[exp.id] = self._feed_trial_events(exp, cfg, run, path, new[key])
+
+        def feed(run: LiveRun) -> None:
+            exp, cfg, _ = of_exp[run.experiment_id]
+            exp = exps.get(exp.id, exp)
+            exps[exp.id] = self._feed_trial_events(exp, cfg, run, self._events_file(run),
+                                                   new[(run.trial_id, run.run_id)])
+
+        self.guard.each_run("ingest", feed, due)
 
     def ingest(self, run: Run | LiveRun, exps: dict[int, Experiment] | None = None) -> None:
         """Store the run's new events. ``exps``: the experiments as last read, kept current."""
         if not self._due(run):
             return
         exps = {} if exps is None else exps
-        path, exp, cfg, best = self._log_of(run, exps)
+        exp, cfg, best = self._experiment(self.store.experiment_of(run.trial_id), exps)
+        path = self._events_file(run)
         new = self.store.ingest_events(run.trial_id, run.run_id, path, best)
         exps[exp.id] = self._feed_trial_events(exp, cfg, run, path, new)
 
@@ -102,14 +101,12 @@ class Feed:
         exp_id = self.store.experiment_of(run.trial_id)
         return run_files(self.paths.run(exp_id, run.trial_id, run.run_id)).events
 
-    def _log_of(self, run: Run | LiveRun, exps: dict[int, Experiment]
-                ) -> tuple[str, Experiment, ExperimentConfig, BestOf]:
-        """The run's event log, its experiment and config, and what makes its trials' best."""
-        exp_id = self.store.experiment_of(run.trial_id)
+    def _experiment(self, exp_id: int, exps: dict[int, Experiment]
+                    ) -> tuple[Experiment, ExperimentConfig, BestOf]:
+        """The experiment (as last read), its config, and what makes its trials' best."""
         exp = exps.get(exp_id) or self.store.experiment(exp_id)
         cfg = self.configs.get(exp)
-        best = BestOf(cfg.searcher.metric, cfg.searcher.smaller_is_better)
-        return self._events_file(run), exp, cfg, best
+        return exp, cfg, BestOf(cfg.searcher.metric, cfg.searcher.smaller_is_better)
 
     def report_exits(self) -> None:
         """Tell each search about its trials that became final (once per trial)."""
