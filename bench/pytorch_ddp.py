@@ -168,15 +168,17 @@ def measure(epochs: int) -> list[Figure]:
 FASTER = ("hpcdet faster than the baseline (1.07-1.44x in five runs on the morning of "
           "2026-11-25, when the baseline ran at 93 batches/s on a loaded machine); see the "
           "slower case's note")
-SLOWER = ("0.84-0.90x in six runs on a quiet machine on the afternoon of 2026-11-25 (baseline "
-          "134-138 batches/s), and 0.87x with 60 epochs, so not start-up: ~1.2 ms more per "
-          "batch. Not other processes: over 10 s of training each rank had 3.5-3.6 CPU seconds "
-          "in both runs, and everything else hpcdet ran (daemon, torchrun's agents, the "
-          "bench's `experiment wait`) 0.13 s in all; so hpcdet's ranks spend ~13% more CPU per "
-          "batch. Not torchrun's worker monitor (--monitor_interval 5: no change). py-spy of "
-          "rank 0: ~5% of its main thread's samples are in hpcdet's loop outside train_batch() "
-          "(the batch iterator, metrics kept per batch), the rest inside it. Next: callgrind "
-          "of one rank against one plain rank, as was done for 1 slot")
+SLOWER = ("0.84-0.91x in eight runs on a quiet machine on 2026-11-25 (baseline 134-149 "
+          "batches/s), and 0.87x with 60 epochs, so not start-up: ~1.2 ms more per batch. Not "
+          "other processes (over 10 s of training everything else hpcdet ran took 0.13 s of "
+          "CPU), and not hpcdet's loop: per thread over 10 s of training (/proc/PID/task), each "
+          "rank's Python thread spends the same ~1.0 ms of CPU a batch in both (1.23 s for "
+          "~1,200 batches against 1.39 s for ~1,380), while gloo's transport thread "
+          "(gloo_tcp_loop) spends 1.67 ms a batch under hpcdet against 1.28 ms in the plain "
+          "job: 2.0 s against 1.8 s. What differs there is the launch: hpcdet's ranks are "
+          "torchrun's workers (env:// rendezvous through torchrun's store), the baseline's "
+          "srun tasks (tcp://). Next: the plain loop under torchrun on the same nodes, to tell "
+          "torchrun's part from hpcdet's (a first try of it hung at the rendezvous)")
 
 
 if __name__ == "__main__":
