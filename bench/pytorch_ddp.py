@@ -175,10 +175,12 @@ SLOWER = ("0.84-0.91x in eight runs on a quiet machine on 2026-11-25 (baseline 1
           "rank's Python thread spends the same ~1.0 ms of CPU a batch in both (1.23 s for "
           "~1,200 batches against 1.39 s for ~1,380), while gloo's transport thread "
           "(gloo_tcp_loop) spends 1.67 ms a batch under hpcdet against 1.28 ms in the plain "
-          "job: 2.0 s against 1.8 s. What differs there is the launch: hpcdet's ranks are "
-          "torchrun's workers (env:// rendezvous through torchrun's store), the baseline's "
-          "srun tasks (tcp://). Next: the plain loop under torchrun on the same nodes, to tell "
-          "torchrun's part from hpcdet's (a first try of it hung at the rendezvous)")
+          "job: 2.0 s against 1.8 s. The launch is the cause, not hpcdet: the same plain loop "
+          "started by torchrun on the same nodes (2 a node, --master_addr, env:// init) ran at "
+          "128 batches/s, as hpcdet's (124-129), with the same 2.0 s in gloo's thread. hpcdet's "
+          "torch_distributed launcher starts ranks through torchrun, as Determined's does. "
+          "Next: why gloo costs more under torchrun (its workers' environment, the rendezvous "
+          "store), or a launch of one srun task per rank on Slurm")
 
 
 if __name__ == "__main__":
