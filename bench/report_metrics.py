@@ -32,6 +32,8 @@ from typing import Any
 
 from bench.figures import Figure, median, p99, table
 from hpcdet import core
+from hpcdet.errors import HpcdetError
+from hpcdet.private import private_dir
 from hpcdet.rundir.exchange import read_events
 from hpcdet.rundir.spec import CLUSTER_INFO_ENV, ClusterInfoRecord, RunSpec
 
@@ -129,12 +131,14 @@ def determined_python() -> Path:
     """The Python of a bench-only virtualenv with Determined's client, made on first use under
     $XDG_CACHE_HOME/hpcdet-bench (private to the user); hpcdet's own venv never gets it.
     Raises RuntimeError, saying why, when it cannot be made (no package index, say)."""
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "hpcdet-bench"
+    # Ours alone (hpcdet.private): a directory another user can write must not decide what
+    # Python runs here.
+    cache = private_dir(
+        Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "hpcdet-bench")
     venv = cache / DETERMINED.replace("==", "-")
     python = venv / "bin" / "python"
     if python.exists():
         return python
-    cache.mkdir(mode=0o700, parents=True, exist_ok=True)
     for cmd in ([sys.executable, "-m", "venv", "--clear", str(venv)],
                 [str(python), "-m", "pip", "install", "-q", DETERMINED]):
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
@@ -161,7 +165,7 @@ def _determined_figures(n: int, ours_us: list[float], close_ms: float) -> list[F
     name = "report_metrics"
     try:
         theirs = determined_client(n)
-    except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:
+    except (RuntimeError, OSError, subprocess.TimeoutExpired, HpcdetError) as e:
         return [Figure(name, f"report_training_metrics against {DETERMINED}'s own client",
                        math.nan, "µs", note=f"not measured: {e}")]
     return [

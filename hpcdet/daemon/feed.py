@@ -51,7 +51,9 @@ class Feed:
         transaction; then feed each run's to its searcher."""
         # The loop asks of every live run every tick: one whose log has not grown since
         # ``run`` was read, and whose stored events the searcher has all heard, costs a stat.
-        due = [run for run in runs if self._due(run)]
+        # Each run's log path found once a tick: the loop does this for every live run.
+        logs = {(run.trial_id, run.run_id): self._events_file(run) for run in runs}
+        due = [run for run in runs if self._due(run, logs[(run.trial_id, run.run_id)])]
         if not due:
             return
         exps = {e.id: e for e in self.store.experiments(unfinished=True)}
@@ -62,7 +64,8 @@ class Feed:
         due = [run for run in due if run.experiment_id in of_exp]
         try:
             new = self.store.ingest_runs([
-                (run.trial_id, run.run_id, self._events_file(run), of_exp[run.experiment_id][2])
+                (run.trial_id, run.run_id, logs[(run.trial_id, run.run_id)],
+                 of_exp[run.experiment_id][2])
                 for run in due])
         except StoreError:
             raise
@@ -76,26 +79,26 @@ class Feed:
         def feed(run: LiveRun) -> None:
             exp, cfg, _ = of_exp[run.experiment_id]
             exp = exps.get(exp.id, exp)
-            exps[exp.id] = self._feed_trial_events(exp, cfg, run, self._events_file(run),
+            exps[exp.id] = self._feed_trial_events(exp, cfg, run, logs[(run.trial_id, run.run_id)],
                                                    new[(run.trial_id, run.run_id)])
 
         self.guard.each_run("ingest", feed, due)
 
     def ingest(self, run: Run | LiveRun, exps: dict[int, Experiment] | None = None) -> None:
         """Store the run's new events. ``exps``: the experiments as last read, kept current."""
-        if not self._due(run):
+        path = self._events_file(run)
+        if not self._due(run, path):
             return
         exps = {} if exps is None else exps
         exp, cfg, best = self._experiment(self.store.experiment_of(run.trial_id), exps)
-        path = self._events_file(run)
         new = self.store.ingest_events(run.trial_id, run.run_id, path, best)
         exps[exp.id] = self._feed_trial_events(exp, cfg, run, path, new)
 
-    def _due(self, run: Run | LiveRun) -> bool:
+    def _due(self, run: Run | LiveRun, path: str) -> bool:
         """Whether the run's log has grown since ``run`` was read, or the searcher has not
         heard all its stored events."""
         heard = self.considered.get((run.trial_id, run.run_id), run.searcher_seq)
-        return _size(self._events_file(run)) != run.event_offset or heard < run.event_seq
+        return _size(path) != run.event_offset or heard < run.event_seq
 
     def _events_file(self, run: Run | LiveRun) -> str:
         exp_id = self.store.experiment_of(run.trial_id)
