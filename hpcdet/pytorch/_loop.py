@@ -213,6 +213,10 @@ class Loop:
             self.last_checkpoint = self.batches_trained
             self.last_validation = counters.get("last_validation")
             self.best = counters.get("best")
+            # Older checkpoints lack the count: one optimizer step per aggregation is the
+            # usual trial's.
+            self.ctx._optimizer_steps = int(counters.get(
+                "optimizer_steps", self.batches_trained // self.ctx._aggregation_frequency))
         logger.info("resumed from checkpoint %s at batch %d", uuid, self.batches_trained)
 
     def load_state(self, state: dict[str, Any]) -> None:
@@ -278,6 +282,7 @@ class Loop:
             "epochs_trained": self.batches_trained // self.epoch_len,
             "last_validation": self.last_validation,
             "best": self.best,
+            "optimizer_steps": self.ctx._optimizer_steps,
         }
         load_data = {
             "trial_type": "PyTorchTrial",

@@ -1,5 +1,6 @@
 """What a PyTorchTrial's checkpoint holds besides the models' weights: the file names, the
-random state of every generator, and a copy of the trial's code."""
+random state of every generator with torch's intra-op thread count, and a copy of the trial's
+code."""
 
 from __future__ import annotations
 
@@ -40,8 +41,11 @@ def seed_everything(seed: int) -> None:
 
 
 def rng_state() -> dict[str, Any]:
+    """This process's generators and intra-op thread count, as :func:`set_rng_state` takes
+    them."""
     state: dict[str, Any] = {"cpu_rng_state": torch.get_rng_state(),
-                             "random_rng_state": random.getstate()}
+                             "random_rng_state": random.getstate(),
+                             "torch_num_threads": torch.get_num_threads()}
     if np is not None:
         state["np_rng_state"] = np.random.get_state()
     if torch.cuda.is_available():
@@ -50,12 +54,21 @@ def rng_state() -> dict[str, Any]:
 
 
 def set_rng_state(state: dict[str, Any]) -> None:
+    """Restore what :func:`rng_state` saved, the thread count too when it differs."""
     torch.set_rng_state(state["cpu_rng_state"])
     random.setstate(state["random_rng_state"])
     if np is not None and "np_rng_state" in state:
         np.random.set_state(state["np_rng_state"])
     if torch.cuda.is_available() and "gpu_rng_state" in state:
         torch.cuda.set_rng_state_all(state["gpu_rng_state"])
+    threads = state.get("torch_num_threads")
+    if isinstance(threads, int) and threads > 0 and threads != torch.get_num_threads():
+        # torch's default comes from the CPUs this process may use (affinity, cgroup,
+        # OMP_NUM_THREADS), which a resumed job need not share with the first; CPU kernels
+        # (MKL's sgemm among them) split their sums by it, so the weights would drift.
+        logger.info("using %d intra-op threads as the checkpointed run did (this process "
+                    "started with %d)", threads, torch.get_num_threads())
+        torch.set_num_threads(threads)
 
 
 def unwrap(model: nn.Module) -> nn.Module:

@@ -303,3 +303,59 @@ def test_to_device_keeps_the_batch_shape_and_moves_only_what_it_must() -> None:
     assert moved[0] is x and moved[1][0] is y and moved[1][1]["a"] is x and moved[3] == 3
     assert to_device((x, y), "cpu")[0].device == cpu
     assert to_device(torch.nn.Parameter(x), cpu).device == cpu
+
+
+class Pauses(Tiny):
+    """Stops after its third batch the first time (a checkpoint, as a pause leaves one)."""
+
+    def train_batch(self, batch: Any, epoch_idx: int, batch_idx: int) -> dict[str, Any]:
+        self.threads = torch.get_num_threads()
+        if batch_idx == 2 and self.stop_at_third:
+            self.context.set_stop_requested(True)
+        return super().train_batch(batch, epoch_idx, batch_idx)
+
+    stop_at_third = False
+    threads = 0
+
+
+def _stop_and_resume(tmp_path: Path, threads: tuple[int, int]) -> tuple[Pauses, Pauses]:
+    """The same seed trained 2 epochs without a stop, and stopped after batch 3 and resumed
+    from its checkpoint, each process's intra-op threads as ``threads`` says."""
+    runs = []
+    for stop, n in ((False, threads[0]), (True, threads[0]), (False, threads[1])):
+        torch.set_num_threads(n)
+        resume = None
+        if runs and not stop:
+            resume = next(c.name for c in (tmp_path / "hpcdet" / "checkpoints").iterdir()
+                          if json.loads((c / "trial_state.json").read_text())[
+                              "batches_trained"] == 3)
+        with init(hparams={"global_batch_size": 2}) as context:
+            trial = Pauses(context)
+            trial.stop_at_third = stop
+            Trainer(trial, context).fit(max_length=Epoch(2), latest_checkpoint=resume,
+                                        checkpoint_policy="none")
+        runs.append(trial)
+    return runs[0], runs[2]
+
+
+def test_a_resumed_trial_keeps_the_optimizer_step_count(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    monkeypatch.delenv("HPCDET_CLUSTER_INFO", raising=False)
+    whole, resumed = _stop_and_resume(tmp_path, (1, 1))
+    # Every 2 optimizer steps over 10: a resumed count from 0 would step at 5, 7 and 9.
+    assert [t.steps[MODES.STEP_EVERY_OPTIMIZER_STEP].last_epoch for t in (whole, resumed)] == [
+        5, 5]
+    assert resumed.context._optimizer_steps == 10
+
+
+def test_a_resumed_trial_trains_with_the_thread_count_it_started_with(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    monkeypatch.delenv("HPCDET_CLUSTER_INFO", raising=False)
+    before = torch.get_num_threads()
+    try:
+        whole, resumed = _stop_and_resume(tmp_path, (1, 2))
+    finally:
+        torch.set_num_threads(before)
+    assert (whole.threads, resumed.threads) == (1, 1)
