@@ -10,6 +10,7 @@ The run tree is the source of truth and lives on the shared filesystem::
     <state>/runs/exp-<E>/context/             snapshot of the context directory taken at create
     <state>/runs/exp-<E>/array/               the experiment's job arrays
     <state>/runs/exp-<E>/trials/<T>/run-<R>/  one directory per submission of the trial
+    <state>/runs/bell/                        trials -> daemon: "look at my run now"
     <state>/trialside/<digest>/               hpcdet's trial side, read-only, per version
     <state>/images/                           registry images converted for the trials
 
@@ -25,6 +26,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from hpcdet.private import check_holder, private_dir
+from hpcdet.rundir.layout import BELL_DIR
 
 # Filesystems on which SQLite's locking (and WAL's shared memory) cannot be trusted.
 NETWORK_FSTYPES = frozenset(
@@ -96,6 +98,11 @@ class StatePaths:
     @property
     def runs(self) -> Path:
         return self.root / "runs"
+
+    @property
+    def bell(self) -> Path:
+        """Where runs ring for the daemon's attention (``hpcdet.rundir.layout.bell``)."""
+        return self.runs / BELL_DIR
 
     def experiment(self, exp_id: int) -> Path:
         return self.runs / f"exp-{exp_id}"
@@ -169,6 +176,7 @@ class StatePaths:
         private_dir(self.root, share_with_group)
         private_dir(self.requests)
         private_dir(self.runs, share_with_group)
+        private_dir(self.bell, share_with_group)
         self.prepare_local()
 
     def database(self) -> Path:

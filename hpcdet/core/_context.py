@@ -33,7 +33,7 @@ from hpcdet.core._searcher import (
 )
 from hpcdet.core._train import DummyTrainContext, EarlyExitReason, TensorboardMode, TrainContext
 from hpcdet.rundir.exchange import EventWriter
-from hpcdet.rundir.layout import CONTROL_FILE, EVENTS_FILE, PREEMPT_FILE, tensorboard_dir
+from hpcdet.rundir.layout import CONTROL_FILE, EVENTS_FILE, PREEMPT_FILE, bell, tensorboard_dir
 
 logger = logging.getLogger("hpcdet.core")
 
@@ -248,7 +248,8 @@ def init(
     length, units = configured_length(trial._config.get("searcher") or {})
     daemon_ops = has_daemon_ops(run_dir / CONTROL_FILE)
     # Last step that can fail: RunEvents claims the run's event log until close().
-    events = RunEvents(EventWriter(run_dir / EVENTS_FILE) if distributed.rank == 0 else None)
+    events = RunEvents(EventWriter(run_dir / EVENTS_FILE, bell=bell(run_dir))
+                       if distributed.rank == 0 else None)
     tensorboard = tensorboard_dir(base, info.cluster_id, trial.experiment_id, trial.trial_id)
     watcher = PreemptWatcher(run_dir / PREEMPT_FILE, run_dir / CONTROL_FILE)
     source: OpSource | None = None

@@ -1,10 +1,12 @@
 """The per-user daemon: the only writer of the database and the only caller of the scheduler.
 
-One loop, every ``TICK_SECONDS``, and sooner when a request waits or the last tick decided
-something: answer requests, ingest trial events, notice ended runs, submit queued trials
-(rate-limited), and every poll interval ask the scheduler once about all of the user's jobs.
-The loop owns the services that do each of these; each is built here with what it needs, and
-none calls into another except through what it was given.
+One loop, every ``TICK_SECONDS``, and sooner when a request waits, a run rang the bell or the
+last tick decided something: answer requests, ingest trial events, notice ended runs, submit
+queued trials (rate-limited), and every poll interval ask the scheduler once about all of the
+user's jobs. A tick looks at the runs that rang (``bell``); a sweep, every tick while that is
+cheap and less often the more live runs there are, looks at every live run. The loop owns the
+services that do each of these; each is built here with what it needs, and none calls into
+another except through what it was given.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 
 from hpcdet.config.cluster import ClusterConfig
 from hpcdet.daemon import requests as req
+from hpcdet.daemon.bell import Bell
 from hpcdet.daemon.commands import Commands
 from hpcdet.daemon.configs import Configs
 from hpcdet.daemon.controls import Controls
@@ -45,6 +48,12 @@ LOOP_SECONDS = 0.25  # how often the loop looks for a waiting request
 # control file): at a thousand live runs four ticks a second cost the daemon 4x the CPU for
 # decisions that came at most 0.75 s sooner.
 TICK_SECONDS = 1.0
+# A sweep reads every live run (its event log, exit file and control file): with a thousand
+# it costs ~50 ms. Sweeps come every tick while they take at most this share of the time, and
+# otherwise as often as keeps them to it; runs that wrote what the daemon decides on, or ended,
+# ring the bell and are looked at on the next tick whatever this says.
+SWEEP_SHARE = 0.01
+MAX_SWEEP_SECONDS = 10.0
 LOCAL_POLL_SECONDS = 1.0
 HEARTBEAT_SECONDS = 30.0
 
@@ -90,7 +99,11 @@ class Daemon:
         self.commands = Commands(self.store, self.journal, paths, self.configs, self.controls,
                                  self.submission, self.retention, self.queue, self.creation,
                                  self.finisher, self.stop)
+        self.bell = Bell(paths)
         self.started = time.time()
+        self.next_sweep = 0.0
+        self.passed = -1  # the journal's count when the per-experiment passes last ran
+        self.synced = -1  # the journal's count when every control file was last synced
         self.last_tick = 0.0
         self.last_heartbeat = 0.0
         self.settled = False  # submissions a killed daemon left without a job id
@@ -108,9 +121,9 @@ class Daemon:
                     self.reconcile()
                     started = True
                 elif (time.time() - self.last_tick >= (LOOP_SECONDS if decided else TICK_SECONDS)
-                      or req.waiting(self.paths)):
+                      or req.waiting(self.paths) or self.bell.rung()):
                     journaled = self.journal.recorded
-                    self.tick()
+                    self.tick(sweep=time.time() >= self.next_sweep)
                     # A decision's consequences (a trial's end, then its search's answer, then
                     # the experiment's end) come a tick apart: the next tick is not put off.
                     decided = self.journal.recorded != journaled
@@ -151,34 +164,55 @@ class Daemon:
         self.feed.report_exits()
         self._poll()
 
-    def tick(self) -> None:
+    def tick(self, sweep: bool = True) -> None:
+        """One round. ``sweep``: look at every live run (its event log, exit file and control
+        file); otherwise at those that rang the bell, and at every run's end after a poll.
+        The passes over experiments (trial exits for the searcher, final states) run when
+        something may have changed: a sweep, a ring, a poll or a decision since they last ran.
+        """
         self.guard.new_round()
         now = time.time()
         req.serve_pending(self.paths, self.handle)
-        journaled = self.journal.recorded
-        live = self.store.live_runs()
-        self.feed.ingest_all(live)
-        # Poll while jobs live, and while a search waits for its next array to be due.
-        busy = live or any(e.state == ExperimentState.ACTIVE
-                           for e in self.store.experiments(unfinished=True))
-        if busy and now - self.jobs.last_poll >= self.jobs.poll_interval:
+        began = time.perf_counter()
+        rung = self.bell.take()
+        poll = now - self.jobs.last_poll >= self.jobs.poll_interval and (
+            self.store.any_live_run()
+            # and while a search waits for its next array to be due
+            or any(e.state == ExperimentState.ACTIVE
+                   for e in self.store.experiments(unfinished=True)))
+        live = self.store.live_runs(None if sweep or poll else rung)
+        read = self.journal.recorded
+        self.feed.ingest_all(live if sweep else [r for r in live if (r.trial_id, r.run_id) in rung])
+        polled = time.perf_counter()
+        if poll:
             self._poll()
+        polled = time.perf_counter() - polled  # the scheduler's time, not the sweep's
         # The runs as read above: what the steps between change (offsets, a poll's pending or
         # running) is not what ends a run, and a run this tick misses, the next one sees.
         self.guard.each_run("ending a run", self.run_ends.check, live)
-        self.feed.report_exits()
-        # What a control file says changes only with a decision, and every decision is
-        # journaled: without one since, the runs read above are still the live runs as
-        # they stand.
-        self.controls.sync_all(live if self.journal.recorded == journaled else None)
+        passes = sweep or bool(rung) or poll or self.journal.recorded != self.passed
+        if passes:
+            self.passed = self.journal.recorded
+            self.feed.report_exits()
+        # What a control file says changes with decisions, which are journaled, and with what
+        # a sweep reads (a run's start, the experiment's best validation).
+        if sweep or self.journal.recorded != self.synced:
+            self.synced = self.journal.recorded
+            self.controls.sync_all(live if sweep and self.journal.recorded == read else None)
+        if sweep:
+            spent = time.perf_counter() - began - polled
+            self.next_sweep = time.time() + min(MAX_SWEEP_SECONDS,
+                                                max(TICK_SECONDS, spent / SWEEP_SHARE))
         self.controls.escalate()
         self.submission.submit_queued()
-        for exp in self.store.experiments(unfinished=True):
-            with self.guard(exp.id, "finishing"):
-                self.finisher.finish(exp)
+        if passes or self.journal.recorded != self.passed:
+            for exp in self.store.experiments(unfinished=True):
+                with self.guard(exp.id, "finishing"):
+                    self.finisher.finish(exp)
         self.last_tick = time.time()
-        self.write_status([r.job_id for r in live if r.job_id]
-                          if self.journal.recorded == journaled else None)
+        if sweep or passes:
+            self.write_status([r.job_id for r in live if r.job_id]
+                              if sweep and self.journal.recorded == read else None)
 
     def _poll(self) -> None:
         if not self.jobs.poll():

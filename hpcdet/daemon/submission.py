@@ -207,7 +207,7 @@ class Submission:
         self.journal.record(exp.id, "run_submitting", trial_id=trial.id, run_id=run_id,
                             first_op=trial.ops_completed)
         submitting = self.store.run(trial.id, run_id)
-        for live in self.store.live_runs(trial.id, run_id):
+        for live in self.store.live_runs([(trial.id, run_id)]):
             self.controls.sync(live)  # the trial reads it at start
         if array_task is not None:
             self._fill_slot(trial, run_id, run_dir, array_task)

@@ -311,6 +311,10 @@ class EventBatch(NamedTuple):
     metric_lines: MetricLines = _NO_LINES
     others: list[Event] = []  # the events not in metric_lines; read, never changed
 
+    def for_feed(self) -> EventBatch:
+        """The batch without the text of its reports, which only the store reads."""
+        return self._replace(metric_lines=_NO_LINES)
+
 
 def read_event_batch(path: str | Path, offset: int) -> EventBatch:
     """Events after byte ``offset``, each with the offset just past its line.
@@ -391,11 +395,13 @@ class EventWriter:
 
     ``emit`` only appends to a list (microseconds); a background thread writes the buffer at
     least every ``interval`` seconds, and ``flush`` writes it at once (checkpoints, exit).
+    A write that holds an event the daemon decides on (``decisive``) rings ``bell``.
     """
 
-    def __init__(self, path: Path, interval: float = 1.0) -> None:
+    def __init__(self, path: Path, interval: float = 1.0, bell: Path | None = None) -> None:
         self.path = path
         self.interval = interval
+        self.bell = bell  # rung after a write of what the daemon decides on
         self._pending: list[tuple[str, dict[str, Any]]] = []
         self._lock = threading.Lock()
         self._io_lock = threading.Lock()
@@ -432,6 +438,8 @@ class EventWriter:
                     self._pending[:0] = pending
                 raise
             self._seq = seq
+            if self.bell is not None and any(decisive(*event) for event in pending):
+                ring(self.bell)
 
     def close(self) -> None:
         self._stop.set()
@@ -446,6 +454,29 @@ class EventWriter:
                 self.flush()
             except BaseException as e:  # surfaced on the next report, as Determined does
                 self.error = e
+
+
+# What the daemon decides on as soon as it is written: the searcher's input (validations, a
+# completed operation), a trial's own end, and checkpoints (preemption, retention). Training
+# metrics, progress and the like wait for its next sweep of every live run.
+_DECISIVE = frozenset({"searcher_completed", "early_exit", "preempt_ack", "checkpoint"})
+
+
+def decisive(type_: str, body: Mapping[str, Any]) -> bool:
+    """Whether an event is worth ringing the daemon's bell for."""
+    return type_ in _DECISIVE or (type_ == "metrics" and body.get("group") == "validation")
+
+
+def ring(bell: Path) -> None:
+    """Ask the daemon to look at the run of ``bell`` (``layout.bell``) at its next tick.
+
+    A ring that fails (no bell directory: a run tree of an older hpcdet) costs only the wait
+    for the daemon's next sweep, which reads every live run anyway.
+    """
+    try:
+        os.close(os.open(bell, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
+    except OSError as e:
+        log.debug("could not ring %s: %s", bell, e)
 
 
 def _truncate(path: Path, size: int) -> None:

@@ -18,6 +18,10 @@
                        (<rank>.launch-failed); the directory exists once the job has started
         logs/          per node: the entrypoint's output (node-<rank>.log)
         exit.json      how the job ended, written by the batch script
+    runs/bell/<E>.<T>.<R>                     rung by run R of trial T of experiment E when it
+                                              writes what the daemon decides on, or has ended:
+                                              the daemon looks at that run at its next tick
+                                              instead of its next sweep of every live run
 
 The experiment's directory itself is ``hpcdet.paths.StatePaths.experiment``.
 """
@@ -38,6 +42,7 @@ NODES_DIR = "nodes"
 LOGS_DIR = "logs"
 EXIT_FILE = "exit.json"  # batch script -> daemon
 ARRAY_DIR = "array"
+BELL_DIR = "bell"  # beside the experiments' directories, runs/exp-<E>
 
 
 class RunFiles(NamedTuple):
@@ -128,6 +133,23 @@ def array_closed(exp_dir: Path) -> Path:
     without a slot then exits instead of holding its allocation for a trial that never comes
     (the batch system starts pending tasks whenever it likes, daemon or not)."""
     return exp_dir / ARRAY_DIR / ARRAY_CLOSED
+
+
+def bell(run_dir: Path) -> Path:
+    """The run's ring in the daemon's bell (``runs/bell/<E>.<T>.<R>``)."""
+    trial_dir = run_dir.parent
+    exp_dir = trial_dir.parent.parent
+    return exp_dir.parent / BELL_DIR / (
+        f"{exp_dir.name.removeprefix('exp-')}.{trial_dir.name}.{run_dir.name.removeprefix('run-')}")
+
+
+def parse_ring(name: str) -> tuple[int, int, int] | None:
+    """(experiment, trial, run) of a ring's file name; None for any other name."""
+    parts = name.split(".")
+    if len(parts) != 3 or not all(part.isdigit() for part in parts):
+        return None
+    exp_id, trial_id, run_id = map(int, parts)
+    return exp_id, trial_id, run_id
 
 
 def tensorboard_dir(storage: Path, cluster_id: str, exp_id: int, trial_id: int | None = None

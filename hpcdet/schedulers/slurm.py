@@ -93,6 +93,28 @@ def _timestamp(text: str) -> float | None:
         return None
 
 
+# Most of a poll's lines are the last poll's again (a thousand held or running array tasks):
+# each distinct line is parsed once.
+@lru_cache(maxsize=1 << 14)
+def _status_line(line: str) -> tuple[str, JobStatus] | None:
+    """(job id, status) of one line of ``_SQUEUE_FORMAT``; None for a line of another shape."""
+    parts = line.split("|", 8)
+    if len(parts) < 9 or "|" not in parts[8]:
+        return None
+    job_id, native, reason, nodes, priority, nice, partition, start, rest = parts
+    workdir, name = rest.rsplit("|", 1)
+    state = _STATE_MAP.get(native)
+    if state is None:
+        log.warning("unknown Slurm job state %r for job %s", native, job_id)
+        state = JobState.UNKNOWN
+    return job_id, JobStatus(
+        state, reason_in_words(reason), native, None, nodes, name,
+        int(priority) if priority.lstrip("-").isdigit() else None,
+        int(nice) if nice.lstrip("-").isdigit() else None,
+        partition, _timestamp(start), workdir,
+    )
+
+
 def reason_in_words(code: str) -> str:
     if code in ("None", "", "(null)"):
         return ""
@@ -172,21 +194,9 @@ class SlurmScheduler(Scheduler):
     def parse_status(self, stdout: str) -> dict[str, JobStatus]:
         result: dict[str, JobStatus] = {}
         for line in stdout.splitlines():
-            parts = line.strip().split("|", 8)
-            if len(parts) < 9 or "|" not in parts[8]:
-                continue
-            job_id, native, reason, nodes, priority, nice, partition, start, rest = parts
-            workdir, name = rest.rsplit("|", 1)
-            state = _STATE_MAP.get(native)
-            if state is None:
-                log.warning("unknown Slurm job state %r for job %s", native, job_id)
-                state = JobState.UNKNOWN
-            result[job_id] = JobStatus(
-                state, reason_in_words(reason), native, None, nodes, name,
-                int(priority) if priority.lstrip("-").isdigit() else None,
-                int(nice) if nice.lstrip("-").isdigit() else None,
-                partition, _timestamp(start), workdir,
-            )
+            parsed = _status_line(line.strip())
+            if parsed is not None:
+                result[parsed[0]] = parsed[1]
         return result
 
     def cancel_command(self, job_ids: Collection[str]) -> list[str]:

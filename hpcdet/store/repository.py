@@ -12,7 +12,7 @@ import json
 import logging
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -57,6 +57,10 @@ JournalLine = tuple[int, int, "dict[str, Any] | None"]
 SCHEMA_VERSION = 5
 
 log = logging.getLogger(__name__)
+
+# Live runs asked for by (trial, run) in the query itself, up to this many (two SQL variables
+# each, under SQLite's oldest limit of 999); more are read with the rest and picked out.
+_ASKED_RUNS = 400
 
 
 def _make_engine(path: Path, readonly: bool) -> Engine:
@@ -257,22 +261,36 @@ class Store:
                 (exp_id,)).scalar()
         return None if value is None else float(value)
 
-    def live_runs(self, trial_id: int | None = None, run_id: int | None = None
-                  ) -> list[LiveRun]:
-        """The live runs (or the one given), with their trials' say, by trial and run."""
+    def live_runs(self, of: Collection[tuple[int, int]] | None = None) -> list[LiveRun]:
+        """The live runs (or those of them given as (trial, run)), with their trials' say, by
+        trial and run."""
         live = sorted(LIVE_RUN_STATES)
         where = f"run.state IN ({','.join('?' * len(live))})"
-        if trial_id is not None:
-            where += " AND run.trial_id = ? AND run.run_id = ?"
+        asked: tuple[int, ...] = ()
+        if of is not None and len(of) <= _ASKED_RUNS:
+            if not of:
+                return []
+            where += " AND (run.trial_id, run.run_id) IN (VALUES " + ", ".join(
+                "(?, ?)" for _ in of) + ")"
+            asked = tuple(n for key in of for n in key)
         with self.engine.connect() as conn:
             rows = conn.exec_driver_sql(
                 "SELECT run.trial_id, run.run_id, run.job_id, run.state, run.event_offset, "
                 "run.event_seq, run.searcher_seq, run.first_op, run.ops_decided, "
                 "trial.experiment_id, trial.stop_requested, trial.ops_json "
                 f"FROM run JOIN trial ON trial.id = run.trial_id WHERE {where} "
-                "ORDER BY run.trial_id, run.run_id",
-                (*live, *(() if trial_id is None else (trial_id, run_id)))).fetchall()
-        return [LiveRun._make((*row[:10], bool(row[10]), row[11])) for row in rows]
+                "ORDER BY run.trial_id, run.run_id", (*live, *asked)).fetchall()
+        runs = [LiveRun._make((*row[:10], bool(row[10]), row[11])) for row in rows]
+        if of is not None and not asked:
+            runs = [run for run in runs if (run.trial_id, run.run_id) in of]
+        return runs
+
+    def any_live_run(self) -> bool:
+        with self.engine.connect() as conn:
+            return bool(conn.exec_driver_sql(
+                "SELECT EXISTS (SELECT 1 FROM run WHERE state IN "
+                f"({','.join('?' * len(LIVE_RUN_STATES))}))",
+                tuple(sorted(LIVE_RUN_STATES))).scalar())
 
     def trial_states(self, exp_id: int) -> list[str]:
         """The states of the experiment's trials, by id."""
@@ -485,7 +503,10 @@ class Store:
             marks: list[tuple[int, int | None, bool, int]] = []
             for trial_id, run_id, path, best in logs:
                 row, offset = offsets[(trial_id, run_id)]
-                batch = found[(trial_id, run_id)] = read_event_batch(path, offset)
+                batch = read_event_batch(path, offset)
+                # What the feed reads, without the reports' text: a sweep's batches hold every
+                # report of several seconds of a thousand runs.
+                found[(trial_id, run_id)] = batch.for_feed()
                 if batch.end_offset == offset:
                     continue
                 # Past corrupt lines too (read_event_batch logged them), so each is reported
@@ -494,6 +515,8 @@ class Store:
                 marks.append((batch.end_offset, batch.last_seq, acked, row))
                 if batch.last_seq is not None:
                     self._apply(s, writes, trial_id, run_id, batch, best)
+                if len(writes.rows) >= ingest.HELD_ROWS:
+                    writes.flush()
             writes.flush()
             if marks:
                 conn.executemany(

@@ -328,7 +328,7 @@ def test_a_passing_io_error_while_the_daemon_starts_is_retried(
         if len(starts) == 1:
             raise OSError(errno.ESTALE, "Stale file handle")
 
-    def tick() -> None:
+    def tick(sweep: bool = True) -> None:
         daemon.stopping = True
 
     monkeypatch.setattr(daemon, "reconcile", reconcile)

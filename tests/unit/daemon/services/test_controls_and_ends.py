@@ -115,7 +115,7 @@ def test_a_failed_run_is_restarted_until_max_restarts(tmp_path: Path) -> None:
     assert (trial.state, trial.restarts, trial.end_reason) == ("QUEUED", 1, "exited with code 3")
     run_dir = w.run(1, 1, run_id=2, job_id="102")
     write_atomic(run_dir / EXIT_FILE, {"exit_code": 3})
-    ends.check(w.store.live_runs(1, 2)[0])
+    ends.check(w.store.live_runs([(1, 2)])[0])
     trial = w.store.trial(1)
     assert (trial.state, trial.end_reason) == (
         "ERROR", "exited with code 3; max_restarts (1) used up")

@@ -1,0 +1,44 @@
+"""The daemon's bell: a run rings it (``hpcdet.rundir.layout.bell``) when it has written what
+the daemon decides on (a validation, a completed operation, a checkpoint) or has ended, and
+the loop looks at that run at its next tick instead of its next sweep of every live run.
+
+A ring is an empty file in one directory, so that the loop's check is one directory read
+however many runs live, and a ring works from any node that sees the run tree.
+"""
+
+from __future__ import annotations
+
+import os
+
+from hpcdet.paths import StatePaths
+from hpcdet.rundir.layout import parse_ring
+
+
+class Bell:
+    def __init__(self, paths: StatePaths) -> None:
+        self.dir = str(paths.bell)
+
+    def rung(self) -> bool:
+        """Whether a run has rung since the last ``take`` (one directory read)."""
+        try:
+            return bool(os.listdir(self.dir))
+        except FileNotFoundError:
+            return False
+
+    def take(self) -> set[tuple[int, int]]:
+        """(trial, run) of every run that rang; each ring is removed before its run is looked
+        at, so one that comes after the look stays for the next tick."""
+        try:
+            names = os.listdir(self.dir)
+        except FileNotFoundError:
+            return set()
+        rung = set()
+        for name in names:
+            try:
+                os.unlink(f"{self.dir}/{name}")
+            except FileNotFoundError:
+                pass
+            ids = parse_ring(name)
+            if ids is not None:
+                rung.add((ids[1], ids[2]))
+        return rung

@@ -1,0 +1,112 @@
+"""The bell: a run that wrote what the daemon decides on, or ended, is looked at on the next
+tick; the others wait for the next sweep of every live run (the daemon reading a real run
+tree and database, and a real batch script ringing)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from hpcdet.config.cluster import ClusterConfig
+from hpcdet.daemon.loop import Daemon
+from hpcdet.paths import StatePaths
+from hpcdet.rundir import layout
+from hpcdet.rundir.exchange import EventWriter
+from hpcdet.schedulers.base import JobRequest
+from hpcdet.schedulers.local import LocalScheduler
+from hpcdet.schedulers.runner import CommandRunner, Result
+
+
+class QuietSlurm(CommandRunner):
+    """Slurm with both jobs running."""
+
+    def run(self, cmd: Sequence[str], check: bool = True, stdin: str | None = None) -> Result:
+        if cmd[0] == "squeue":
+            return Result("".join(f"10{e}|RUNNING|None|n1|1000|0|debug|N/A|/tmp|"
+                                  f"hpcdet-e{e}-t{e}-r1\n" for e in (1, 2)), "", 0)
+        return Result("", "", 0)
+
+
+def _two_runs(tmp_path: Path) -> tuple[Daemon, StatePaths]:
+    paths = StatePaths(tmp_path)
+    paths.prepare()
+    daemon = Daemon(paths, ClusterConfig(backend="slurm"), QuietSlurm())
+    config = {"name": "x", "entrypoint": "true",
+              "searcher": {"name": "single", "metric": "loss", "max_length": 1}}
+    for e in (1, 2):
+        daemon.journal.record(e, "experiment_created", name=f"e{e}", config=config,
+                              backend="slurm", searcher="single")
+        daemon.journal.record(e, "trial_created", trial_id=e, hparams={}, trial_seed=0)
+        daemon.journal.record(e, "run_submitting", trial_id=e, run_id=1)
+        daemon.journal.record(e, "run_submitted", trial_id=e, run_id=1, job_id=f"10{e}")
+        paths.run(e, e, 1).mkdir(parents=True)
+    daemon.reconcile()
+    return daemon, paths
+
+
+def _writer(paths: StatePaths, e: int) -> EventWriter:
+    run_dir = paths.run(e, e, 1)
+    return EventWriter(run_dir / layout.EVENTS_FILE, bell=layout.bell(run_dir))
+
+
+def _steps(daemon: Daemon, trial_id: int, group: str = "training") -> list[int]:
+    return [m.steps_completed for m in daemon.store.metrics(trial_id, group)]
+
+
+def test_a_tick_reads_the_runs_that_rang_and_a_sweep_every_run(tmp_path: Path) -> None:
+    daemon, paths = _two_runs(tmp_path)
+    writers = {e: _writer(paths, e) for e in (1, 2)}
+    for writer in writers.values():
+        writer.emit("metrics", {"group": "training", "steps_completed": 1,
+                                "metrics": {"loss": 1.0}})
+        writer.flush()
+    assert not daemon.bell.rung()  # training metrics wait for the sweep
+    writers[1].emit("metrics", {"group": "validation", "steps_completed": 1,
+                                "metrics": {"loss": 0.5}})
+    writers[1].flush()
+    assert daemon.bell.rung()
+
+    daemon.tick(sweep=False)
+    assert (_steps(daemon, 1), _steps(daemon, 1, "validation")) == ([1], [1])
+    assert _steps(daemon, 2) == []
+    assert not daemon.bell.rung()  # each ring is taken once
+
+    daemon.tick(sweep=False)
+    assert _steps(daemon, 2) == []
+    daemon.tick()
+    assert _steps(daemon, 2) == [1]
+
+
+def test_sweeps_come_less_often_the_longer_they_take(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    daemon, _ = _two_runs(tmp_path)
+    daemon.tick()
+    quick = daemon.next_sweep
+    monkeypatch.setattr(daemon.feed, "ingest_all", lambda runs: time.sleep(0.05))
+    daemon.tick()
+    # 0.05 s of sweeping at 1% of the time: the next one in 5 s, not at the next tick.
+    assert daemon.next_sweep - quick > 3.5
+
+
+def test_a_run_that_ends_rings_from_its_batch_script(tmp_path: Path) -> None:
+    paths = StatePaths(tmp_path / "state")
+    paths.prepare()
+    run_dir = paths.run(12, 345, 6)
+    run_dir.mkdir(parents=True)
+    python = tmp_path / "python"  # stands in for the harness: it ends at once
+    python.write_text("#!/bin/sh\nexit 3\n")
+    python.chmod(0o700)
+    script = LocalScheduler({}).render_script(JobRequest("x", run_dir, str(python)))
+    subprocess.run(["bash", "-c", script], check=False, timeout=30,
+                   env={"HPCDET_LOCAL_JOB_ID": "7", "PATH": "/usr/bin:/bin"})
+    assert json.loads((run_dir / layout.EXIT_FILE).read_text())["exit_code"] == 3
+    assert layout.bell(run_dir) == paths.bell / "12.345.6"
+    assert layout.bell(run_dir).exists()
+    assert layout.parse_ring("12.345.6") == (12, 345, 6)
+    assert layout.parse_ring(".x.tmp") is None
