@@ -50,9 +50,10 @@ LOOP_SECONDS = 0.25  # how often the loop looks for a waiting request
 TICK_SECONDS = 1.0
 # A sweep reads every live run (its event log, exit file and control file): with a thousand
 # it costs ~50 ms. Sweeps come every tick while they take at most this share of the time, and
-# otherwise as often as keeps them to it; runs that wrote what the daemon decides on, or ended,
-# ring the bell and are looked at on the next tick whatever this says.
-SWEEP_SHARE = 0.01
+# otherwise as often as keeps them to it (training metrics of a thousand live runs then reach
+# the database every 10 s); runs that wrote what the daemon decides on, or ended, ring the
+# bell and are looked at on the next tick whatever this says.
+SWEEP_SHARE = 0.005
 MAX_SWEEP_SECONDS = 10.0
 LOCAL_POLL_SECONDS = 1.0
 HEARTBEAT_SECONDS = 30.0
