@@ -186,31 +186,25 @@ def measure(seconds: float, sizes: tuple[int, ...] = (10, 100, 500, 1000),
 
 
 CPU_NOTE = (
-    "84% of a core in the full run of 10:23 on 2026-11-25 (23fb272), 16% in that of 13:10 "
-    "(f9b3be0), 12.9% in that of 15:15 (93f7c61); 10 trials 5.4% -> 1.2% -> 1.1%, 100 trials "
-    "2.6% -> 2.1%. First the ORM round trips went (one transaction per trial flush, live runs "
-    "and trials loaded as objects 4-6 times a tick, 4 ticks a second): now a tick a second "
-    "ingests every grown log in one transaction, statements straight to sqlite3. Then the "
-    "per-run work of a tick: the rows of all runs go in one INSERT per 200, each trial's "
-    "last ordinal and highest step are remembered once committed (not asked per run), an "
-    "Event is built only for what the searcher reads, the best validation is found in the "
-    "report's text, and each run's file paths are built once. This shape is 10,000 rows a "
-    "second: at the ingest benchmark's 205,000 rows/s that alone is ~5% of a core, and "
-    "SQLite's own insert (raw executemany, 354,000 rows/s) ~3%; 2% would need the rows "
-    "stored faster than SQLite stores them here. What is not ingest: the sweep of every "
-    "live run (a stat of its log and of its exit file), the control sync and the poll, "
-    "~3% at 1,000 runs")
+    "84% of a core in the full run of 10:23 on 2026-11-25 (23fb272), 16% at f9b3be0, 12.9% at "
+    "93f7c61, ~6% since the bell and sweep (2026-11-26, 30 s runs: 5.6%, 6.0%). The tick "
+    "used to read every live run's log every second; now a run rings a bell "
+    "(runs/bell/<E>.<T>.<R>) when it writes what the daemon decides on or ends, a tick "
+    "looks at the runs that rang, and a sweep of every run comes as often as keeps it "
+    "to 0.5% of the time (every 10 s at 1,000 runs). What is left is the rows: 10,000 a "
+    "second, at the ingest benchmark's 150,000-205,000 rows/s 5-6.5% of a core, and at "
+    "SQLite's own raw executemany (300,000-354,000 rows/s) ~3%: 2% would need the rows "
+    "stored faster than SQLite stores them here, or trials that send fewer rows")
 CALM_NOTE = (
-    "9.3% in the run of 13:10 (21% with 4 ticks a second and ORM reads, before), 6.3% in "
-    "that of 15:15. The flushes, not the metrics, set the cost: 1,000 a second, each a "
-    "stat, an open, a read and a parse of one log (~10 us here, ~4 us of it the system "
-    "calls, on ext4 in a VM), its row's share of one INSERT, and per live run each tick "
-    "an access(2) of its exit file and its control file's inputs compared (a tick's parts, "
-    "timed at 1,000 runs: ingest 44 ms, the run-end check 5 ms, the control sync 4 ms, "
-    "reading the live runs 3.5 ms, status 2.7 ms). ~60 us a run a second; 2% of a core "
-    "is 20 us. Next: fewer system calls per run (the read sized by the stat, no separate "
-    "exit check for a run whose log grew), or a tick that reads logs of runs that did not "
-    "flush less often")
+    "9.3% at f9b3be0, 6.3% at 93f7c61 (per-run work every tick: a stat, open, read and "
+    "parse of each log, an exit check and a control-file comparison, ~60 us a run a second); "
+    "2.0-2.4% in 30 s runs on 2026-11-26 since a tick looks only at runs that rang the bell "
+    "(a validation, a completed operation, a checkpoint, an exit) and sweeps every run as "
+    "often as keeps sweeping to 0.5% of the time; squeue's lines are parsed once per distinct "
+    "line. py-spy over 30 s: reading and storing the 1,000 rows a second is half of what is "
+    "left, a poll every 5 s (squeue of 1,000 tasks, the queue's order) a quarter. The price: "
+    "at 1,000 live runs training metrics reach the database every 10 s, not every second; "
+    "decisions do not wait for the sweep")
 
 
 if __name__ == "__main__":

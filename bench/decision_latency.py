@@ -81,11 +81,12 @@ def measure(trials: int, backend: str = "slurm") -> list[Figure]:
     ]
 
 
-TICK_NOTE = ("307 ms median with a daemon tick every 0.25 s, ~750 ms since the tick is once a "
-             "second (2026-11-25): the wait for the tick after the trial's flush is most of "
-             "it. The 1 s tick cut the daemon's CPU by ~4x at every size (daemon_load). Next, "
-             "if decisions must come sooner: a trial that waits for a decision leaves a "
-             "marker the loop looks for with its 0.25 s request check")
+TICK_NOTE = ("307 ms median with a daemon tick every 0.25 s, ~750 ms (603 ms in the full run "
+             "at 93f7c61) once the tick was once a second: the wait for the tick after the "
+             "trial's flush was most of it. Since 2026-11-26 the trial's flush of a completed "
+             "operation rings the daemon's bell (runs/bell), which the loop looks for every "
+             "0.25 s beside the CLI's requests: the tick comes at once, whatever the tick "
+             "rate, while a tick without a ring no longer reads every live run")
 
 
 if __name__ == "__main__":
