@@ -1,6 +1,6 @@
 """What a PyTorchTrial's checkpoint holds besides the models' weights: the file names, the
-random state of every generator with torch's intra-op thread count, and a copy of the trial's
-code."""
+random state of every generator with torch's intra-op thread count (a resume with another
+count is not bitwise), and a copy of the trial's code."""
 
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ def rng_state() -> dict[str, Any]:
 
 
 def set_rng_state(state: dict[str, Any]) -> None:
-    """Restore what :func:`rng_state` saved, the thread count too when it differs."""
+    """Restore what :func:`rng_state` saved; a thread count that differs is warned of."""
     torch.set_rng_state(state["cpu_rng_state"])
     random.setstate(state["random_rng_state"])
     if np is not None and "np_rng_state" in state:
@@ -65,10 +65,14 @@ def set_rng_state(state: dict[str, Any]) -> None:
     if isinstance(threads, int) and threads > 0 and threads != torch.get_num_threads():
         # torch's default comes from the CPUs this process may use (affinity, cgroup,
         # OMP_NUM_THREADS), which a resumed job need not share with the first; CPU kernels
-        # (MKL's sgemm among them) split their sums by it, so the weights would drift.
-        logger.info("using %d intra-op threads as the checkpointed run did (this process "
-                    "started with %d)", threads, torch.get_num_threads())
-        torch.set_num_threads(threads)
+        # (MKL's sgemm among them) split their sums by it, so the weights drift from an
+        # uninterrupted run's. Said, not overridden: the count also sets the speed, and a
+        # resume on other CPUs may be meant.
+        logger.warning(
+            "this run uses %d intra-op threads where the checkpointed run used %d: training "
+            "goes on, but not bitwise as an uninterrupted run would; for that, pin the count "
+            "(OMP_NUM_THREADS in environment.environment_variables, or "
+            "torch.set_num_threads in the trial)", torch.get_num_threads(), threads)
 
 
 def unwrap(model: nn.Module) -> nn.Module:
