@@ -7,44 +7,23 @@ from __future__ import annotations
 import json
 import subprocess
 import time
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
-from hpcdet.config.cluster import ClusterConfig
 from hpcdet.daemon.loop import MAX_SWEEP_SECONDS, Daemon
 from hpcdet.paths import StatePaths
 from hpcdet.rundir import layout
 from hpcdet.rundir.exchange import EventWriter
 from hpcdet.schedulers.base import JobRequest
 from hpcdet.schedulers.local import LocalScheduler
-from hpcdet.schedulers.runner import CommandRunner, Result
-
-
-class QuietSlurm(CommandRunner):
-    """Slurm with both jobs running."""
-
-    def run(self, cmd: Sequence[str], check: bool = True, stdin: str | None = None) -> Result:
-        if cmd[0] == "squeue":
-            return Result("".join(f"10{e}|RUNNING|None|n1|1000|0|debug|N/A|/tmp|"
-                                  f"hpcdet-e{e}-t{e}-r1\n" for e in (1, 2)), "", 0)
-        return Result("", "", 0)
+from tests.unit.daemon.two_runs import two_running_runs
 
 
 def _two_runs(tmp_path: Path) -> tuple[Daemon, StatePaths]:
     paths = StatePaths(tmp_path)
     paths.prepare()
-    daemon = Daemon(paths, ClusterConfig(backend="slurm"), QuietSlurm())
-    config = {"name": "x", "entrypoint": "true",
-              "searcher": {"name": "single", "metric": "loss", "max_length": 1}}
-    for e in (1, 2):
-        daemon.journal.record(e, "experiment_created", name=f"e{e}", config=config,
-                              backend="slurm", searcher="single")
-        daemon.journal.record(e, "trial_created", trial_id=e, hparams={}, trial_seed=0)
-        daemon.journal.record(e, "run_submitting", trial_id=e, run_id=1)
-        daemon.journal.record(e, "run_submitted", trial_id=e, run_id=1, job_id=f"10{e}")
-        paths.run(e, e, 1).mkdir(parents=True)
+    daemon = two_running_runs(paths)
     daemon.reconcile()
     return daemon, paths
 
