@@ -58,6 +58,10 @@ SCHEMA_VERSION = 5
 
 log = logging.getLogger(__name__)
 
+# "state IN (...)" of a live run, and its values, for the daemon's per-tick queries.
+_LIVE_STATES = tuple(sorted(LIVE_RUN_STATES))
+_IS_LIVE = f"state IN ({','.join('?' * len(_LIVE_STATES))})"
+
 # Live runs asked for by (trial, run) in the query itself, up to this many (two SQL variables
 # each, under SQLite's oldest limit of 999); more are read with the rest and picked out.
 _ASKED_RUNS = 400
@@ -248,8 +252,8 @@ class Store:
         """The scheduler's ids of the live runs (a run not yet submitted has none)."""
         with self.engine.connect() as conn:
             rows = conn.exec_driver_sql(
-                f"SELECT job_id FROM run WHERE state IN ({','.join('?' * len(LIVE_RUN_STATES))})"
-                " AND job_id != '' ORDER BY trial_id, run_id", tuple(sorted(LIVE_RUN_STATES)))
+                f"SELECT job_id FROM run WHERE {_IS_LIVE} AND job_id != '' "
+                "ORDER BY trial_id, run_id", _LIVE_STATES)
             return [str(job_id) for job_id, in rows]
 
     def best_validation(self, exp_id: int, smaller_is_better: bool) -> float | None:
@@ -264,8 +268,7 @@ class Store:
     def live_runs(self, of: Collection[tuple[int, int]] | None = None) -> list[LiveRun]:
         """The live runs (or those of them given as (trial, run)), with their trials' say, by
         trial and run."""
-        live = sorted(LIVE_RUN_STATES)
-        where = f"run.state IN ({','.join('?' * len(live))})"
+        where = f"run.{_IS_LIVE}"
         asked: tuple[int, ...] = ()
         if of is not None and len(of) <= _ASKED_RUNS:
             if not of:
@@ -279,7 +282,7 @@ class Store:
                 "run.event_seq, run.searcher_seq, run.first_op, run.ops_decided, "
                 "trial.experiment_id, trial.stop_requested, trial.ops_json "
                 f"FROM run JOIN trial ON trial.id = run.trial_id WHERE {where} "
-                "ORDER BY run.trial_id, run.run_id", (*live, *asked)).fetchall()
+                "ORDER BY run.trial_id, run.run_id", (*_LIVE_STATES, *asked)).fetchall()
         runs = [LiveRun._make((*row[:10], bool(row[10]), row[11])) for row in rows]
         if of is not None and not asked:
             runs = [run for run in runs if (run.trial_id, run.run_id) in of]
@@ -288,9 +291,7 @@ class Store:
     def any_live_run(self) -> bool:
         with self.engine.connect() as conn:
             return bool(conn.exec_driver_sql(
-                "SELECT EXISTS (SELECT 1 FROM run WHERE state IN "
-                f"({','.join('?' * len(LIVE_RUN_STATES))}))",
-                tuple(sorted(LIVE_RUN_STATES))).scalar())
+                f"SELECT EXISTS (SELECT 1 FROM run WHERE {_IS_LIVE})", _LIVE_STATES).scalar())
 
     def trial_states(self, exp_id: int) -> list[str]:
         """The states of the experiment's trials, by id."""
