@@ -20,25 +20,26 @@ class Bell:
 
     def rung(self) -> bool:
         """Whether a run has rung since the last ``take`` (one directory read)."""
-        try:
-            return bool(os.listdir(self.dir))
-        except FileNotFoundError:
-            return False
+        return any(parse_ring(name) for name in self._names())
 
     def take(self) -> set[tuple[int, int]]:
         """(trial, run) of every run that rang; each ring is removed before its run is looked
-        at, so one that comes after the look stays for the next tick."""
-        try:
-            names = os.listdir(self.dir)
-        except FileNotFoundError:
-            return set()
+        at, so one that comes after the look stays for the next tick. Anything else in the
+        directory is left alone: it rings nothing."""
         rung = set()
-        for name in names:
+        for name in self._names():
+            ids = parse_ring(name)
+            if ids is None:
+                continue
             try:
                 os.unlink(f"{self.dir}/{name}")
             except FileNotFoundError:
                 pass
-            ids = parse_ring(name)
-            if ids is not None:
-                rung.add((ids[1], ids[2]))
+            rung.add((ids[1], ids[2]))
         return rung
+
+    def _names(self) -> list[str]:
+        try:
+            return os.listdir(self.dir)
+        except FileNotFoundError:
+            return []

@@ -55,6 +55,9 @@ def test_a_tick_reads_the_runs_that_rang_and_a_sweep_every_run(tmp_path: Path) -
     assert _steps(daemon, 2) == []
     assert not daemon.bell.rung()  # each ring is taken once
 
+    # What is not a ring (a directory, say) neither wakes the loop nor stops a tick.
+    (paths.bell / "notes").mkdir()
+    assert not daemon.bell.rung()
     daemon.tick(sweep=False)
     assert _steps(daemon, 2) == []
     daemon.tick()
