@@ -74,6 +74,11 @@ class Jobs:
         """Whether the scheduler has stopped listing the job for good."""
         return self.missing.get(job_id, 0) >= MISSING_POLLS_BEFORE_VANISHED
 
+    def ended(self, job_id: str) -> bool:
+        """Whether the last poll says the job has ended: a final state, or gone for good."""
+        status = self.statuses.get(job_id)
+        return bool(status and status.state.is_final) or self.vanished(job_id)
+
     def submit(self, script: Path) -> str:
         """Submit a batch script; its job id. Raises SchedulerCommandError or ValueError."""
         return self.scheduler.parse_job_id(

@@ -167,7 +167,7 @@ class Daemon:
 
     def tick(self, sweep: bool = True) -> None:
         """One round. ``sweep``: look at every live run (its event log, exit file and control
-        file); otherwise at those that rang the bell, and at every run's end after a poll.
+        file); otherwise at those that rang the bell, and after a poll at those it says ended.
         The passes over experiments (trial exits for the searcher, final states) run when
         something may have changed: a sweep, a ring, a poll or a decision since they last ran.
         """
@@ -189,8 +189,11 @@ class Daemon:
             self._poll()
         polled = time.perf_counter() - polled  # the scheduler's time, not the sweep's
         # The runs as read above: what the steps between change (offsets, a poll's pending or
-        # running) is not what ends a run, and a run this tick misses, the next one sees.
-        self.guard.each_run("ending a run", self.run_ends.check, live)
+        # running) is not what ends a run, and a run this tick misses, the next one sees. A
+        # run's exit file rings the bell, so between sweeps only the runs that rang and those
+        # the scheduler says have ended are looked at.
+        self.guard.each_run("ending a run", self.run_ends.check, live if sweep else [
+            r for r in live if (r.trial_id, r.run_id) in rung or self.jobs.ended(r.job_id)])
         passes = sweep or bool(rung) or poll or self.journal.recorded != self.passed
         if passes:
             self.passed = self.journal.recorded
@@ -205,8 +208,10 @@ class Daemon:
             self.next_sweep = time.time() + min(MAX_SWEEP_SECONDS,
                                                 max(TICK_SECONDS, spent / SWEEP_SHARE))
         self.controls.escalate()
-        self.submission.submit_queued()
+        # What submission goes by changes with decisions and requests (journaled) and with
+        # polls; a submission the rate limit held back is tried again at the next poll.
         if passes or self.journal.recorded != self.passed:
+            self.submission.submit_queued()
             for exp in self.store.experiments(unfinished=True):
                 with self.guard(exp.id, "finishing"):
                     self.finisher.finish(exp)

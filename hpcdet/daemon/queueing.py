@@ -295,9 +295,8 @@ class Queue:
     def _job_ids(self) -> dict[int, set[str]]:
         """The scheduler jobs of each experiment with live runs or arrays (an array once)."""
         ids: dict[int, set[str]] = {}
-        for run in self.store.live_runs():
-            if run.job_id:
-                ids.setdefault(run.experiment_id, set()).add(self.scheduler.array_of(run.job_id))
+        for exp_id, job_id in self.store.live_jobs():
+            ids.setdefault(exp_id, set()).add(self.scheduler.array_of(job_id))
         for array in self.store.arrays():
             ids.setdefault(array.experiment_id, set()).add(array.job_id)
         return ids

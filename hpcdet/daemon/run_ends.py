@@ -38,9 +38,7 @@ class RunEnds:
         exp_id = run.experiment_id
         run_dir = self.paths.run(exp_id, run.trial_id, run.run_id)
         exit_info = read_exit(layout.run_files(run_dir).exit)
-        status = self.jobs.statuses.get(run.job_id)
-        vanished = self.jobs.vanished(run.job_id)
-        if exit_info is None and not (status and status.state.is_final) and not vanished:
+        if exit_info is None and not self.jobs.ended(run.job_id):
             return
         if run.state == RunState.SUBMITTING:
             return
@@ -49,6 +47,7 @@ class RunEnds:
         if current is None:
             return
         exit_code = exit_info.get("exit_code") if exit_info else None
+        status = self.jobs.statuses.get(run.job_id)
         if status and status.state.is_final:
             job_state = status.state
         elif exit_info is not None:

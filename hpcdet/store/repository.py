@@ -256,6 +256,15 @@ class Store:
                 "ORDER BY trial_id, run_id", _LIVE_STATES)
             return [str(job_id) for job_id, in rows]
 
+    def live_jobs(self) -> list[tuple[int, str]]:
+        """(experiment, the scheduler's id) of each live run's job, once each."""
+        with self.engine.connect() as conn:
+            rows = conn.exec_driver_sql(
+                "SELECT DISTINCT trial.experiment_id, run.job_id FROM run "
+                f"JOIN trial ON trial.id = run.trial_id WHERE run.{_IS_LIVE} "
+                "AND run.job_id != ''", _LIVE_STATES)
+            return [(int(exp_id), str(job_id)) for exp_id, job_id in rows]
+
     def best_validation(self, exp_id: int, smaller_is_better: bool) -> float | None:
         """The best of the experiment's trials' best validation values, if any."""
         pick = "min" if smaller_is_better else "max"
