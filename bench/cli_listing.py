@@ -21,12 +21,12 @@ from bench import seed
 from bench.figures import Figure, median, table
 from hpcdet.store.repository import Store
 
-NOTE = ("start-up is most of each figure: `hpcdet version` takes ~0.16 s of CPU, ~0.11 s of it "
-        "importing typer, which from 0.28 imports pydantic to coerce every parameter (~0.09 s "
-        "of python -X importtime; typer < 0.28 does not). The listings import no SQLAlchemy, "
-        "SQLModel or rich: they read one page (1,000 rows, filtered and paged in SQL) through "
-        "sqlite3 in ~0.01 s (hpcdet.store.reads). On a loaded machine wall time is up to twice "
-        "the CPU time")
+NOTE = ("start-up is most of each figure: `hpcdet version` took ~0.20 s (0.16 s of CPU) while "
+        "typer 0.28, which coerces every parameter through pydantic, was installed; hpcdet "
+        "takes typer < 0.28 since 2026-11-26, and it takes ~0.10 s. The listings import no "
+        "SQLAlchemy, SQLModel or rich: they read one page (1,000 rows, filtered and paged in "
+        "SQL) through sqlite3 in ~0.01 s (hpcdet.store.reads). On a loaded machine wall time is "
+        "up to twice the CPU time")
 
 
 def seed_store(state: Path, experiments: int) -> None:
