@@ -143,8 +143,9 @@ def _plain(root: Path, epochs: int, torchrun: bool = False) -> dict[str, float]:
     script = f"{sys.executable} {root / 'plain.py'} {epochs} {out}"
     if torchrun:
         launch = ("srun --nodes=2 --ntasks=2 --ntasks-per-node=1 bash -c 'exec "
-                  f"{sys.executable} -m torch.distributed.run --nnodes 2 --nproc_per_node 2 --node_rank "
-                  "$SLURM_NODEID --max_restarts 0 --master_addr '$MASTER' --master_port 29518 "
+                  f"{sys.executable} -m torch.distributed.run --nnodes 2 --nproc_per_node 2 "
+                  "--node_rank $SLURM_NODEID --max_restarts 0 "
+                  "--master_addr '$MASTER' --master_port 29518 "
                   f"{root / 'plain.py'} {epochs} {out}'")
     else:
         launch = f"srun {script}"
