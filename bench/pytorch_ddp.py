@@ -207,7 +207,8 @@ SLOWER = ("0.84-0.91x in eight runs on a quiet machine on 2026-11-25 (baseline 1
           "128 batches/s, as hpcdet's (124-129), with the same 2.0 s in gloo's thread. hpcdet's "
           "torch_distributed launcher starts ranks through torchrun, as Determined's does. Since "
           "2026-11-26 the same run also times the plain loop under torchrun (the rows below): "
-          "0.82x of srun in a 3-epoch run, with hpcdet at 1.12x of it. torchrun's agent "
+          "0.91x of srun in the full run at 90a1a4f, with hpcdet at 0.98x of it (0.82x and 1.12x "
+          "in a 3-epoch run). torchrun's agent "
           "polling its workers every 0.1 s is not it (--monitor-interval 5: 116.7 against "
           "114.2 batches/s). Next: a launch of one srun task per rank on Slurm, with RANK, "
           "LOCAL_RANK and the rest set from SLURM_PROCID and SLURM_LOCALID")

@@ -77,7 +77,8 @@ def measure(trials: int, repeats: int = 3) -> list[Figure]:
 
 
 NOTE = (
-    "1.05 s (5.2x) in the full run at 0e12b3e, 0.31-0.36 s since 2026-11-26: typer 0.28 "
+    "1.05 s (5.2x) in the full run at 0e12b3e, 0.31-0.41 s since 2026-11-26 (14.2x in the "
+    "full run at 90a1a4f): typer 0.28 "
     "imported pydantic in every command (hpcdet version 0.20 s, now 0.10 s with typer < 0.28) "
     "and the daemon compiled the batch script's template at every submission (~50 ms, now "
     "once). What is left is the CLI's start (0.10 s), reading and checking the config and "
