@@ -93,3 +93,17 @@ def test_a_run_that_ends_rings_from_its_batch_script(tmp_path: Path) -> None:
     assert layout.bell(run_dir).exists()
     assert layout.parse_ring("12.345.6") == (12, 345, 6)
     assert layout.parse_ring(".x.tmp") is None
+
+
+def test_between_sweeps_an_end_is_seen_when_its_run_rings(tmp_path: Path) -> None:
+    daemon, paths = _two_runs(tmp_path)
+    for e in (1, 2):
+        (paths.run(e, e, 1) / layout.EXIT_FILE).write_text('{"exit_code": 0}')
+    layout.bell(paths.run(2, 2, 1)).touch()  # as the batch script rings after its exit file
+
+    daemon.jobs.last_poll = 0.0  # a tick with a poll, which says both jobs still run
+    daemon.tick(sweep=False)
+    assert daemon.jobs.polls == 2
+    assert [r.trial_id for r in daemon.store.live_runs()] == [1]  # 1 did not ring: not yet
+    daemon.tick()
+    assert daemon.store.live_runs() == []
