@@ -210,7 +210,10 @@ SLOWER = ("0.84-0.91x in eight runs on a quiet machine on 2026-11-25 (baseline 1
           "0.91x of srun in the full run at 90a1a4f, with hpcdet at 0.98x of it (0.82x and 1.12x "
           "in a 3-epoch run). torchrun's agent "
           "polling its workers every 0.1 s is not it (--monitor-interval 5: 116.7 against "
-          "114.2 batches/s). Next: a launch of one srun task per rank on Slurm, with RANK, "
+          "114.2 batches/s), nor the OMP_NUM_THREADS=1 torchrun sets: four alternated runs each "
+          "on 2026-11-26, srun 112 batches/s median, srun with OMP_NUM_THREADS=1 108, with 2 "
+          "111, torchrun 97, torchrun with OMP_NUM_THREADS=2 (kept by torchrun) 92 and 101. "
+          "Next: a launch of one srun task per rank on Slurm, with RANK, "
           "LOCAL_RANK and the rest set from SLURM_PROCID and SLURM_LOCALID")
 
 
