@@ -111,7 +111,12 @@ for epoch in range(epochs):
 if rank == 0:
     with open(out, "w") as f:
         json.dump({"seconds": now - first, "batches": batches}, f)
-dist.destroy_process_group()
+# Rank 0 holds the rendezvous store (tcp:// init): a rank still tearing down its process group
+# when rank 0 has exited aborts ("terminate called without an active exception"). All wait
+# here, and none runs the teardown.
+dist.barrier()
+sys.stdout.flush()
+os._exit(0)
 """
 
 
