@@ -20,18 +20,22 @@ DEADLINE_VAR = "HPCDET_DEADLINE"
 
 @dataclass(frozen=True)
 class MpiStep:
-    """How a batch system starts one MPI step over all of a job's nodes from the chief node.
+    """How a batch system starts one step of ranks over all of a job's nodes from the chief
+    node: the MPI launcher's ranks, and torch_distributed's workers where the batch system
+    tells each process its place (``process_var``, ``local_var``).
 
     Slurm: one job step inside the allocation,
 
-        srun --overlap --mpi=pmi2 --nodes=N --ntasks=N*S --ntasks-per-node=S --cpus-per-task=1
+        srun --overlap --mpi=pmi2 --nodes=N --ntasks=N*S --ntasks-per-node=S --cpus-per-task=C
              --distribution=block --kill-on-bad-exit=1 --export=ALL [OVERRIDES] COMMAND...
 
     * ``--overlap``: the step that runs the harnesses holds every CPU of the allocation until
       the trial ends; without it the new step would wait for CPUs that are never freed.
-    * ``--ntasks`` and ``--cpus-per-task=1``: srun inherits the harness step's
-      ``SLURM_NTASKS`` and ``SLURM_CPUS_PER_TASK`` (one task of S CPUs per node) and would size
-      the step by them; options given on the command line win over those variables.
+    * ``--ntasks`` and ``--cpus-per-task``: srun inherits the harness step's ``SLURM_NTASKS``
+      and ``SLURM_CPUS_PER_TASK`` (one task of S CPUs per node) and would size the step by
+      them; options given on the command line win over those variables. Each rank gets its
+      share of the node's CPUs (``SLURM_CPUS_ON_NODE`` // S, at least 1): one CPU per CPU
+      slot, and a GPU rank its data loader's CPUs.
     * ``--distribution=block``: ranks ``k*S .. k*S+S-1`` on node ``k``, the layout
       ``DistributedContext`` assumes (Slurm 22.05 dealt them out cyclically here without it).
     * ``--mpi=pmi2``: Slurm gives every rank its place in the world (``PMI_RANK``,
@@ -44,11 +48,14 @@ class MpiStep:
     tool: str  # the program the chief runs; it must be on PATH there
     node_var: str  # tells each rank which node it is on
     rank_vars: str  # where a rank finds its place in the world, first found wins
+    process_var: str  # the rank's place among all ranks of the step, whatever the MPI
+    local_var: str  # the rank's place among its node's ranks
+    cpus_var: str  # the job's CPUs on this node
     before: tuple[str, ...]  # options before the step's size
     after: tuple[str, ...]  # options after it
 
     def command(self, num_nodes: int, procs_per_node: int, overrides: Sequence[str],
-                ranks: Sequence[str]) -> list[str]:
+                ranks: Sequence[str], cpus_per_rank: int = 1) -> list[str]:
         """The step's command line: ``ranks`` (what every rank runs) last, the caller's
         ``overrides`` after hpcdet's options so that they win."""
         return [
@@ -56,16 +63,23 @@ class MpiStep:
             f"--nodes={num_nodes}",
             f"--ntasks={num_nodes * procs_per_node}",
             f"--ntasks-per-node={procs_per_node}",
+            f"--cpus-per-task={cpus_per_rank}",
             *self.after, *overrides, *ranks,
         ]  # fmt: skip
+
+    def cpus_per_rank(self, env: Mapping[str, str], procs_per_node: int) -> int:
+        """Each of a node's ``procs_per_node`` ranks' share of the job's CPUs there."""
+        cpus = _int(env.get(self.cpus_var))
+        return max(1, (cpus or 0) // max(1, procs_per_node))
 
 
 # PMI_RANK comes from PMI (srun --mpi=pmi2); SLURM_PROCID covers an --mpi override such as
 # pmix, which sets PMIX_RANK instead.
 SLURM_MPI_STEP = MpiStep(
     tool="srun", node_var="SLURM_NODEID", rank_vars="PMI_RANK,SLURM_PROCID",
+    process_var="SLURM_PROCID", local_var="SLURM_LOCALID", cpus_var="SLURM_CPUS_ON_NODE",
     before=("--overlap", "--mpi=pmi2"),
-    after=("--cpus-per-task=1", "--distribution=block", "--kill-on-bad-exit=1", "--export=ALL"),
+    after=("--distribution=block", "--kill-on-bad-exit=1", "--export=ALL"),
 )
 
 # Variables that describe one process of a job step, not the node: a launcher that copies the

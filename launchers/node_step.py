@@ -11,9 +11,12 @@ while its workers still run.
 A step started from the chief inherits the chief's working directory and environment, which
 are wrong on the other nodes: working directories are node-local temporary directories, and
 ``HPCDET_CLUSTER_INFO`` names each node's own cluster info (``container_rank`` differs). So
-every worker starts as ``python -m hpcdet.launch.node_step --node-var VAR STEP_DIR -- CMD...``,
-which finds its node from ``$VAR`` (the MPI step's node variable, ``CROSS_RANK`` under
-deepspeed), enters that node's published directory and variables, and execs CMD.
+every worker starts as ``python -m hpcdet.launch.node_step --node-var VAR [--set NAME=VALUE]...
+[--copy NAME=FROM]... STEP_DIR -- CMD...``, which finds its node from ``$VAR`` (the MPI step's
+node variable, ``CROSS_RANK`` under deepspeed), enters that node's published directory and
+variables, sets ``NAME`` to ``VALUE`` and to ``$FROM`` (e.g. torch's ``RANK`` from Slurm's
+``SLURM_PROCID``), and execs CMD. The values travel on the command line, so they reach a rank
+that re-enters an image (:mod:`hpcdet.launch.host_step`), where only some variables pass.
 
 Files in ``STEP_DIR = RUN_DIR/launch/<launcher>-<n>/`` (``n`` counts a node's launches, so an
 entrypoint that launches twice uses two directories on every node):
@@ -39,7 +42,8 @@ from hpcdet.rundir.spec import CLUSTER_INFO_ENV
 
 from ._launch import NodeLayout
 
-USAGE = "usage: python3 -m hpcdet.launch.node_step --node-var VAR STEP_DIR -- CMD..."
+USAGE = ("usage: python3 -m hpcdet.launch.node_step --node-var VAR [--set NAME=VALUE]... "
+         "[--copy NAME=FROM]... STEP_DIR -- CMD...")
 MODULE = "hpcdet.launch.node_step"
 # The variables the harness sets differently on each node.
 NODE_VARS = (CLUSTER_INFO_ENV, "DET_AGENT_ID")
@@ -134,10 +138,19 @@ def wait_for_finish(step_dir: Path, poll: float = 0.5) -> int:
 
 
 def enter_command(
-    python: str, node_var: str, step_dir: Path | str, cmd: Sequence[str]
+    python: str,
+    node_var: str,
+    step_dir: Path | str,
+    cmd: Sequence[str],
+    set_vars: Mapping[str, str] | None = None,
+    copy_vars: Mapping[str, str] | None = None,
 ) -> list[str]:
-    """``cmd`` prefixed so that it runs in its node's directory and variables."""
-    return [*hpcdet_command(MODULE, python), "--node-var", node_var, str(step_dir), "--", *cmd]
+    """``cmd`` prefixed so that it runs in its node's directory and variables, with
+    ``set_vars`` (name: value) and ``copy_vars`` (name: the variable it takes the value of)."""
+    options = [f"--set={k}={v}" for k, v in (set_vars or {}).items()]
+    options += [f"--copy={k}={v}" for k, v in (copy_vars or {}).items()]
+    return [*hpcdet_command(MODULE, python), "--node-var", node_var, *options, str(step_dir),
+            "--", *cmd]
 
 
 Runner = Callable[[Sequence[str], Mapping[str, str]], int]
@@ -173,45 +186,71 @@ def run_step(
     return code
 
 
-def parse_args(argv: Sequence[str]) -> tuple[str, Path, list[str]]:
-    """Parse ``--node-var VAR STEP_DIR -- CMD...`` into (VAR, STEP_DIR, CMD).
+@dataclass(frozen=True)
+class StepArgs:
+    """node_step's command line (see :data:`USAGE`)."""
+
+    node_var: str
+    step_dir: Path
+    cmd: list[str]
+    set_vars: dict[str, str] = field(default_factory=dict)
+    copy_vars: dict[str, str] = field(default_factory=dict)
+
+    def env(self, base: Mapping[str, str], entry: NodeEntry) -> dict[str, str]:
+        """``base`` with the node's variables, then the set and the copied ones, on top."""
+        env = {**base, **entry.env, **self.set_vars}
+        env.update({k: base.get(v, "") for k, v in self.copy_vars.items()})
+        return env
+
+
+def parse_args(argv: Sequence[str]) -> StepArgs:
+    """Parse ``--node-var VAR [--set N=V]... [--copy N=FROM]... STEP_DIR -- CMD...``.
 
     Raises:
         ValueError: The command line does not match :data:`USAGE`.
     """
     args = list(argv)
-    if len(args) < 5 or args[0] != "--node-var" or args[3] != "--":
-        raise ValueError("expected --node-var VAR STEP_DIR -- CMD...")
-    return args[1], Path(args[2]), args[4:]
+    if len(args) < 2 or args[0] != "--node-var":
+        raise ValueError("expected --node-var VAR ... STEP_DIR -- CMD...")
+    node_var, rest = args[1], args[2:]
+    found: dict[str, dict[str, str]] = {"--set": {}, "--copy": {}}
+    while rest and rest[0].startswith("--") and rest[0] != "--":
+        option, _, pair = rest.pop(0).partition("=")
+        name, eq, value = pair.partition("=")
+        if option not in found or not name or not eq:
+            raise ValueError(f"expected --set=NAME=VALUE or --copy=NAME=FROM, not {option}")
+        found[option][name] = value
+    if len(rest) < 3 or rest[1] != "--":
+        raise ValueError("expected STEP_DIR -- CMD... after the options")
+    return StepArgs(node_var, Path(rest[0]), rest[2:], found["--set"], found["--copy"])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Enter this node's directory and variables, then exec CMD (returns only on error)."""
     try:
-        node_var, step_dir, cmd = parse_args(sys.argv[1:] if argv is None else argv)
+        args = parse_args(sys.argv[1:] if argv is None else argv)
     except ValueError as e:
         print(f"{USAGE}\nerror: {e}", file=sys.stderr)
         return 2
-    value = os.environ.get(node_var, "")
+    value = os.environ.get(args.node_var, "")
     if not value.isdigit():
-        print(f"node_step: ${node_var} is {value!r}, not a node rank", file=sys.stderr)
+        print(f"node_step: ${args.node_var} is {value!r}, not a node rank", file=sys.stderr)
         return 1
-    entry = load_entry(step_dir, int(value))
+    entry = load_entry(args.step_dir, int(value))
     if entry is None:
-        print(f"node_step: node {value} has not published its entry in {step_dir}",
+        print(f"node_step: node {value} has not published its entry in {args.step_dir}",
               file=sys.stderr)
         return 1
-    env = dict(os.environ)
-    env.update(entry.env)
+    env = args.env(os.environ, entry)
     try:
         os.chdir(entry.cwd)
     except OSError as e:
         print(f"node_step: cannot enter {entry.cwd}: {e}", file=sys.stderr)
         return 1
     try:
-        os.execvpe(cmd[0], cmd, env)
+        os.execvpe(args.cmd[0], args.cmd, env)
     except OSError as e:
-        print(f"node_step: cannot run {cmd[0]!r}: {e}", file=sys.stderr)
+        print(f"node_step: cannot run {args.cmd[0]!r}: {e}", file=sys.stderr)
     return 127
 
 

@@ -3,17 +3,27 @@
 ``SCRIPT`` may be ``--trial module:Class`` (a PyTorchTrial): each worker then runs
 ``hpcdet.pytorch.harness module:Class``.
 
-Runs one ``torchrun`` (``python -m torch.distributed.run``) on every node of the trial; each
-starts ``len(slot_ids)`` workers, each worker being SCRIPT under ``wrap_rank RANK``. torchrun
-sets ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE``, ``GROUP_RANK`` and
-``GROUP_WORLD_SIZE``, which ``DistributedContext.from_torch_distributed()`` reads. Arguments
-before ``--`` are passed to torchrun after hpcdet's, so they override them (e.g.
-``--master_port 29500 --``). ``C10D_PORT`` sets the rendezvous port (default 29400).
+Every worker runs SCRIPT under ``wrap_rank RANK`` with the variables ``torchrun`` sets:
+``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE``, ``GROUP_RANK``,
+``GROUP_WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT`` (which
+``DistributedContext.from_torch_distributed()`` and ``init_process_group`` read).
+``C10D_PORT`` sets the rendezvous port (default 29400; the harness spreads it by job).
 
-Failures: with ``--max_restarts 0`` torchrun stops its node's other workers as soon as one
-fails and exits non-zero; this launcher exits with torchrun's code. On Slurm every node's
-harness runs in one step with kill-on-bad-exit, so a node that exits non-zero ends the others'
-too; where each node's harness is started on its own, the others learn of it from their
+* On Slurm the chief starts one job step of one task per worker over the trial's nodes, as the
+  MPI launcher does (:mod:`hpcdet.launch.rank_step`), and each worker takes its place from
+  Slurm (``SLURM_PROCID``, ``SLURM_LOCALID``, ``SLURM_NODEID``); rank 0 holds the rendezvous
+  store. The same DDP loop ran at 0.91x of its srun speed under a torchrun per node here
+  (bench/pytorch_ddp.py).
+* Elsewhere (PBS, the local backend), or when TORCH_OVERRIDES are given (they are torchrun's
+  options, e.g. ``--master_port 29500 --``), one ``torchrun`` (``python -m
+  torch.distributed.run``) runs on every node and starts ``len(slot_ids)`` workers there;
+  TORCH_OVERRIDES come after hpcdet's options, so they win.
+
+Failures: in the Slurm step a worker that fails ends the step (``--kill-on-bad-exit``); with
+``--max_restarts 0`` torchrun stops its node's other workers as soon as one fails and exits
+non-zero. The launcher exits with the step's or torchrun's code. On Slurm every node's harness
+runs in one step with kill-on-bad-exit, so a node that exits non-zero ends the others' too;
+where each node's harness is started on its own, the others learn of it from their
 collectives.
 """
 
@@ -25,6 +35,7 @@ import sys
 from collections.abc import Mapping, Sequence
 
 from hpcdet.errors import UsageError
+from hpcdet.node_env import MpiStep, NodeEnv
 
 from ._launch import (
     WRAP_RANK_MODULE,
@@ -37,6 +48,7 @@ from ._launch import (
     split_overrides,
     trial_script,
 )
+from .rank_step import Ranks, run_rank_step
 
 USAGE = "usage: python3 -m hpcdet.launch.torch_distributed [[TORCH_OVERRIDES...] --] SCRIPT..."
 DEFAULT_C10D_PORT = 29400
@@ -123,6 +135,31 @@ def command_for(
     )
 
 
+def step_ranks(step: MpiStep, layout: NodeLayout, port: int, script: Sequence[str]) -> Ranks:
+    """The workers as tasks of one step: the variables torchrun would set, each worker's
+    place from the step's own variables."""
+    return Ranks(
+        script, "RANK",
+        set_vars={
+            "WORLD_SIZE": str(layout.num_nodes * layout.slots_per_node),
+            "LOCAL_WORLD_SIZE": str(layout.slots_per_node),
+            "GROUP_WORLD_SIZE": str(layout.num_nodes),
+            "MASTER_ADDR": master_address(layout.addrs),
+            "MASTER_PORT": str(port),
+            "TORCHELASTIC_RUN_ID": layout.allocation_id,
+            "TORCHELASTIC_RESTART_COUNT": "0",
+            "TORCHELASTIC_MAX_RESTARTS": "0",
+            **build_env(layout),
+        },
+        copy_vars={"RANK": step.process_var, "LOCAL_RANK": step.local_var,
+                   "GROUP_RANK": step.node_var, "ROLE_RANK": step.process_var},
+    )
+
+
+def _log(message: str) -> None:
+    print(f"torch_distributed: {message}", file=sys.stderr, flush=True)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line ``argv`` (default ``sys.argv[1:]``); returns the exit code."""
     try:
@@ -132,16 +169,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         return report_usage(USAGE, e)
     try:
         layout = load_layout(os.environ, "hpcdet.launch.torch_distributed")
-        cmd = command_for(layout, os.environ, script, overrides, python=sys.executable)
+        port = master_port(os.environ)
         if importlib.util.find_spec("torch") is None:
             raise LaunchError(
                 f"torch is not installed for {sys.executable}; install it there "
                 "(pip install torch) or use another launcher"
             )
-    except LaunchError as e:
+        env = merged_env(os.environ, build_env(layout))
+        step = NodeEnv.detect(os.environ).mpi_step
+        if step is not None and not overrides:
+            return run_rank_step(
+                layout, step, "torch", step_ranks(step, layout, port, script),
+                overrides=(), env=env, host_env=build_env(layout), python=sys.executable,
+                cwd=os.getcwd(), log=_log,
+            )
+        cmd = command_for(layout, os.environ, script, overrides, python=sys.executable)
+    except (LaunchError, TimeoutError) as e:
         print(f"torch_distributed: {e}", file=sys.stderr)
         return 1
-    return run_forwarding_signals(cmd, merged_env(os.environ, build_env(layout)))
+    return run_forwarding_signals(cmd, env)
 
 
 if __name__ == "__main__":

@@ -203,11 +203,14 @@ def torch_image(images: Images, root: Path) -> str:
 
 
 def ddp_in_an_image(h: Hpcdet, tmp: Path, images: Images, root: Path) -> None:
-    """torchrun through the runtime: the DDP example, unchanged, in an image with torch."""
+    """The DDP example, unchanged, in an image with torch: its Slurm step starts on the host,
+    through the harness, and every worker enters the image again."""
     h.create_overrides = [f"environment.image={torch_image(images, root)}"]
     scenarios.ddp(h, tmp, "ddp_determined.yaml")
     execs = images.calls("exec")
-    assert len(execs) == 2 and all("--cleanenv" in c["argv"] for c in execs)  # one per node
+    assert all("--cleanenv" in c["argv"] for c in execs), execs
+    workers = [c for c in execs if any("hpcdet.launch.node_step" in a for a in c["argv"])]
+    assert (len(execs), len(workers)) == (6, 4), execs  # each node's harness, each worker
 
 
 MPI_TRIAL = """\

@@ -615,7 +615,7 @@ def kill_one_rank(h: Hpcdet, tmp: Path) -> None:
 
 
 def ddp(h: Hpcdet, tmp: Path, config: str) -> None:
-    """A torch DDP example (gloo, CPU) under torchrun on 2 nodes x 2 processes."""
+    """A torch DDP example (gloo, CPU) on 2 nodes x 2 workers."""
     import shutil
 
     ctx = tmp / "ctx"

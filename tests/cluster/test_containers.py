@@ -27,7 +27,7 @@ def test_ten_array_tasks_share_one_pull(
                                                    images)
 
 
-def test_torchrun_runs_in_the_image_on_two_nodes(
+def test_torch_distributed_runs_its_workers_in_the_image_on_two_nodes(
         slurm_image_hpcdet: Hpcdet, images: Images, container_root: Path,
         torch_image: Path) -> None:
     container_scenarios.ddp_in_an_image(slurm_image_hpcdet, container_root / "t", images,

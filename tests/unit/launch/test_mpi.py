@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from hpcdet.launch.mpi import build_env, build_mpiexec_command, build_step_command
+from hpcdet.launch.mpi import build_env, build_mpiexec_command
+from hpcdet.launch.rank_step import Ranks, build_step_command
 from hpcdet.node_env import SLURM_MPI_STEP, NodeEnv
 from tests.unit.launch.launch_support import PY, make_layout, trial_env, write_info
 
@@ -20,16 +21,26 @@ def test_srun_command() -> None:
     assert NodeEnv.detect({"PBS_JOBID": "5.s"}).mpi_step is None
     assert build_step_command(
         SLURM_MPI_STEP, num_nodes=2, procs_per_node=4, step_dir="/runs/7/1/launch/mpi-0",
-        script=["python3", "train.py"], overrides=["--mpi=pmix"], python="/py",
+        ranks=Ranks(["python3", "train.py"], SLURM_MPI_STEP.rank_vars),
+        overrides=["--mpi=pmix"], python="/py", cpus_per_rank=2,
     ) == [
         "srun", "--overlap", "--mpi=pmi2", "--nodes=2", "--ntasks=8", "--ntasks-per-node=4",
-        "--cpus-per-task=1", "--distribution=block", "--kill-on-bad-exit=1", "--export=ALL",
+        "--cpus-per-task=2", "--distribution=block", "--kill-on-bad-exit=1", "--export=ALL",
         "--mpi=pmix",
         "/py", "-I", "-m", "hpcdet.launch.node_step", "--node-var", "SLURM_NODEID",
         "/runs/7/1/launch/mpi-0", "--",
         "/py", "-I", "-m", "hpcdet.launch.wrap_rank", "PMI_RANK,SLURM_PROCID", "--",
         "python3", "train.py",
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize(("cpus", "procs", "share"), [
+    (None, 2, 1), ("2", 2, 1), ("16", 4, 4), ("6", 4, 1), ("1", 4, 1), ("x", 1, 1),
+])
+def test_each_rank_gets_its_share_of_the_nodes_cpus(cpus: str | None, procs: int,
+                                                     share: int) -> None:
+    env = {} if cpus is None else {"SLURM_CPUS_ON_NODE": cpus}
+    assert SLURM_MPI_STEP.cpus_per_rank(env, procs) == share
 
 
 def test_mpiexec_command() -> None:

@@ -11,6 +11,7 @@ import pytest
 
 from hpcdet.launch.node_step import (
     NodeEntry,
+    StepArgs,
     claim_step_dir,
     enter_command,
     load_entry,
@@ -51,9 +52,26 @@ def test_enter_command() -> None:
         "/py", "-I", "-m", "hpcdet.launch.node_step", "--node-var", "SLURM_NODEID", "/s", "--",
         "a", "b",
     ]  # fmt: skip
-    assert parse_args(["--node-var", "V", "/s", "--", "a", "b"]) == ("V", Path("/s"), ["a", "b"])
+    assert parse_args(["--node-var", "V", "/s", "--", "a", "b"]) == StepArgs(
+        "V", Path("/s"), ["a", "b"])
+    cmd = enter_command("/py", "V", "/s", ["a"], {"WORLD_SIZE": "4", "X": "a=b"},
+                        {"RANK": "SLURM_PROCID"})
+    assert cmd[6:] == ["--set=WORLD_SIZE=4", "--set=X=a=b", "--copy=RANK=SLURM_PROCID", "/s",
+                       "--", "a"]
+    assert parse_args(cmd[4:]) == StepArgs("V", Path("/s"), ["a"], {"WORLD_SIZE": "4", "X": "a=b"},
+                                           {"RANK": "SLURM_PROCID"})
+
+
+@pytest.mark.parametrize("argv", [
+    ["/s", "--", "a"],
+    ["--node-var", "V", "/s", "a"],
+    ["--node-var", "V", "--set=X", "/s", "--", "a"],
+    ["--node-var", "V", "--other=X=1", "/s", "--", "a"],
+    ["--node-var", "V", "--set=X=1", "--", "a"],
+])
+def test_bad_command_lines(argv: list[str]) -> None:
     with pytest.raises(ValueError):
-        parse_args(["/s", "--", "a"])
+        parse_args(argv)
 
 
 def test_step_runs_once_and_peers_wait(tmp_path: Path) -> None:
@@ -99,12 +117,15 @@ def test_worker_enters_its_node(tmp_path: Path) -> None:
     node_dir.mkdir()
     publish(step, 0, NodeEntry(str(tmp_path), {"HPCDET_CLUSTER_INFO": "/n/0.json"}))
     publish(step, 1, NodeEntry(str(node_dir), {"HPCDET_CLUSTER_INFO": "/n/1.json"}))
-    show = "import os; print(os.getcwd(), os.environ['HPCDET_CLUSTER_INFO'], os.environ['KEEP'])"
-    cmd = enter_command(PY, "MY_NODE", step, [PY, "-c", show])
-    env = trial_env(None, MY_NODE="1", KEEP="kept", HPCDET_CLUSTER_INFO="/n/0.json")
+    show = ("import os; e = os.environ; print(os.getcwd(), e['HPCDET_CLUSTER_INFO'], e['KEEP'], "
+            "e['SIZE'], e['RANK'], e['EMPTY'] == '')")
+    cmd = enter_command(PY, "MY_NODE", step, [PY, "-c", show], {"SIZE": "4"},
+                        {"RANK": "MY_PROC", "EMPTY": "UNSET_VAR"})
+    env = trial_env(None, MY_NODE="1", KEEP="kept", HPCDET_CLUSTER_INFO="/n/0.json", MY_PROC="3",
+                    SIZE="1")
     p = subprocess.run(cmd, capture_output=True, text=True, env=env)
     assert p.returncode == 0, p.stderr
-    assert p.stdout.split() == [str(node_dir), "/n/1.json", "kept"]
+    assert p.stdout.split() == [str(node_dir), "/n/1.json", "kept", "4", "3", "True"]
 
 
 @pytest.mark.parametrize(

@@ -8,13 +8,16 @@ from pathlib import Path
 import pytest
 
 from hpcdet.launch._launch import LaunchError
+from hpcdet.launch.rank_step import build_step_command
 from hpcdet.launch.torch_distributed import (
     build_command,
     build_env,
     command_for,
     master_address,
     master_port,
+    step_ranks,
 )
+from hpcdet.node_env import SLURM_MPI_STEP
 from tests.unit.launch.launch_support import PY, make_layout, trial_env, write_info
 
 TD = [PY, "-m", "hpcdet.launch.torch_distributed"]
@@ -60,6 +63,28 @@ def test_master_address_and_port() -> None:
 def test_env() -> None:
     layout = make_layout(addrs=("10.0.0.1", "10.0.0.2"), rank=1)
     assert build_env(layout) == {"USE_TORCH_DISTRIBUTED": "True", "DET_CHIEF_IP": "10.0.0.1"}
+
+
+def test_on_slurm_each_worker_is_a_task_of_one_step() -> None:
+    """torchrun's variables: the worker's own from Slurm's per-task ones, the rest set."""
+    layout = make_layout(addrs=("10.0.0.1", "10.0.0.2"), rank=0, slots=2)
+    ranks = step_ranks(SLURM_MPI_STEP, layout, 28005, ["python3", "t.py"])
+    cmd = build_step_command(SLURM_MPI_STEP, num_nodes=2, procs_per_node=2, step_dir="/s",
+                             ranks=ranks, python="/py")
+    assert cmd == [
+        "srun", "--overlap", "--mpi=pmi2", "--nodes=2", "--ntasks=4", "--ntasks-per-node=2",
+        "--cpus-per-task=1", "--distribution=block", "--kill-on-bad-exit=1", "--export=ALL",
+        "/py", "-I", "-m", "hpcdet.launch.node_step", "--node-var", "SLURM_NODEID",
+        "--set=WORLD_SIZE=4", "--set=LOCAL_WORLD_SIZE=2", "--set=GROUP_WORLD_SIZE=2",
+        "--set=MASTER_ADDR=10.0.0.1", "--set=MASTER_PORT=28005",
+        f"--set=TORCHELASTIC_RUN_ID={layout.allocation_id}",
+        "--set=TORCHELASTIC_RESTART_COUNT=0", "--set=TORCHELASTIC_MAX_RESTARTS=0",
+        "--set=USE_TORCH_DISTRIBUTED=True", "--set=DET_CHIEF_IP=10.0.0.1",
+        "--copy=RANK=SLURM_PROCID", "--copy=LOCAL_RANK=SLURM_LOCALID",
+        "--copy=GROUP_RANK=SLURM_NODEID", "--copy=ROLE_RANK=SLURM_PROCID",
+        "/s", "--",
+        "/py", "-I", "-m", "hpcdet.launch.wrap_rank", "RANK", "--", "python3", "t.py",
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize("argv", [[], ["--"], ["--nnodes", "1", "--"]])
