@@ -5,6 +5,12 @@ then applied (``Store.apply_journal``) in one transaction that also records how 
 journal has been applied. A daemon killed between the two re-applies the entry on start; a lost
 database is rebuilt by applying every journal from the beginning and re-ingesting every event
 log.
+
+Decisions made together (a searcher's input and what it decides: up to a thousand trials at
+the start of a search) are journaled with one append and applied in one transaction
+(``record_all``). Of an append a crash cut short only the entries up to the first one missing
+apply (``Store.apply_journal``): the state a daemon killed between recording them one by one
+could leave, which the next daemon carries on from as it would from that.
 """
 
 from __future__ import annotations
@@ -12,11 +18,12 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from hpcdet.paths import StatePaths
-from hpcdet.rundir.exchange import append_line, report_skipped, whole_lines
+from hpcdet.rundir.exchange import append_lines, report_skipped, whole_lines
 from hpcdet.states import Decision, JobState
 from hpcdet.store.journal_apply import APPLIERS, UnappliableEntry
 from hpcdet.store.models import Run
@@ -32,11 +39,23 @@ class Journal:
         self.recorded = 0  # entries this daemon has journaled
 
     def record(self, exp_id: int, kind: str, **body: Any) -> None:
-        if kind not in APPLIERS:
-            raise ValueError(f"no journal entry of kind {kind!r}")
-        entry = {"kind": kind, "exp_id": exp_id, "time": time.time(), **body}
+        self.record_all(exp_id, [(kind, body)])
+
+    def record_all(self, exp_id: int, entries: Sequence[tuple[str, dict[str, Any]]]) -> None:
+        """Journal ``entries`` (kind, body) in order with one append, then apply them in one
+        transaction; all of them or, when this raises, none."""
+        if not entries:
+            return
+        for kind, _ in entries:
+            if kind not in APPLIERS:
+                raise ValueError(f"no journal entry of kind {kind!r}")
+        now = time.time()
         path = self.paths.journal(exp_id)
-        start = append_line(path, entry)
+        lines = [{"kind": kind, "exp_id": exp_id, "time": now, **body} for kind, body in entries]
+        if len(lines) > 1:
+            for part, line in enumerate(lines):
+                line["part"] = part  # see Store.apply_journal
+        start = append_lines(path, lines)
         try:
             self.replay(exp_id, written_at=start)
         except Exception:
@@ -45,7 +64,7 @@ class Journal:
             with contextlib.suppress(OSError):
                 os.truncate(path, start)
             raise
-        self.recorded += 1
+        self.recorded += len(entries)
 
     def replay(self, exp_id: int, written_at: int = -1) -> int:
         """Apply what the database has not seen of one experiment's journal; returns entries.
@@ -53,8 +72,8 @@ class Journal:
         A damaged entry (not JSON, an unknown kind, fields its kind cannot use) is skipped and
         reported with its offset, and the rest applied: the line stays in the journal, and the
         experiment keeps everything else it recorded (putting it in ERROR instead would stop
-        its trials and its search for one unreadable line). The entry at ``written_at``, just
-        written by this daemon, is applied or its error raised.
+        its trials and its search for one unreadable line). The entries from ``written_at``
+        on, just written by this daemon, are applied or the error of one raised.
         """
         path = self.paths.journal(exp_id)
         skip: set[int] = set()
@@ -64,7 +83,7 @@ class Journal:
                     exp_id, lambda offset: whole_lines(path, offset), skip,
                     lambda start, why: report_skipped(path, start, why))
             except UnappliableEntry as e:  # the session rolled back its partial changes
-                if e.start == written_at:
+                if 0 <= written_at <= e.start:
                     raise e.error from None
                 report_skipped(path, e.start, f"an entry that cannot be applied ({e.error!r})")
                 skip.add(e.start)

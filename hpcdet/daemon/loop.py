@@ -34,6 +34,7 @@ from hpcdet.daemon.run_ends import RunEnds
 from hpcdet.daemon.searching import SearchDriver
 from hpcdet.daemon.site import Site
 from hpcdet.daemon.submission import Submission
+from hpcdet.daemon.wake import Doorbell
 from hpcdet.paths import StatePaths, hostname
 from hpcdet.rundir.exchange import write_atomic
 from hpcdet.schedulers import Scheduler, make_scheduler
@@ -43,7 +44,9 @@ from hpcdet.store.repository import Store
 
 log = logging.getLogger(__name__)
 
-LOOP_SECONDS = 0.25  # how often the loop looks for a waiting request
+# How often the loop looks for a waiting request; one from a CLI on this host rings the
+# doorbell (``wake``) and is looked for at once.
+LOOP_SECONDS = 0.25
 # How often a tick runs without one. A tick reads every live run (its event log, exit file and
 # control file): at a thousand live runs four ticks a second cost the daemon 4x the CPU for
 # decisions that came at most 0.75 s sooner.
@@ -113,6 +116,14 @@ class Daemon:
     # ---------------------------------------------------------------- lifecycle of the loop
 
     def serve(self) -> None:
+        doorbell = Doorbell(self.paths)
+        try:
+            self._serve(doorbell)
+        finally:
+            doorbell.close()
+        self.write_status()
+
+    def _serve(self, doorbell: Doorbell) -> None:
         started = False
         failures = 0
         decided = False
@@ -137,8 +148,7 @@ class Daemon:
                 failures += 1
                 log.exception("%s failed (%d in a row)", "tick" if started else "start", failures)
                 time.sleep(min(30.0, LOOP_SECONDS * 2**failures))
-            time.sleep(LOOP_SECONDS)
-        self.write_status()
+            doorbell.wait(LOOP_SECONDS)
 
     def stop(self) -> None:
         self.stopping = True

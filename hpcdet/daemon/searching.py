@@ -3,7 +3,8 @@
 Every input is journaled before it is fed. Decisions are numbered in the order the searcher
 makes them, and carrying out decision k journals its effect with ``action_index=k``. After a
 restart the searcher is rebuilt by feeding it the journaled inputs again; the decisions it
-makes from index ``Experiment.actions_done`` on were never carried out, and are now.
+makes from index ``Experiment.actions_done`` on were never carried out, and are now. An input
+and the decisions it causes are journaled in one append (``Journal.record_all``).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from hpcdet.search.base import (
     event_from_dict,
     event_to_dict,
 )
-from hpcdet.store.models import Experiment, Trial
+from hpcdet.store.models import Experiment
 from hpcdet.store.repository import Store
 
 
@@ -67,17 +68,15 @@ class SearchDriver:
         feed it, and carry out the decisions it causes."""
         search = self._search(exp, cfg)
         try:
-            actions = search.searcher.feed(event)
-            self.journal.record(
-                exp.id, "searcher_event", event=event_to_dict(event),
-                progress=search.searcher.progress(), **(source or {}),
-            )
+            search.actions.extend(search.searcher.feed(event))
+            search.inputs += 1
+            fed = {"event": event_to_dict(event), "progress": search.searcher.progress(),
+                   **(source or {})}
+            self.journal.record_all(exp.id, [("searcher_event", fed),
+                                             *self._entries(exp.id, search)])
         except Exception:
             self.forget(exp.id)  # it may have half taken the event: rebuild it from the journal
             raise
-        search.actions.extend(actions)
-        search.inputs += 1
-        self.carry_out(exp, cfg)
 
     def start(self, exp: Experiment, cfg: ExperimentConfig) -> None:
         """Start a new search, or carry out what a killed daemon's search decided and did not
@@ -89,43 +88,54 @@ class SearchDriver:
 
     def carry_out(self, exp: Experiment, cfg: ExperimentConfig) -> None:
         """Carry out every decision not yet carried out (all of them after a crash)."""
-        search = self._search(exp, cfg)
-        done = self.store.experiment(exp.id).actions_done
+        self.journal.record_all(exp.id, self._entries(exp.id, self._search(exp, cfg)))
+
+    def _entries(self, exp_id: int, search: _Search) -> list[tuple[str, dict[str, Any]]]:
+        """The journal entries that carry out the decisions not yet carried out, in order, as
+        each would be recorded after the ones before it had been applied."""
+        done = self.store.experiment(exp_id).actions_done
+        entries: list[tuple[str, dict[str, Any]]] = []
+        next_trial = 0
+        ops: dict[int, int | None] = {}  # a trial's operations so far, by request; None: no trial
         for index in range(done, len(search.actions)):
-            self._carry_out_one(exp.id, index, search.actions[index])
+            action = search.actions[index]
+            if isinstance(action, Create):
+                next_trial = next_trial or self.journal.max_ids()[1] + 1
+                entries.append(("trial_created", {
+                    "trial_id": next_trial, "request_id": action.request_id,
+                    "hparams": action.hparams, "trial_seed": action.trial_seed,
+                    "action_index": index}))
+                next_trial += 1
+                ops[action.request_id] = 0
+            elif isinstance(action, ValidateAfter):
+                if action.request_id not in ops:
+                    ops[action.request_id] = self._ops(exp_id, action.request_id)
+                issued = ops[action.request_id]
+                entries.append(("op_issued", {
+                    "request_id": action.request_id, "length": action.length,
+                    "op_index": issued or 0, "action_index": index}))
+                if issued is not None:
+                    ops[action.request_id] = issued + 1
+            elif isinstance(action, Close):
+                entries.append(("trial_closed", {"request_id": action.request_id,
+                                                 "action_index": index}))
+            elif isinstance(action, Stop):
+                entries.append(("trial_stop", {"request_id": action.request_id,
+                                               "action_index": index}))
+            elif isinstance(action, Shutdown):
+                entries.append(("searcher_shutdown", {
+                    "failure": action.failure, "message": action.message,
+                    "action_index": index}))
+            else:  # pragma: no cover - the Action union is closed
+                raise TypeError(f"unknown searcher decision {action!r}")
+        return entries
 
-    def _carry_out_one(self, exp_id: int, index: int, action: Action) -> None:
-        record = self.journal.record
-        if isinstance(action, Create):
-            record(
-                exp_id, "trial_created", trial_id=self._next_trial_id(),
-                request_id=action.request_id, hparams=action.hparams,
-                trial_seed=action.trial_seed, action_index=index,
-            )
-        elif isinstance(action, ValidateAfter):
-            trial = self._trial(exp_id, action.request_id)
-            record(
-                exp_id, "op_issued", request_id=action.request_id, length=action.length,
-                op_index=len(json.loads(trial.ops_json)) if trial else 0, action_index=index,
-            )
-        elif isinstance(action, Close):
-            record(exp_id, "trial_closed", request_id=action.request_id, action_index=index)
-        elif isinstance(action, Stop):
-            record(exp_id, "trial_stop", request_id=action.request_id, action_index=index)
-        elif isinstance(action, Shutdown):
-            record(exp_id, "searcher_shutdown", failure=action.failure, message=action.message,
-                   action_index=index)
-        else:  # pragma: no cover - the Action union is closed
-            raise TypeError(f"unknown searcher decision {action!r}")
-
-    def _trial(self, exp_id: int, request_id: int) -> Trial | None:
+    def _ops(self, exp_id: int, request_id: int) -> int | None:
+        """How many operations the trial of a request has been issued; None: it has no trial."""
         for t in self.store.trials(exp_id):
             if t.request_id == request_id:
-                return t
+                return len(json.loads(t.ops_json))
         return None
-
-    def _next_trial_id(self) -> int:
-        return self.journal.max_ids()[1] + 1
 
     def forget(self, exp_id: int) -> None:
         self._searches.pop(exp_id, None)

@@ -78,12 +78,12 @@ class Submission:
         cap = self.configs.get(exp).trials_at_once
         # Counted only under a cap: most experiments have none, and this runs every tick.
         tasks, singles = self._live_jobs(exp, arrays or []) if cap is not None else (0, 0)
-        for trial in self.store.trials(exp.id, state=TrialState.QUEUED):
-            if arrays is not None and trial.run_id == 0:
-                found = owner(trial.request_id, arrays)
-                if found is not None:
-                    self._submit(exp, trial, found)
-                continue  # its array is not submitted yet
+        queued = self.store.trials(exp.id, state=TrialState.QUEUED)
+        if arrays is not None:
+            in_tasks = [(t, owner(t.request_id, arrays)) for t in queued if t.run_id == 0]
+            self._fill_slots(exp, [(t, task) for t, task in in_tasks if task is not None])
+            queued = [t for t in queued if t.run_id != 0]  # the rest wait for their array
+        for trial in queued:
             if not slot_room(cap, tasks, singles)[1]:
                 continue  # resources.max_slots: it waits for a live job to end
             if not self._may_submit():
@@ -173,18 +173,16 @@ class Submission:
             self.submissions.popleft()
         return len(self.submissions) < max(1, int(self.cluster.submissions_per_minute))
 
-    def _submit(
-        self, exp: Experiment, trial: Trial, array_task: tuple[str, int] | None = None
-    ) -> None:
-        """Submit the trial's next run: as a job, or into its array task's slot."""
+    def _prepare(self, exp: Experiment, trial: Trial) -> Path | None:
+        """Write the trial's next run directory (its run spec and batch script); None when the
+        site cannot run the experiment, which ends the trial."""
         cfg = self.configs.get(exp)
-        run_id = trial.run_id + 1
         problem = self.site.fit_problem(cfg)
         if problem is not None:
             # Slurm would accept some of these and leave them pending forever.
             self.journal.record(exp.id, "trial_state", trial_id=trial.id, state=TrialState.ERROR,
                                 restarts=trial.restarts, reason=problem)
-            return
+            return None
         record = {
             "id": trial.id, "trial_seed": trial.trial_seed,
             "hparams": json.loads(trial.hparams_json),
@@ -192,8 +190,8 @@ class Submission:
             "steps_completed": trial.steps_completed,
             "metadata": json.loads(trial.metadata_json),
         }
-        spec = run_spec(cfg, self.paths, exp.id, record, run_id, self.scheduler.options(cfg),
-                        self.site.placement(cfg), self.cluster)
+        spec = run_spec(cfg, self.paths, exp.id, record, trial.run_id + 1,
+                        self.scheduler.options(cfg), self.site.placement(cfg), self.cluster)
         run_dir = Path(spec.run_dir)
         if run_dir.exists():
             shutil.rmtree(run_dir)  # left by a submission that never reached the scheduler
@@ -204,17 +202,28 @@ class Submission:
         script.write_text(self.scheduler.render_script(job_request(
             spec, cfg, self.cluster, self.scheduler.options(cfg), self.site.placement(cfg),
             nice_for(exp.priority, self.scheduler.nice_per_step))))
-        self.journal.record(exp.id, "run_submitting", trial_id=trial.id, run_id=run_id,
-                            first_op=trial.ops_completed)
-        submitting = self.store.run(trial.id, run_id)
-        for live in self.store.live_runs([(trial.id, run_id)]):
-            self.controls.sync(live)  # the trial reads it at start
-        if array_task is not None:
-            self._fill_slot(trial, run_id, run_dir, array_task)
+        return run_dir
+
+    def _submitting(self, exp: Experiment, trials: list[Trial]) -> None:
+        """Journal the trials' next runs as submitting, and write their control files (the
+        trial reads its own at start)."""
+        self.journal.record_all(exp.id, [
+            ("run_submitting", {"trial_id": t.id, "run_id": t.run_id + 1,
+                                "first_op": t.ops_completed}) for t in trials])
+        for live in self.store.live_runs([(t.id, t.run_id + 1) for t in trials]):
+            self.controls.sync(live)
+
+    def _submit(self, exp: Experiment, trial: Trial) -> None:
+        """Submit the trial's next run as a job."""
+        run_dir = self._prepare(exp, trial)
+        if run_dir is None:
             return
+        run_id = trial.run_id + 1
+        self._submitting(exp, [trial])
+        submitting = self.store.run(trial.id, run_id)
         self.submissions.append(time.time())
         try:
-            job_id = self.jobs.submit(script)
+            job_id = self.jobs.submit(run_dir / layout.SCRIPT_FILE)
         except (SchedulerCommandError, ValueError) as e:
             if submitting is not None:
                 reason = f"submission refused: {e}"
@@ -224,6 +233,22 @@ class Submission:
             return
         self.journal.record(exp.id, "run_submitted", trial_id=trial.id, run_id=run_id,
                             job_id=job_id)
+
+    def _fill_slots(self, exp: Experiment, tasks: list[tuple[Trial, tuple[str, int]]]) -> None:
+        """Hand the trials' first runs to their array tasks (``_fill_slot``), the runs of all
+        of them journaled as submitting in one append and as submitted in another."""
+        ready = [(t, task, run_dir) for t, task in tasks
+                 if (run_dir := self._prepare(exp, t)) is not None]
+        if not ready:
+            return
+        self._submitting(exp, [t for t, _, _ in ready])
+        exp_dir = self.paths.experiment(exp.id)
+        for trial, _, run_dir in ready:
+            write_text_atomic(layout.array_slot(exp_dir, trial.request_id), str(run_dir))
+        self.journal.record_all(exp.id, [
+            ("run_submitted", {"trial_id": t.id, "run_id": 1,
+                               "job_id": self.scheduler.array_task_id(*task)})
+            for t, task, _ in ready])
 
     def _fill_slot(
         self, trial: Trial, run_id: int, run_dir: Path, array_task: tuple[str, int]

@@ -15,6 +15,7 @@ from typing import Any, Callable
 from hpcdet.daemon import operations as ops
 from hpcdet.daemon import process
 from hpcdet.daemon.requests import GONE, TAKEN, reply_path, request_path
+from hpcdet.daemon.wake import ring
 from hpcdet.errors import DaemonError, DiskFullError, HpcdetError, disk_full_cause
 from hpcdet.link import Created, JobUpdate
 from hpcdet.paths import StatePaths
@@ -113,6 +114,8 @@ def call(
         current = process.start(paths)
     where = f"host {current.record.get('host')}, pid {current.record.get('pid')}"
     rid = submit(paths, op, args, request_id)
+    if current.here:
+        ring(paths)
     return wait_reply(paths, rid, timeout, where)
 
 
@@ -126,9 +129,16 @@ def submit(paths: StatePaths, op: str, args: dict[str, Any], request_id: str | N
     return rid
 
 
+# A woken daemon answers most requests within tens of milliseconds: the reply is looked for
+# soon at first, then every REPLY_PAUSE.
+REPLY_FIRST_PAUSE = 0.005
+REPLY_PAUSE = 0.05
+
+
 def wait_reply(paths: StatePaths, rid: str, timeout: float, where: str) -> Any:
     path = reply_path(paths, rid)
     deadline = time.monotonic() + timeout
+    pause = REPLY_FIRST_PAUSE
     while time.monotonic() < deadline:
         reply = read_json(path)
         if reply is not None:
@@ -136,7 +146,8 @@ def wait_reply(paths: StatePaths, rid: str, timeout: float, where: str) -> Any:
             if reply["ok"]:
                 return reply["result"]
             raise HpcdetError(reply["error"])
-        time.sleep(0.05)
+        time.sleep(pause)
+        pause = min(REPLY_PAUSE, pause * 1.5)
     if (paths.requests / f"{rid}{TAKEN}").exists():
         raise DaemonError(
             f"the hpcdet daemon ({where}) took the request but did not answer within "

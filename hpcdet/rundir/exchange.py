@@ -21,7 +21,7 @@ import re
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from functools import lru_cache
 from itertools import accumulate, compress, repeat
 from operator import attrgetter
@@ -97,6 +97,11 @@ def read_json(path: Path, default: Any = None) -> Any:
 def append_line(path: Path, obj: Any) -> int:
     """Append one JSON line durably (journals written by the daemon); returns where it starts."""
     return append_whole_lines(path, [dumps(obj)])
+
+
+def append_lines(path: Path, objs: Sequence[Any]) -> int:
+    """Append JSON lines durably, with one write and one fsync; returns where the first starts."""
+    return append_whole_lines(path, [dumps(obj) for obj in objs])
 
 
 def append_whole_lines(path: Path, lines: list[str]) -> int:

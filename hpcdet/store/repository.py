@@ -458,14 +458,21 @@ class Store:
 
         Raises ``UnappliableEntry`` for an entry whose fields its kind cannot use; nothing of
         this call is then applied.
+
+        Entries appended together (``Journal.record_all``) carry their place in the append,
+        ``part``, from 0. One applies only right after the one before it: what a crash left of
+        an append (a page that never reached the disk, read as a damaged line) applies up to
+        the first entry missing, as the same entries appended one by one would.
         """
         with self.session() as s:
             exp = s.get(Experiment, exp_id)
             offset = exp.journal_offset if exp is not None else 0
             applied = 0
             pos = offset
+            previous = -1  # the part of the entry applied just before; -1 if none was
             for start, end, entry in read(offset):
                 pos = end  # past skipped lines too: each is reported once
+                after, previous = previous, -1
                 if entry is None or start in skip:
                     continue
                 kind = entry.get("kind")
@@ -473,11 +480,16 @@ class Store:
                 if apply is None:
                     report(start, f"an entry of unknown kind {kind!r}")
                     continue
+                part = entry.get("part", 0)
+                if part != 0 and part != after + 1:
+                    report(start, "an entry whose append lost an entry before it")
+                    continue
                 try:
                     apply(s, entry)
                 except (KeyError, TypeError, ValueError, AttributeError) as e:
                     raise UnappliableEntry(start, e) from e
                 applied += 1
+                previous = part
                 s.flush()
             exp = s.get(Experiment, exp_id)
             if exp is not None and pos != offset:

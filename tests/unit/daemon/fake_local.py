@@ -35,18 +35,22 @@ def kill_after(
     monkeypatch: pytest.MonkeyPatch, entries: Callable[[list[str]], bool]
 ) -> list[str]:
     """Journal appends raise Killed right after an entry for which ``entries(written so far)``
-    holds; returns the list of the kinds written, in order."""
+    holds, also amid the entries of one append (which then leaves only those before it, as a
+    crash can); returns the list of the kinds written, in order."""
     written: list[str] = []
-    append = journal.append_line
+    append = journal.append_lines
 
-    def append_then_maybe_die(path: Path, entry: dict[str, Any]) -> int:
-        start = append(path, entry)
-        written.append(entry["kind"])
-        if entries(written):
-            raise Killed
+    def append_then_maybe_die(path: Path, lines: list[dict[str, Any]]) -> int:
+        start = -1
+        for entry in lines:
+            at = append(path, [entry])
+            start = at if start < 0 else start
+            written.append(entry["kind"])
+            if entries(written):
+                raise Killed
         return start
 
-    monkeypatch.setattr(journal, "append_line", append_then_maybe_die)
+    monkeypatch.setattr(journal, "append_lines", append_then_maybe_die)
     return written
 
 

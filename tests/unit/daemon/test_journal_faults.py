@@ -124,3 +124,91 @@ def test_journals_with_an_experiment_failed_entry_still_apply(tmp_path: Path) ->
     assert (exp.state, exp.error) == ("ERROR", "search failed")
     assert daemon.store.trial(1).state == "CANCELED"
     assert [r.state for r in daemon.store.runs([1])] == ["CANCELED"]
+
+
+def _count_appends(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many entries each journal append wrote, in order."""
+    from hpcdet.daemon import journal
+
+    sizes: list[int] = []
+    append = journal.append_lines
+
+    def counted(path: Path, lines: list[dict[str, Any]]) -> int:
+        sizes.append(len(lines))
+        return append(path, lines)
+
+    monkeypatch.setattr(journal, "append_lines", counted)
+    return sizes
+
+
+def test_decisions_made_together_take_one_append_and_apply_together(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A search's start: its input and the trials it creates (each with its operation and
+    close) are one append, numbered by their place in it; a single entry stays as it was."""
+    daemon = new_daemon(tmp_path, FakeLocal())
+    sizes = _count_appends(monkeypatch)
+    config = asha_config(max_trials=4, max_concurrent_trials=4)
+    config["searcher"] = {"name": "random", "metric": "loss", "max_trials": 4,
+                          "max_concurrent_trials": 4, "max_length": 1}
+    exp_id = create(daemon, config)
+    assert sizes[:2] == [1, 1 + 4 * 3]  # experiment_created; the search's input and decisions
+    entries = list(read_lines(daemon.paths.journal(exp_id)))
+    assert "part" not in entries[0]
+    assert [e["part"] for e in entries[1:14]] == list(range(13))
+    assert [e["kind"] for e in entries[1:5]] == [
+        "searcher_event", "trial_created", "op_issued", "trial_closed"]
+    assert [t.id for t in daemon.store.trials(exp_id)] == [1, 2, 3, 4]
+    assert [json.loads(t.ops_json) for t in daemon.store.trials(exp_id)] == [[1]] * 4
+    assert daemon.store.experiment(exp_id).actions_done == 12
+
+
+def test_an_append_a_crash_left_a_hole_in_applies_up_to_the_hole(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A page of an append that never reached the disk reads as a damaged line: the entries
+    of that append after it are skipped too, so the state is one the same entries recorded
+    one by one could have left; the next append applies as usual."""
+    daemon = new_daemon(tmp_path, FakeLocal())
+    journal = daemon.journal
+    journal.record(1, "experiment_created", name="e", config=asha_config(), backend="local",
+                   searcher="asha")
+    journal.record_all(1, [("trial_created", {"trial_id": i, "hparams": {}, "trial_seed": 0,
+                                              "request_id": i - 1}) for i in (1, 2, 3)])
+    journal.record(1, "trial_created", trial_id=4, hparams={}, trial_seed=0, request_id=3)
+    path = daemon.paths.journal(1)
+    lines = path.read_text().splitlines(keepends=True)
+    lines[2] = "\0" * (len(lines[2]) - 1) + "\n"  # trial 2's entry
+    path.write_text("".join(lines))
+    daemon.store.close()
+    daemon.paths.database().unlink()
+
+    with caplog.at_level(logging.WARNING):
+        daemon = new_daemon(tmp_path, FakeLocal())
+        daemon.journal.replay_all()
+    assert [t.id for t in daemon.store.trials(1)] == [1, 4]
+    skipped = [r.getMessage() for r in caplog.records if "skipped" in r.getMessage()]
+    assert len(skipped) == 2
+    assert "a corrupt line" in skipped[0]
+    assert "an entry whose append lost an entry before it" in skipped[1]
+
+
+def test_an_append_one_entry_of_which_fails_to_apply_leaves_none_of_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    daemon = new_daemon(tmp_path, FakeLocal())
+    exp_id = create(daemon, asha_config())
+    path = daemon.paths.journal(exp_id)
+    before = path.read_bytes()
+    applied = daemon.store.experiment(exp_id).journal_offset
+
+    def failing(s: Any, e: dict[str, Any]) -> None:
+        raise RuntimeError("cannot apply")
+
+    monkeypatch.setitem(journal_apply.APPLIERS, "experiment_error", failing)
+    with pytest.raises(RuntimeError):
+        daemon.journal.record_all(exp_id, [("experiment_meta", {"name": "renamed"}),
+                                           ("experiment_error", {"message": "m"})])
+    assert path.read_bytes() == before
+    exp = daemon.store.experiment(exp_id)
+    assert (exp.name, exp.journal_offset) == ("asha", applied)

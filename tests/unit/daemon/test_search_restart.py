@@ -27,6 +27,7 @@ def _decisions(paths: StatePaths) -> list[dict[str, Any]]:
         entry = json.loads(line)
         if entry["kind"] in DECISIONS:
             entry.pop("time")
+            entry.pop("part", None)  # its place in an append, which a restart splits
             out.append(entry)
     return out
 

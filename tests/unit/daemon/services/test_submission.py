@@ -4,11 +4,16 @@ end the trial with the reason, and what a killed daemon half-submitted is settle
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from hpcdet.config.cluster import ClusterConfig
+from hpcdet.daemon import journal
 from hpcdet.daemon.controls import Controls
 from hpcdet.daemon.submission import Submission
-from hpcdet.rundir.layout import CONTROL_FILE, SCRIPT_FILE
+from hpcdet.rundir.layout import CONTROL_FILE, SCRIPT_FILE, array_dir, array_slot
+from tests.unit.daemon.fake_local import Killed
 from tests.unit.daemon.services.support import World, squeue_line
 
 RANDOM = {"name": "random", "metric": "loss", "max_length": 1, "max_trials": 3}
@@ -95,3 +100,82 @@ def test_a_run_half_submitted_by_a_killed_daemon_is_adopted_or_requeued(tmp_path
     assert (adopted.state, adopted.job_id) == ("PENDING", "555")
     assert (requeued.state, requeued.outcome) == ("CANCELED", "never submitted")
     assert w.store.trial(2).state == "QUEUED"
+
+
+def test_the_trials_of_an_array_go_into_their_tasks_with_two_journal_appends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Their runs journaled as submitting in one append, then (slot files written) as
+    submitted in another, whatever the number of trials."""
+    w = World(tmp_path)
+    _started(w, searcher=RANDOM, hyperparameters=HPARAMS)
+    appended = _appends(monkeypatch)
+    _submission(w).submit_queued()
+    assert appended == [["array_submitting"], ["array_submitted"], ["run_submitting"] * 3,
+                        ["run_submitted"] * 3]
+    assert sorted(r.job_id for r in w.store.runs()) == ["101_0", "101_1", "101_2"]
+    for trial in w.store.trials(1):
+        run_dir = w.paths.run(1, trial.id, 1)
+        slot = array_slot(w.paths.experiment(1), trial.request_id)
+        assert slot.read_text() == str(run_dir)
+        assert (run_dir / CONTROL_FILE).exists()
+
+
+@pytest.mark.parametrize("killed_after", range(1, 7))
+def test_a_daemon_killed_amid_handing_trials_to_their_tasks_hands_each_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, killed_after: int
+) -> None:
+    """Killed after any entry of the two appends (a crash can leave a prefix of one): the next
+    daemon hands every trial's first run to its own task, and submits nothing again."""
+    w = World(tmp_path)
+    _started(w, searcher=RANDOM, hyperparameters=HPARAMS)
+    submission = _submission(w)
+    written: list[str] = []
+    append = journal.append_lines
+
+    def append_then_die(path: Path, lines: list[dict[str, Any]]) -> int:
+        start = -1
+        for entry in lines:
+            at = append(path, [entry])
+            start = at if start < 0 else start
+            if entry["kind"] in ("run_submitting", "run_submitted"):
+                written.append(entry["kind"])
+                if len(written) == killed_after:
+                    raise Killed
+        return start
+
+    monkeypatch.setattr(journal, "append_lines", append_then_die)
+    with pytest.raises(Killed):
+        submission.submit_queued()
+    monkeypatch.undo()
+    w.store.close()
+
+    again = World(tmp_path)
+    again.runner.next_job = w.runner.next_job
+    again.journal.replay_all()
+    restarted = _submission(again)
+    again.runner.squeue = [squeue_line("101_[0-2%3]", workdir=str(array_dir(
+        again.paths.experiment(1))), name="hpcdet-e1-array0")]
+    restarted.jobs.poll()
+    restarted.settle()
+    restarted.submit_queued()
+    assert again.runner.commands("sbatch") == []
+    runs = again.store.runs()
+    assert sorted((r.trial_id, r.run_id, r.job_id) for r in runs) == [
+        (1, 1, "101_0"), (2, 1, "101_1"), (3, 1, "101_2")]
+    for trial in again.store.trials(1):
+        slot = array_slot(again.paths.experiment(1), trial.request_id)
+        assert slot.read_text() == str(again.paths.run(1, trial.id, 1))
+
+
+def _appends(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The kinds of the entries of each journal append, in order."""
+    appended: list[list[str]] = []
+    append = journal.append_lines
+
+    def counted(path: Path, lines: list[dict[str, Any]]) -> int:
+        appended.append([e["kind"] for e in lines])
+        return append(path, lines)
+
+    monkeypatch.setattr(journal, "append_lines", counted)
+    return appended

@@ -1,0 +1,74 @@
+"""The daemon's doorbell for requests: a FIFO in its local directory.
+
+The loop looks for request files every ``LOOP_SECONDS``, which on average kept a CLI waiting
+half of that before its request was even read. A CLI on the daemon's host writes a byte into
+this FIFO once its request file is in place, and the loop's wait ends at once; a CLI on
+another login node cannot reach it (a FIFO is its host's kernel object) and is served by the
+look as before. A lost or extra byte costs nothing but that wait or one empty look: the
+request files stay what decides what is served.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import stat
+import time
+from pathlib import Path
+
+from hpcdet.paths import StatePaths
+
+WAKE_FILE = "wake"
+
+
+def wake_path(paths: StatePaths) -> Path:
+    return paths.local_dir() / WAKE_FILE
+
+
+class Doorbell:
+    """The daemon's end: made when the loop starts, waited on between its looks."""
+
+    def __init__(self, paths: StatePaths) -> None:
+        self.fd: int | None = None
+        path = wake_path(paths)
+        try:
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()  # a killed daemon's
+            os.mkfifo(path, 0o600)
+            # Read and write: with no writer left a read-only FIFO would be readable for ever.
+            self.fd = os.open(path, os.O_RDWR | os.O_NONBLOCK)
+        except OSError:
+            self.fd = None  # a filesystem without FIFOs: the loop only looks, as before
+
+    def wait(self, seconds: float) -> None:
+        """Up to ``seconds``, or until a CLI rings; a ring is taken (the FIFO emptied)."""
+        if self.fd is None:
+            time.sleep(seconds)
+            return
+        readable, _, _ = select.select([self.fd], [], [], seconds)
+        if readable:
+            with contextlib.suppress(BlockingIOError):
+                while os.read(self.fd, 4096):
+                    pass
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def ring(paths: StatePaths) -> None:
+    """Wake the daemon on this host after writing a request; a daemon that does not listen
+    (stopped, older, or its FIFO gone) is simply not woken."""
+    try:
+        fd = os.open(wake_path(paths), os.O_WRONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+    except OSError:  # ENXIO: no daemon has it open; ENOENT: none made it
+        return
+    try:
+        if stat.S_ISFIFO(os.fstat(fd).st_mode):  # never a byte into a file put in its place
+            os.write(fd, b"\0")
+    except OSError:  # EAGAIN: full of rings the daemon has yet to take
+        pass
+    finally:
+        os.close(fd)
