@@ -77,14 +77,18 @@ def measure(trials: int, repeats: int = 3) -> list[Figure]:
 
 
 NOTE = (
-    "1.05 s (5.2x) in the full run at 0e12b3e, 0.31-0.41 s since 2026-11-26 (14.2x in the "
-    "full run at 90a1a4f): typer 0.28 "
-    "imported pydantic in every command (hpcdet version 0.20 s, now 0.10 s with typer < 0.28) "
-    "and the daemon compiled the batch script's template at every submission (~50 ms, now "
-    "once). What is left is the CLI's start (0.10 s), reading and checking the config and "
-    "snapshotting the context (~0.08 s), and the daemon's creation of 1,000 trials (~0.13 s: "
-    "journal, store, search). This test cluster's sbatch answers in 3.6-6 ms, against 50 ms "
-    "to seconds on a production slurmctld under load, where 1,000 sbatch calls take minutes")
+    "1.05 s (5.2x) in the full run at 0e12b3e; 0.41 s (14.2x) at 90a1a4f, since typer < 0.28 "
+    "(0.28 imported pydantic in every command: hpcdet version 0.20 s, now 0.10 s) and one "
+    "compiled batch-script template per daemon (~50 ms a submission before). 0.21-0.33 s "
+    "since 17af176 (19-21x in three runs on 2026-11-26): the daemon looked for requests every "
+    "0.25 s, so each waited ~0.125 s before it was read (a CLI on the daemon's host now rings "
+    "a FIFO, daemon/wake.py; a ping 215 -> 16 ms); the search's first decisions took 24 "
+    "journal appends, each with its fsync and transaction (now 6: Journal.record_all); "
+    "pathspec was imported for every snapshot (~35 ms; now only with an ignore file). What "
+    "is left is mostly the CLI process: ~0.16 s of CPU, of which Python and its site ~0.02 "
+    "s, typer ~0.045 s and hpcdet's CLI modules ~0.035 s. This test cluster's sbatch answers "
+    "in 3.6-6 ms, against 50 ms to seconds on a production slurmctld under load, where 1,000 "
+    "sbatch calls take minutes")
 
 
 if __name__ == "__main__":
