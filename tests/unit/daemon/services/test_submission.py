@@ -13,7 +13,7 @@ from hpcdet.daemon import journal
 from hpcdet.daemon.controls import Controls
 from hpcdet.daemon.submission import Submission
 from hpcdet.rundir.layout import CONTROL_FILE, SCRIPT_FILE, array_dir, array_slot
-from tests.unit.daemon.fake_local import Killed
+from tests.unit.daemon.fake_local import Killed, kill_after
 from tests.unit.daemon.services.support import World, squeue_line
 
 RANDOM = {"name": "random", "metric": "loss", "max_length": 1, "max_trials": 3}
@@ -130,21 +130,9 @@ def test_a_daemon_killed_amid_handing_trials_to_their_tasks_hands_each_once(
     w = World(tmp_path)
     _started(w, searcher=RANDOM, hyperparameters=HPARAMS)
     submission = _submission(w)
-    written: list[str] = []
-    append = journal.append_lines
-
-    def append_then_die(path: Path, lines: list[dict[str, Any]]) -> int:
-        start = -1
-        for entry in lines:
-            at = append(path, [entry])
-            start = at if start < 0 else start
-            if entry["kind"] in ("run_submitting", "run_submitted"):
-                written.append(entry["kind"])
-                if len(written) == killed_after:
-                    raise Killed
-        return start
-
-    monkeypatch.setattr(journal, "append_lines", append_then_die)
+    runs = ("run_submitting", "run_submitted")
+    kill_after(monkeypatch, lambda kinds: kinds[-1] in runs
+               and sum(k in runs for k in kinds) == killed_after)
     with pytest.raises(Killed):
         submission.submit_queued()
     monkeypatch.undo()
