@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from hpcdet.config.cluster import ClusterConfig
-from hpcdet.daemon.journal import Journal
+from hpcdet.daemon import journal
 from hpcdet.daemon.loop import Daemon
 from hpcdet.paths import StatePaths
 from hpcdet.schedulers import JobState
@@ -133,14 +133,19 @@ def test_a_trial_handed_to_its_array_task_when_killed_stays_in_the_array(
     single job would leave the task waiting for ever and could run the trial twice)."""
     slot = slurm_hpcdet.state / "runs" / "exp-1" / "array" / "slot-1"  # trial 2's request
     if slot_written:
-        record = Journal.record
+        append = journal.append_lines
 
-        def killed_journaling(self: Journal, exp_id: int, kind: str, **body: Any) -> None:
-            if kind == "run_submitted" and body.get("trial_id") == 2:
-                raise Killed
-            record(self, exp_id, kind, **body)
+        def killed_journaling(path: Path, lines: Sequence[dict[str, Any]]) -> int:
+            # Entries journaled together: the crash leaves those before trial 2's.
+            start = -1
+            for line in lines:
+                if line["kind"] == "run_submitted" and line.get("trial_id") == 2:
+                    raise Killed
+                at = append(path, [line])
+                start = at if start < 0 else start
+            return start
 
-        monkeypatch.setattr(Journal, "record", killed_journaling)
+        monkeypatch.setattr(journal, "append_lines", killed_journaling)
     else:
         replace = os.replace
 
