@@ -183,6 +183,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 overrides=(), env=env, host_env=build_env(layout), python=sys.executable,
                 cwd=os.getcwd(), log=_log,
             )
+        if step is not None and layout.node_rank == 0:
+            _log(f"torchrun options given ({' '.join(overrides)}): one torchrun a node starts "
+                 "the workers, not one Slurm task each")
         cmd = command_for(layout, os.environ, script, overrides, python=sys.executable)
     except (LaunchError, TimeoutError) as e:
         print(f"torch_distributed: {e}", file=sys.stderr)

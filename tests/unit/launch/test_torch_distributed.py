@@ -130,3 +130,14 @@ def test_real_torchrun(tmp_path: Path) -> None:
     failed = subprocess.run([*TD, PY, str(script), "3"], capture_output=True, text=True,
                             env=env, timeout=120)
     assert failed.returncode == 1  # torchrun reports a failed worker as 1
+
+
+def test_torchrun_options_on_slurm_keep_a_torchrun_a_node(tmp_path: Path) -> None:
+    """Given torchrun's own options, the launcher runs torchrun, and says so."""
+    pytest.importorskip("torch")
+    env = trial_env(write_info(tmp_path), SLURM_JOB_ID="7", C10D_PORT="29611")
+    p = subprocess.run([*TD, "--max_restarts", "0", "--", PY, "-c", "print('ran')"],
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "torchrun options given (--max_restarts 0)" in p.stderr
+    assert "[rank=0] ran" in p.stdout
