@@ -237,28 +237,25 @@ class Submission:
     def _fill_slots(self, exp: Experiment, tasks: list[tuple[Trial, tuple[str, int]]]) -> None:
         """Hand the trials' first runs to their array tasks (``_fill_slot``), the runs of all
         of them journaled as submitting in one append and as submitted in another."""
-        ready = [(t, task, run_dir) for t, task in tasks
+        ready = [(t, 1, run_dir, task) for t, task in tasks
                  if (run_dir := self._prepare(exp, t)) is not None]
         if not ready:
             return
-        self._submitting(exp, [t for t, _, _ in ready])
-        exp_dir = self.paths.experiment(exp.id)
-        for trial, _, run_dir in ready:
-            write_text_atomic(layout.array_slot(exp_dir, trial.request_id), str(run_dir))
-        self.journal.record_all(exp.id, [
-            ("run_submitted", {"trial_id": t.id, "run_id": 1,
-                               "job_id": self.scheduler.array_task_id(*task)})
-            for t, task, _ in ready])
+        self._submitting(exp, [t for t, _, _, _ in ready])
+        self._fill_slot(exp.id, ready)
 
     def _fill_slot(
-        self, trial: Trial, run_id: int, run_dir: Path, array_task: tuple[str, int]
+        self, exp_id: int, handed: list[tuple[Trial, int, Path, tuple[str, int]]]
     ) -> None:
-        """Hand the run to its array task, which waits for the slot file to name its directory."""
-        exp_dir = self.paths.experiment(trial.experiment_id)
-        write_text_atomic(layout.array_slot(exp_dir, trial.request_id), str(run_dir))
-        array_id, index = array_task
-        self.journal.record(trial.experiment_id, "run_submitted", trial_id=trial.id,
-                            run_id=run_id, job_id=self.scheduler.array_task_id(array_id, index))
+        """Hand each (trial, run id, run directory) to its array task, which waits for the slot
+        file to name its directory; the runs are journaled as submitted in one append."""
+        exp_dir = self.paths.experiment(exp_id)
+        for trial, _, run_dir, _ in handed:
+            write_text_atomic(layout.array_slot(exp_dir, trial.request_id), str(run_dir))
+        self.journal.record_all(exp_id, [
+            ("run_submitted", {"trial_id": t.id, "run_id": run_id,
+                               "job_id": self.scheduler.array_task_id(*task)})
+            for t, run_id, _, task in handed])
 
     def settle(self) -> None:
         """Arrays and runs journaled as submitting with no job id: the daemon died around their
@@ -299,7 +296,8 @@ class Submission:
             chunks = [(a.job_id, a.offset, a.count) for a in self.store.arrays(exp_id)]
             array_task = owner(trial.request_id, chunks)
             if array_task is not None:
-                self._fill_slot(trial, run.run_id, run_dir, array_task)  # again: idempotent
+                # again: idempotent
+                self._fill_slot(exp_id, [(trial, run.run_id, run_dir, array_task)])
                 return
         exit_info = read_json(run_dir / EXIT_FILE)
         if exit_info and exit_info.get("job_id"):
