@@ -28,6 +28,7 @@ from hpcdet.daemon.finishing import Finisher
 from hpcdet.daemon.guard import Guard
 from hpcdet.daemon.jobs import Jobs
 from hpcdet.daemon.journal import Journal
+from hpcdet.daemon.process import STATUS_FILE
 from hpcdet.daemon.queueing import Queue
 from hpcdet.daemon.retention import Retention
 from hpcdet.daemon.run_ends import RunEnds
@@ -60,6 +61,10 @@ SWEEP_SHARE = 0.005
 MAX_SWEEP_SECONDS = 10.0
 LOCAL_POLL_SECONDS = 1.0
 HEARTBEAT_SECONDS = 30.0
+# How often a tick runs while there is nothing to do (no unfinished experiment, no live run):
+# only a request can change that, and a request is looked for every LOOP_SECONDS whatever
+# this says. An idle daemon on a shared login node then costs next to nothing.
+IDLE_TICK_SECONDS = 10.0
 
 
 class Daemon:
@@ -70,12 +75,13 @@ class Daemon:
     ) -> None:
         self.paths = paths
         self.cluster = cluster
+        self.local_dir = paths.local_dir()  # where its database is, for its whole life
         self.store = Store(paths.database())
         self.journal = Journal(paths, self.store)
         self.runner = runner or CommandRunner()
         self.scheduler: Scheduler = make_scheduler(
             cluster.backend,
-            {"jobs_dir": str(paths.local_dir() / "local-jobs"),
+            {"jobs_dir": str(self.local_dir / "local-jobs"),
              "template_dir": cluster.template_dir},
         )
         self.backend = self.scheduler.name
@@ -112,6 +118,7 @@ class Daemon:
         self.last_heartbeat = 0.0
         self.settled = False  # submissions a killed daemon left without a job id
         self.stopping = False
+        self.idle = False  # the last tick found nothing to do (IDLE_TICK_SECONDS)
 
     # ---------------------------------------------------------------- lifecycle of the loop
 
@@ -132,8 +139,10 @@ class Daemon:
                 if not started:
                     self.reconcile()
                     started = True
-                elif (time.time() - self.last_tick >= (LOOP_SECONDS if decided else TICK_SECONDS)
-                      or req.waiting(self.paths) or self.bell.rung()):
+                elif (time.time() - self.last_tick >= (LOOP_SECONDS if decided else
+                                                       IDLE_TICK_SECONDS if self.idle else
+                                                       TICK_SECONDS)
+                      or req.waiting(self.paths) or (not self.idle and self.bell.rung())):
                     journaled = self.journal.recorded
                     self.tick(sweep=time.time() >= self.next_sweep)
                     # A decision's consequences (a trial's end, then its search's answer, then
@@ -226,6 +235,9 @@ class Daemon:
                 with self.guard(exp.id, "finishing"):
                     self.finisher.finish(exp)
         self.last_tick = time.time()
+        # No live run can ring, and only a request can make one.
+        self.idle = not live and not self.controls.preempt_asked and (
+            not self.store.any_unfinished_experiment())
         if sweep or passes:
             self.write_status([r.job_id for r in live if r.job_id]
                               if sweep and self.journal.recorded == read else None)
@@ -252,11 +264,12 @@ class Daemon:
             "database": str(self.store.path), "state_dir": str(self.paths.root),
             "stopping": self.stopping,
         }
-        write_atomic(self.paths.local_dir() / "status.json", status)
+        # Rewritten every sweep, and at every start: not worth forcing to disk each time.
+        write_atomic(self.local_dir / STATUS_FILE, status, durable=False)
         if time.time() - self.last_heartbeat > HEARTBEAT_SECONDS or self.stopping:
             self.last_heartbeat = time.time()
             record = {k: status[k] for k in ("pid", "host", "started", "database", "backend")}
             record["heartbeat"] = self.last_heartbeat
-            record["local_dir"] = str(self.paths.local_dir())
+            record["local_dir"] = str(self.local_dir)
             record["running"] = not self.stopping
             write_atomic(self.paths.daemon_record, record)

@@ -22,6 +22,8 @@ from hpcdet.processes import pid_alive
 from hpcdet.rundir.exchange import read_json
 
 STALE_HEARTBEAT = 120.0
+# In the daemon's local directory: what ``hpcdet daemon status`` shows of a daemon on this host.
+STATUS_FILE = "status.json"
 
 
 @dataclass
@@ -59,7 +61,7 @@ def lock_held(paths: StatePaths) -> bool:
 def info(paths: StatePaths) -> DaemonInfo:
     record = read_json(paths.daemon_record) or {}
     here = record.get("host") == hostname() if record else True
-    status = (read_json(paths.local_dir() / "status.json") or {}) if here else {}
+    status = _status(paths) if here else {}
     if not record:
         alive = False
     elif here:
@@ -69,6 +71,16 @@ def info(paths: StatePaths) -> DaemonInfo:
             time.time() - float(record.get("heartbeat", 0)) < STALE_HEARTBEAT
         )
     return DaemonInfo(record, status, alive, here)
+
+
+def _status(paths: StatePaths) -> dict[str, Any]:
+    """What the daemon last wrote of itself; nothing if the file is torn (it is not forced to
+    disk, so a machine's crash can leave it empty: the next start writes it again)."""
+    try:
+        status = read_json(paths.local_dir() / STATUS_FILE)
+    except ValueError:
+        return {}
+    return status if isinstance(status, dict) else {}
 
 
 def start(paths: StatePaths, timeout: float = 20.0) -> DaemonInfo:

@@ -64,13 +64,15 @@ def dumps(obj: Any) -> str:
         return json.dumps(_finite(obj), default=_json_default, separators=(",", ":"))
 
 
-def write_atomic(path: Path, obj: Any) -> None:
+def write_atomic(path: Path, obj: Any, durable: bool = True) -> None:
     """Replace ``path`` with the JSON of ``obj`` so readers never see a partial file."""
-    write_text_atomic(path, json.dumps(obj, indent=1, default=_json_default))
+    write_text_atomic(path, json.dumps(obj, indent=1, default=_json_default), durable)
 
 
-def write_text_atomic(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` so readers (on any node) never see a partial file."""
+def write_text_atomic(path: Path, text: str, durable: bool = True) -> None:
+    """Replace ``path`` with ``text`` so readers (on any node) never see a partial file.
+    Without ``durable`` the text is not forced to disk first: for a file its writer rewrites
+    often and writes again on start, whose loss in a machine's crash costs nothing."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
@@ -79,8 +81,9 @@ def write_text_atomic(path: Path, text: str) -> None:
         os.fchmod(fd, 0o666 & ~current_umask())
         with os.fdopen(fd, "w") as f:
             f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -61,6 +61,11 @@ log = logging.getLogger(__name__)
 # "state IN (...)" of a live run, and its values, for the daemon's per-tick queries.
 _LIVE_STATES = tuple(sorted(LIVE_RUN_STATES))
 _IS_LIVE = f"state IN ({','.join('?' * len(_LIVE_STATES))})"
+_FINAL_STATES = tuple(sorted(FINAL_EXPERIMENT_STATES))
+_IS_UNFINISHED = f"state NOT IN ({','.join('?' * len(_FINAL_STATES))})"
+# The unfinished experiments, which the daemon asks for several times a tick: built once.
+_UNFINISHED = select(Experiment).where(
+    col(Experiment.state).not_in(_FINAL_STATES)).order_by(col(Experiment.id))
 
 # Live runs asked for by (trial, run) in the query itself, up to this many (two SQL variables
 # each, under SQLite's oldest limit of 999); more are read with the rest and picked out.
@@ -177,12 +182,10 @@ class Store:
         left unread (a listing of thousands need not decode kilobytes each), and reads as
         "{}"."""
         with self.session() as s:
-            q = select(Experiment).order_by(col(Experiment.id))
+            q = _UNFINISHED if unfinished else select(Experiment).order_by(col(Experiment.id))
             if not config:
                 # SQLModel types the column as Mapped[str]; defer() takes the same attribute.
                 q = q.options(defer(Experiment.config_json, raiseload=True))  # type: ignore[arg-type]
-            if unfinished:
-                q = q.where(col(Experiment.state).not_in(sorted(FINAL_EXPERIMENT_STATES)))
             found = list(s.exec(q))
             if not config:
                 for exp in found:
@@ -301,6 +304,12 @@ class Store:
         with self.engine.connect() as conn:
             return bool(conn.exec_driver_sql(
                 f"SELECT EXISTS (SELECT 1 FROM run WHERE {_IS_LIVE})", _LIVE_STATES).scalar())
+
+    def any_unfinished_experiment(self) -> bool:
+        with self.engine.connect() as conn:
+            return bool(conn.exec_driver_sql(
+                f"SELECT EXISTS (SELECT 1 FROM experiment WHERE {_IS_UNFINISHED})",
+                _FINAL_STATES).scalar())
 
     def trial_states(self, exp_id: int) -> list[str]:
         """The states of the experiment's trials, by id."""
