@@ -15,10 +15,10 @@ CPU time (utime + stime of /proc/PID/stat) and RSS are read, and every scheduler
 runs is counted by shims in front of the real executables. At the end the store must hold
 every report once.
 
-Figures: RSS and CPU share at 1,000 trials [≤ 150 MB, ≤ 2% of a core], their growth from 10 to
-1,000; scheduler commands per minute and per poll with 500 live jobs [O(1) per tick: the same
-as with 10; tick ≥ 5 s]; and the same with the PBS double (``tests/doubles/pbs``), whose
-commands are real executables too.
+Figures: the CPU share of a daemon with no experiment at all; RSS and CPU share at 1,000
+trials [≤ 150 MB, ≤ 2% of a core], their growth from 10 to 1,000; scheduler commands per
+minute and per poll with 500 live jobs [O(1) per tick: the same as with 10; tick ≥ 5 s]; and
+the same with the PBS double (``tests/doubles/pbs``), whose commands are real executables too.
 """
 
 from __future__ import annotations
@@ -127,6 +127,17 @@ def one(root: Path, backend: str, trials: int, seconds: float,
                 polls1 - polls0, reports, stored)
 
 
+def idle(root: Path, seconds: float) -> float:
+    """The daemon's share of a core with no experiment at all, over ``seconds``."""
+    box = Sandbox(root, "slurm")
+    with box.daemon():
+        pid = box.daemon_pid()
+        time.sleep(2.0)  # past its start
+        cpu0, t0 = _cpu_seconds(pid), time.monotonic()
+        time.sleep(seconds)
+        return (_cpu_seconds(pid) - cpu0) / (time.monotonic() - t0)
+
+
 def _check(load: Load) -> None:
     if load.stored != load.reports:
         raise RuntimeError(f"{load.trials} trials: the store holds {load.stored} of "
@@ -137,6 +148,8 @@ def measure(seconds: float, sizes: tuple[int, ...] = (10, 100, 500, 1000),
             pbs_size: int = 500) -> list[Figure]:
     loads: dict[int, Load] = {}
     with tempfile.TemporaryDirectory(prefix="hpcdet-bench-") as tmp:
+        idle_share = idle(Path(tmp) / "idle", seconds)
+        print(f"  slurm, no experiment: {100 * idle_share:.3f}% of a core", flush=True)
         for n in sizes:
             loads[n] = one(Path(tmp) / f"slurm-{n}", "slurm", n, seconds)
             _check(loads[n])
@@ -150,7 +163,10 @@ def measure(seconds: float, sizes: tuple[int, ...] = (10, 100, 500, 1000),
         print(f"  pbs, {pbs_size} trials: {pbs}", flush=True)
     small, big = loads[sizes[0]], loads[sizes[-1]]
     mid = loads[500] if 500 in loads else big
-    figures = []
+    figures = [Figure(
+        "daemon_load", "daemon CPU, no experiment (idle)", 100 * idle_share, "% of a core",
+        f"the same, {small.trials} live trials", 100 * small.cpu_share, "", None,
+        note=IDLE_NOTE)]
     for n in sizes:
         load = loads[n]
         figures.append(Figure(
@@ -185,6 +201,11 @@ def measure(seconds: float, sizes: tuple[int, ...] = (10, 100, 500, 1000),
     return figures
 
 
+IDLE_NOTE = (
+    "0.43% before 2026-11-26 (a sweep every second: the experiments queried five times, the "
+    "status file written and forced to disk, the run bell's directory read four times a "
+    "second); since fc51155 a daemon with no unfinished experiment and no live run ticks "
+    "every 10 s and leaves the bell alone, while requests are still looked for every 0.25 s")
 CPU_NOTE = (
     "84% of a core in the full run of 10:23 on 2026-11-25 (23fb272), 16% at f9b3be0, 12.9% at "
     "93f7c61, 7.07% at 0e12b3e since the bell and sweep, 5.95% at 90a1a4f. The tick "
