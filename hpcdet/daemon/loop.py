@@ -62,9 +62,12 @@ MAX_SWEEP_SECONDS = 10.0
 LOCAL_POLL_SECONDS = 1.0
 HEARTBEAT_SECONDS = 30.0
 # How often a tick runs while there is nothing to do (no unfinished experiment, no live run):
-# only a request can change that, and a request is looked for every LOOP_SECONDS whatever
-# this says. An idle daemon on a shared login node then costs next to nothing.
+# only a request can change that. A request from this host rings the doorbell and is served at
+# once; one from another login node is looked for every IDLE_LOOP_SECONDS (a directory read on
+# the shared filesystem) instead of every LOOP_SECONDS. An idle daemon then costs next to
+# nothing on a shared login node.
 IDLE_TICK_SECONDS = 10.0
+IDLE_LOOP_SECONDS = 1.0
 
 
 class Daemon:
@@ -157,7 +160,7 @@ class Daemon:
                 failures += 1
                 log.exception("%s failed (%d in a row)", "tick" if started else "start", failures)
                 time.sleep(min(30.0, LOOP_SECONDS * 2**failures))
-            doorbell.wait(LOOP_SECONDS)
+            doorbell.wait(IDLE_LOOP_SECONDS if self.idle else LOOP_SECONDS)
 
     def stop(self) -> None:
         self.stopping = True

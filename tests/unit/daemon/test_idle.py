@@ -1,5 +1,6 @@
 """A daemon with nothing to do ticks every IDLE_TICK_SECONDS, not every second, and leaves the
-run bell alone; a request still reaches it within a loop, and an experiment ends the idling."""
+run bell alone; a request still reaches it at once when rung for, within IDLE_LOOP_SECONDS
+when not, and an experiment ends the idling."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 
 from hpcdet.daemon import loop
 from hpcdet.daemon.process import STATUS_FILE, info
+from hpcdet.daemon.wake import ring
 from hpcdet.link.files import submit, wait_reply
 from hpcdet.rundir.exchange import write_text_atomic
 from tests.unit.daemon.fake_local import FakeLocal, asha_config, create, drive, new_daemon
@@ -50,10 +52,15 @@ def test_an_idle_loop_ticks_rarely_and_answers_a_request_at_once(tmp_path: Path)
         assert len(ticks) == 1  # the first, which found nothing to do
         assert not bell_looks
         start = time.monotonic()
-        rid = submit(daemon.paths, "ping", {})  # no doorbell: as from another login node
+        rid = submit(daemon.paths, "ping", {})
+        ring(daemon.paths)  # as a CLI on this host does
         assert wait_reply(daemon.paths, rid, 5, "the test's daemon")["pid"]
-        assert time.monotonic() - start < 4 * loop.LOOP_SECONDS
-        assert len(ticks) == 2
+        assert time.monotonic() - start < 2 * loop.LOOP_SECONDS
+        start = time.monotonic()
+        rid = submit(daemon.paths, "ping", {})  # no ring: as from another login node
+        assert wait_reply(daemon.paths, rid, 5, "the test's daemon")["pid"]
+        assert time.monotonic() - start < loop.IDLE_LOOP_SECONDS + 2 * loop.LOOP_SECONDS
+        assert len(ticks) == 3
     finally:
         daemon.stop()
         server.join()
