@@ -215,7 +215,14 @@ CPU_NOTE = (
     "to 0.5% of the time (every 10 s at 1,000 runs). What is left is the rows: 10,000 a "
     "second, at the ingest benchmark's 150,000-205,000 rows/s 5-6.5% of a core, and at "
     "SQLite's own raw executemany (300,000-354,000 rows/s) ~3%: 2% would need the rows "
-    "stored faster than SQLite stores them here, or trials that send fewer rows")
+    "stored faster than SQLite stores them here, or trials that send fewer rows. Tried on "
+    "2026-11-26, in 30 s runs alternated with the unchanged code (5.6-5.9%): a 16 KiB page, "
+    "a 32 MiB page cache, one index fewer; none changed the figure. py-spy of the daemon: "
+    "inserting the rows 32%, committing them 12%, reading and matching the logs 35%. "
+    "SQLite's own executemany of the same rows (the ingest benchmark's baseline, 268,000-"
+    "310,000 rows/s) is by itself 3.2-3.7% of a core at 10,000 rows a second, above the "
+    "target. Next: fewer rows, one per flush of a run's training reports (the trial writes "
+    "them as one line, the store keeps them as one row and its readers expand it); not built")
 CALM_NOTE = (
     "9.3% at f9b3be0, 6.3% at 93f7c61 (per-run work every tick: a stat, open, read and "
     "parse of each log, an exit check and a control-file comparison, ~60 us a run a second); "
