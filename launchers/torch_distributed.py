@@ -149,11 +149,27 @@ def step_ranks(step: MpiStep, layout: NodeLayout, port: int, script: Sequence[st
             "TORCHELASTIC_RUN_ID": layout.allocation_id,
             "TORCHELASTIC_RESTART_COUNT": "0",
             "TORCHELASTIC_MAX_RESTARTS": "0",
+            # The rendezvous store is this launcher's (host_store), as it is torchrun's agent's.
+            "TORCHELASTIC_USE_AGENT_STORE": "True",
             **build_env(layout),
         },
         copy_vars={"RANK": step.process_var, "LOCAL_RANK": step.local_var,
                    "GROUP_RANK": step.node_var, "ROLE_RANK": step.process_var},
     )
+
+
+def host_store(layout: NodeLayout, port: int) -> object:
+    """The workers' rendezvous store, served by this process for the whole step, as torchrun's
+    agent serves it: hosted by rank 0's own process, it went away when rank 0 exited, and a
+    worker still shutting down could then abort ("terminate called without an active
+    exception") and fail a trial that had finished."""
+    from datetime import timedelta
+
+    # Exported only when torch is built with distributed support, which the stubs cannot say.
+    from torch.distributed import TCPStore  # type: ignore[attr-defined]
+
+    return TCPStore(master_address(layout.addrs), port, is_master=True,
+                    wait_for_workers=False, timeout=timedelta(minutes=30))
 
 
 def _log(message: str) -> None:
@@ -178,6 +194,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         env = merged_env(os.environ, build_env(layout))
         step = NodeEnv.detect(os.environ).mpi_step
         if step is not None and not overrides:
+            store = host_store(layout, port) if layout.node_rank == 0 else None  # noqa: F841
             return run_rank_step(
                 layout, step, "torch", step_ranks(step, layout, port, script),
                 overrides=(), env=env, host_env=build_env(layout), python=sys.executable,

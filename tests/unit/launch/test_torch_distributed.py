@@ -79,6 +79,7 @@ def test_on_slurm_each_worker_is_a_task_of_one_step() -> None:
         "--set=MASTER_ADDR=10.0.0.1", "--set=MASTER_PORT=28005",
         f"--set=TORCHELASTIC_RUN_ID={layout.allocation_id}",
         "--set=TORCHELASTIC_RESTART_COUNT=0", "--set=TORCHELASTIC_MAX_RESTARTS=0",
+        "--set=TORCHELASTIC_USE_AGENT_STORE=True",
         "--set=USE_TORCH_DISTRIBUTED=True", "--set=DET_CHIEF_IP=10.0.0.1",
         "--copy=RANK=SLURM_PROCID", "--copy=LOCAL_RANK=SLURM_LOCALID",
         "--copy=GROUP_RANK=SLURM_NODEID", "--copy=ROLE_RANK=SLURM_PROCID",
