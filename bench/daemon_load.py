@@ -205,7 +205,8 @@ IDLE_NOTE = (
     "0.43% before 2026-11-26 (a sweep every second: the experiments queried five times, the "
     "status file written and forced to disk, the run bell's directory read four times a "
     "second); since fc51155 a daemon with no unfinished experiment and no live run ticks "
-    "every 10 s and leaves the bell alone, while requests are still looked for every 0.25 s")
+    "every 10 s and leaves the bell alone; a CLI on its host rings it awake at once, and since "
+    "09be754 requests from other login nodes are looked for every second, not every 0.25 s")
 CPU_NOTE = (
     "84% of a core in the full run of 10:23 on 2026-11-25 (23fb272), 16% at f9b3be0, 12.9% at "
     "93f7c61, 7.07% at 0e12b3e since the bell and sweep, 5.95% at 90a1a4f. The tick "
