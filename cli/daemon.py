@@ -65,5 +65,8 @@ def status() -> None:
         console.print(f"last tick: {when(st['last_tick'])}   scheduler polls: {st['polls']}   "
                       f"scheduler calls: {st['scheduler_calls']}")
         console.print(f"live jobs: {' '.join(st['live_jobs']) or 'none'}")
+        if st.get("submissions_held"):
+            console.print(f"submissions held: the scheduler refused one for now "
+                          f"({st['submissions_held']}); it is tried again shortly")
     if not current.alive:
         raise typer.Exit(1)

@@ -80,9 +80,14 @@ class Jobs:
         return bool(status and status.state.is_final) or self.vanished(job_id)
 
     def submit(self, script: Path) -> str:
-        """Submit a batch script; its job id. Raises SchedulerCommandError or ValueError."""
-        return self.scheduler.parse_job_id(
-            self.runner.run(self.scheduler.submit_command(script)).stdout)
+        """Submit a batch script; its job id. Raises SchedulerCommandError (``transient`` if
+        the scheduler may take it later) or ValueError."""
+        try:
+            done = self.runner.run(self.scheduler.submit_command(script))
+        except SchedulerCommandError as e:
+            e.transient = e.transient or self.scheduler.refusal_is_transient(e.stderr + e.stdout)
+            raise
+        return self.scheduler.parse_job_id(done.stdout)
 
     def cancel(self, job_ids: list[str]) -> None:
         job_ids = [j for j in job_ids if j not in self.canceled]

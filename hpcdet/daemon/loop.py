@@ -119,7 +119,6 @@ class Daemon:
         self.synced = -1  # the journal's count when every control file was last synced
         self.last_tick = 0.0
         self.last_heartbeat = 0.0
-        self.settled = False  # submissions a killed daemon left without a job id
         self.stopping = False
         self.idle = False  # the last tick found nothing to do (IDLE_TICK_SECONDS)
 
@@ -249,10 +248,10 @@ class Daemon:
         if not self.jobs.poll():
             return
         self.queue.order()
-        if not self.settled:
-            # The first answer since start: what the last daemon left half-submitted.
+        if self.submission.unsettled:
+            # What the last daemon left half-submitted, or what the scheduler refused for now
+            # (it may have taken it all the same).
             self.submission.settle()
-            self.settled = True
 
     # ---------------------------------------------------------------- status for the CLI
 
@@ -266,6 +265,8 @@ class Daemon:
             "backend": self.backend, "live_jobs": live_jobs,
             "database": str(self.store.path), "state_dir": str(self.paths.root),
             "stopping": self.stopping,
+            "submissions_held": self.submission.held_reason if self.submission.hold_seconds
+            else "",
         }
         # Rewritten every sweep, and at every start: not worth forcing to disk each time.
         write_atomic(self.local_dir / STATUS_FILE, status, durable=False)

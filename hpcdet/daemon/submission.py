@@ -40,6 +40,14 @@ from hpcdet.store.repository import Store
 
 log = logging.getLogger(__name__)
 
+# A submission the scheduler refused for now (its job table or the user's submit limit full,
+# its controller unreachable: Scheduler.refusal_is_transient, or no answer in time) holds all
+# submissions this long, doubled at each refusal in a row up to HOLD_MAX_SECONDS; then the
+# next is tried. One refused attempt a hold, not one a tick: sbatch itself retries for two
+# minutes before it gives up, and the daemon waits for it (CommandRunner's timeout).
+HOLD_FIRST_SECONDS = 30.0
+HOLD_MAX_SECONDS = 300.0
+
 
 class Submission:
     """Queued trials become jobs or array tasks, within the site's limits."""
@@ -62,6 +70,12 @@ class Submission:
         self.controls = controls
         self.guard = guard
         self.submissions: deque[float] = deque()  # when, within the last minute
+        self.held_until = 0.0  # no submission before (a refusal for now: _hold)
+        self.hold_seconds = 0.0  # the last hold's length; 0 after a submission succeeds
+        self.held_reason = ""
+        # Submissions journaled without a job id, to settle at the next poll: what a killed
+        # daemon left (so, at start) and what the scheduler refused for now.
+        self.unsettled = True
 
     def submit_queued(self) -> None:
         # In hpcdet's queue order: it decides who gets the site's submission limits first.
@@ -156,9 +170,14 @@ class Submission:
         try:
             job_id = self.jobs.submit(script)
         except (SchedulerCommandError, ValueError) as e:
+            if isinstance(e, SchedulerCommandError) and e.transient:
+                # Left submitting: settle() adopts it if the scheduler took it after all.
+                self._hold(e)
+                return chunks
             self.journal.record(exp.id, "array_abandoned", index=index)
             self._refuse(exp, f"the scheduler refused the job array: {e}")
             return chunks
+        self._submitted()
         self.journal.record(exp.id, "array_submitted", job_id=job_id, **entry)
         return [*chunks, (job_id, chunk.offset, chunk.count)]
 
@@ -167,8 +186,24 @@ class Submission:
         log.warning("experiment %d: %s", exp.id, message)
         self.journal.record(exp.id, "experiment_error", message=message)
 
+    def _hold(self, e: SchedulerCommandError) -> None:
+        """The scheduler refused a submission for now: hold submissions, then try again."""
+        self.hold_seconds = min(HOLD_MAX_SECONDS, 2 * self.hold_seconds or HOLD_FIRST_SECONDS)
+        self.held_until = time.time() + self.hold_seconds
+        self.held_reason = str(e)
+        self.unsettled = True
+        log.warning("the scheduler refused a submission for now (%s); submissions wait "
+                    "%.0f s, then it is tried again", e, self.hold_seconds)
+
+    def _submitted(self) -> None:
+        if self.hold_seconds:
+            log.info("the scheduler takes submissions again")
+        self.hold_seconds, self.held_reason = 0.0, ""
+
     def _may_submit(self) -> bool:
         now = time.time()
+        if now < self.held_until:
+            return False
         while self.submissions and now - self.submissions[0] > 60:
             self.submissions.popleft()
         return len(self.submissions) < max(1, int(self.cluster.submissions_per_minute))
@@ -225,12 +260,17 @@ class Submission:
         try:
             job_id = self.jobs.submit(run_dir / layout.SCRIPT_FILE)
         except (SchedulerCommandError, ValueError) as e:
+            if isinstance(e, SchedulerCommandError) and e.transient:
+                # Left submitting: settle() adopts its job, or queues the trial again.
+                self._hold(e)
+                return
             if submitting is not None:
                 reason = f"submission refused: {e}"
                 decision = Decision(TrialState.ERROR, trial.restarts, reason)
                 self.journal.run_ended(exp.id, submitting, decision, job_state=JobState.FAILED,
                                        outcome=reason)
             return
+        self._submitted()
         self.journal.record(exp.id, "run_submitted", trial_id=trial.id, run_id=run_id,
                             job_id=job_id)
 
@@ -259,11 +299,12 @@ class Submission:
 
     def settle(self) -> None:
         """Arrays and runs journaled as submitting with no job id: the daemon died around their
-        submission.
+        submission, or the scheduler refused it for now (``_hold``).
 
         Call only with statuses fresh from a successful query: a job that is not among them
         was never submitted. Each is adopted if the scheduler has it, else submitted again.
         """
+        self.unsettled = False
         for exp in self.store.experiments(unfinished=True):
             with self.guard(exp.id, "settling submissions"):
                 self._settle_arrays(exp)

@@ -239,6 +239,14 @@ class Scheduler(abc.ABC):
     @abc.abstractmethod
     def parse_status(self, stdout: str) -> dict[str, JobStatus]: ...
 
+    # Words of a refused submission's output that mean "not now" rather than "never": the
+    # daemon tries the submission again later instead of failing the experiment.
+    transient_refusals: ClassVar[tuple[str, ...]] = ()
+
+    def refusal_is_transient(self, output: str) -> bool:
+        """Whether a refused submission's output says the scheduler may take it later."""
+        return any(words in output for words in self.transient_refusals)
+
     def answered(self, exit_code: int, stderr: str) -> bool:
         """Whether a status query's output can be read (some schedulers exit non-zero when a
         job asked about is no longer known, and still report the others)."""

@@ -57,6 +57,13 @@ class PbsScheduler(Scheduler):
     supports_arrays: ClassVar[bool] = True
     # Priority is the nice's negative and has 1024 steps below 0: priority 99 is -570.
     nice_per_step: ClassVar[int] = 10
+    # qsub (OpenPBS's messages; no real PBS here to confirm them) when the server's or a
+    # queue's max_queued limit is reached ("would exceed queue workq's per-user limit of jobs
+    # in 'Q' state", "Maximum number of jobs already in queue") or the server is unreachable.
+    transient_refusals: ClassVar[tuple[str, ...]] = (
+        "would exceed", "Maximum number of jobs already in", "cannot connect to server",
+        "Connection refused",
+    )
 
     def options(self, cfg: ExperimentConfig) -> BatchOptions:
         p = cfg.pbs

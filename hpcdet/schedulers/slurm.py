@@ -139,6 +139,16 @@ def slurm_options(cfg: ExperimentConfig) -> BatchOptions:
 class SlurmScheduler(Scheduler):
     name: ClassVar[str] = "slurm"
     supports_arrays: ClassVar[bool] = True
+    # sbatch (22.05) when slurmctld's job table is full (MaxJobCount: "Slurm temporarily
+    # unable to accept job, sleeping and retrying", for about two minutes, then "Resource
+    # temporarily unavailable"; both seen on the test cluster), when slurmctld is down or
+    # answers late, and when a QOS or association MaxSubmitJobs limit is reached
+    # ("QOSMaxSubmitJobPerUserLimit", "AssocMaxSubmitJobLimit"). Each clears as jobs end.
+    transient_refusals: ClassVar[tuple[str, ...]] = (
+        "temporarily unable to accept job", "Resource temporarily unavailable",
+        "Socket timed out", "Unable to contact slurm controller",
+        "Zero Bytes were transmitted or received", "MaxSubmitJob",
+    )
 
     def options(self, cfg: ExperimentConfig) -> BatchOptions:
         return slurm_options(cfg)

@@ -160,3 +160,14 @@ def test_a_server_without_json_is_asked_in_plain_qstat_f() -> None:
     status = pbs.parse_status(text)["5.s"]
     assert (status.state, status.name, status.priority, status.nice) == (
         JobState.RUNNING, "hpcdet-e1-t1-r1", -30, 30)
+
+
+@pytest.mark.parametrize(("output", "transient"), [
+    ("qsub: would exceed queue workq's per-user limit of jobs in 'Q' state", True),
+    ("qsub: Maximum number of jobs already in queue workq", True),
+    ("qsub: cannot connect to server pbs01 (errno=111)", True),
+    ("qsub: Unknown queue", False),
+    ("qsub: Job exceeds queue resource limits", False),
+])
+def test_a_refusal_for_now_is_told_from_one_for_good(output: str, transient: bool) -> None:
+    assert PbsScheduler().refusal_is_transient(output) is transient

@@ -48,13 +48,14 @@ class ScriptedSlurm(CommandRunner):
         self.config = "MaxArraySize = 1001\nAccountingStorageType = accounting_storage/none\n"
         self.next_job = 100
         self.refuse: set[str] = set()
+        self.refusal = "error: refused"  # what a refused command prints, after its name
         self.ran: list[list[str]] = []
 
     def run(self, cmd: Sequence[str], check: bool = True, stdin: str | None = None) -> Result:
         cmd = list(cmd)
         self.ran.append(cmd)
         if cmd[0] in self.refuse:
-            raise SchedulerCommandError(cmd, 1, "", f"{cmd[0]}: error: refused")
+            raise SchedulerCommandError(cmd, 1, "", f"{cmd[0]}: {self.refusal}")
         if cmd[0] == "squeue":
             return Result("".join(line + "\n" for line in self.squeue), "", 0)
         if cmd[0] == "sacct":

@@ -11,7 +11,7 @@ import pytest
 from hpcdet.config.cluster import ClusterConfig
 from hpcdet.daemon import journal
 from hpcdet.daemon.controls import Controls
-from hpcdet.daemon.submission import Submission
+from hpcdet.daemon.submission import HOLD_FIRST_SECONDS, Submission
 from hpcdet.rundir.layout import CONTROL_FILE, SCRIPT_FILE, array_dir, array_slot
 from tests.unit.daemon.fake_local import Killed, kill_after
 from tests.unit.daemon.services.support import World, squeue_line
@@ -69,6 +69,77 @@ def test_a_refused_submission_ends_the_trial_with_the_reason(tmp_path: Path) -> 
     assert trial.state == "ERROR"
     assert trial.end_reason.startswith("submission refused: ")
     assert "sbatch: error: refused" in trial.end_reason
+
+
+# What sbatch printed when this test cluster's job table was full (MaxJobCount).
+TABLE_FULL = ("error: Slurm temporarily unable to accept job, sleeping and retrying\n"
+              "sbatch: error: Batch job submission failed: Resource temporarily unavailable")
+
+
+def test_a_submission_refused_for_now_waits_and_is_tried_again(tmp_path: Path) -> None:
+    w = World(tmp_path)
+    _started(w)
+    w.runner.refuse.add("sbatch")
+    w.runner.refusal = TABLE_FULL
+    submission = _submission(w)
+    submission.submit_queued()
+    [run] = w.store.runs()
+    assert (run.state, w.store.trial(1).state) == ("SUBMITTING", "ACTIVE")  # not ended
+    assert submission.hold_seconds == HOLD_FIRST_SECONDS
+    assert "Resource temporarily unavailable" in submission.held_reason
+    submission.submit_queued()
+    assert len(w.runner.commands("sbatch")) == 1  # held: not one attempt a tick
+    # The next poll settles it: the scheduler does not have it, so the trial is queued again.
+    submission.jobs.poll()
+    submission.settle()
+    assert (w.store.runs()[0].outcome, w.store.trial(1).state) == ("never submitted", "QUEUED")
+    submission.held_until = 0.0  # the hold over, refused again: it doubles
+    submission.submit_queued()
+    assert submission.hold_seconds == 2 * HOLD_FIRST_SECONDS
+    submission.jobs.poll()
+    submission.settle()
+    w.runner.refuse.clear()
+    submission.held_until = 0.0
+    submission.submit_queued()
+    assert [(r.run_id, r.state, r.job_id) for r in w.store.runs()][-1] == (3, "PENDING", "101")
+    assert (submission.hold_seconds, submission.held_reason) == (0.0, "")
+
+
+@pytest.mark.parametrize("taken", [True, False])
+def test_an_array_refused_for_now_is_adopted_if_the_scheduler_took_it_else_sent_again(
+    tmp_path: Path, taken: bool
+) -> None:
+    w = World(tmp_path)
+    _started(w, searcher=RANDOM, hyperparameters=HPARAMS)
+    w.runner.refuse.add("sbatch")
+    w.runner.refusal = "error: Batch job submission failed: Socket timed out on send/recv"
+    submission = _submission(w)
+    submission.submit_queued()
+    [array] = w.store.arrays(1, submitted=False)
+    assert array.job_id == "" and w.store.experiment(1).state == "ACTIVE"
+    assert w.store.runs() == []
+    if taken:  # it reached slurmctld all the same: the next poll shows it
+        w.runner.squeue = [squeue_line("777_[0-2]", name="hpcdet-e1-array0",
+                                       workdir=str(array_dir(w.paths.experiment(1))))]
+    submission.jobs.poll()
+    submission.settle()
+    assert [a.job_id for a in w.store.arrays(1)] == (["777"] if taken else [])
+    w.runner.refuse.clear()
+    submission.held_until = 0.0
+    submission.submit_queued()
+    # Once in all: adopted, or sent again once the hold is over.
+    assert len(w.runner.commands("sbatch")) == (1 if taken else 2)
+    job = "777" if taken else "101"
+    assert sorted(r.job_id for r in w.store.runs()) == [f"{job}_{i}" for i in range(3)]
+
+
+def test_a_refusal_for_good_still_ends_the_experiment(tmp_path: Path) -> None:
+    w = World(tmp_path)
+    _started(w, searcher=RANDOM, hyperparameters=HPARAMS)
+    w.runner.refuse.add("sbatch")
+    w.runner.refusal = "error: Batch job submission failed: Invalid partition name specified"
+    _submission(w).submit_queued()
+    assert "Invalid partition name" in w.store.experiment(1).error
 
 
 def test_a_search_goes_as_one_job_array_within_max_array_size(tmp_path: Path) -> None:
