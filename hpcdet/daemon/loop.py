@@ -265,8 +265,7 @@ class Daemon:
             "backend": self.backend, "live_jobs": live_jobs,
             "database": str(self.store.path), "state_dir": str(self.paths.root),
             "stopping": self.stopping,
-            "submissions_held": self.submission.held_reason if self.submission.hold_seconds
-            else "",
+            "submissions_held": self.submission.held_reason,
         }
         # Rewritten every sweep, and at every start: not worth forcing to disk each time.
         write_atomic(self.local_dir / STATUS_FILE, status, durable=False)

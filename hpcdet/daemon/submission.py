@@ -70,9 +70,9 @@ class Submission:
         self.controls = controls
         self.guard = guard
         self.submissions: deque[float] = deque()  # when, within the last minute
-        self.held_until = 0.0  # no submission before (a refusal for now: _hold)
+        self.held_until = 0.0  # no submission before (a refusal for now: _held)
         self.hold_seconds = 0.0  # the last hold's length; 0 after a submission succeeds
-        self.held_reason = ""
+        self.held_reason = ""  # the refusal holding submissions; "" when none does
         # Submissions journaled without a job id, to settle at the next poll: what a killed
         # daemon left (so, at start) and what the scheduler refused for now.
         self.unsettled = True
@@ -170,9 +170,7 @@ class Submission:
         try:
             job_id = self.jobs.submit(script)
         except (SchedulerCommandError, ValueError) as e:
-            if isinstance(e, SchedulerCommandError) and e.transient:
-                # Left submitting: settle() adopts it if the scheduler took it after all.
-                self._hold(e)
+            if self._held(e):  # left submitting: settle() adopts it if it went after all
                 return chunks
             self.journal.record(exp.id, "array_abandoned", index=index)
             self._refuse(exp, f"the scheduler refused the job array: {e}")
@@ -186,14 +184,18 @@ class Submission:
         log.warning("experiment %d: %s", exp.id, message)
         self.journal.record(exp.id, "experiment_error", message=message)
 
-    def _hold(self, e: SchedulerCommandError) -> None:
-        """The scheduler refused a submission for now: hold submissions, then try again."""
+    def _held(self, e: SchedulerCommandError | ValueError) -> bool:
+        """Whether the scheduler refused a submission only for now; if so, submissions are
+        held, then the next is tried."""
+        if not isinstance(e, SchedulerCommandError) or not e.transient:
+            return False
         self.hold_seconds = min(HOLD_MAX_SECONDS, 2 * self.hold_seconds or HOLD_FIRST_SECONDS)
         self.held_until = time.time() + self.hold_seconds
         self.held_reason = str(e)
         self.unsettled = True
         log.warning("the scheduler refused a submission for now (%s); submissions wait "
                     "%.0f s, then it is tried again", e, self.hold_seconds)
+        return True
 
     def _submitted(self) -> None:
         if self.hold_seconds:
@@ -260,9 +262,7 @@ class Submission:
         try:
             job_id = self.jobs.submit(run_dir / layout.SCRIPT_FILE)
         except (SchedulerCommandError, ValueError) as e:
-            if isinstance(e, SchedulerCommandError) and e.transient:
-                # Left submitting: settle() adopts its job, or queues the trial again.
-                self._hold(e)
+            if self._held(e):  # left submitting: settle() adopts its job or queues it again
                 return
             if submitting is not None:
                 reason = f"submission refused: {e}"
@@ -299,7 +299,7 @@ class Submission:
 
     def settle(self) -> None:
         """Arrays and runs journaled as submitting with no job id: the daemon died around their
-        submission, or the scheduler refused it for now (``_hold``).
+        submission, or the scheduler refused it for now (``_held``).
 
         Call only with statuses fresh from a successful query: a job that is not among them
         was never submitted. Each is adopted if the scheduler has it, else submitted again.
