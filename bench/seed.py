@@ -45,11 +45,14 @@ def trials(conn: Connection, exp_id: int, rows: list[tuple[int, dict[str, Any], 
          for i, (t, hp, steps, best) in enumerate(rows)])
 
 
-def metrics(conn: Connection, rows: list[tuple[int, int, str, int, int, dict[str, Any]]]
-            ) -> None:
-    """Metric reports of (trial, seq, group, steps completed, ordinal, metrics)."""
+def metrics(conn: Connection,
+            rows: list[tuple[int, int, str, list[int], int, list[dict[str, Any]]]]) -> None:
+    """Rows of (trial, seq, group, steps completed, first ordinal, metrics) as the daemon
+    stores them: a report, or a chunk of the reports of one flush."""
     now = time.time()
     conn.exec_driver_sql(
-        'INSERT INTO metric (trial_id, run_id, seq, "group", steps_completed, ordinal, '
-        "metrics_json, batch_metrics_json, reported) VALUES (?, 1, ?, ?, ?, ?, ?, '', ?)",
-        [(t, seq, g, x, o, json.dumps(m), now) for t, seq, g, x, o, m in rows])
+        'INSERT INTO metric (trial_id, run_id, seq, "group", steps_completed, last_step, '
+        "ordinal, reports, metrics_json, steps_json, batch_metrics_json, reported) "
+        "VALUES (?, 1, ?, ?, ?, ?, ?, ?, ?, ?, '', ?)",
+        [(t, seq, g, min(x), max(x), o, len(x), json.dumps(m[0] if len(m) == 1 else m),
+          json.dumps(x) if len(x) > 1 else "", now) for t, seq, g, x, o, m in rows])

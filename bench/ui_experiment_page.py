@@ -44,7 +44,8 @@ SEARCHER = {"name": "random", "metric": "validation_loss", "max_trials": 200,
 
 def seed_experiment(paths: StatePaths, exp_id: int, trials: int, reports: int) -> None:
     """One experiment of ``trials`` trials with ``reports`` training reports each and a
-    validation every 10th."""
+    validation every 10th, stored as a trial's flushes leave them: the ten training reports
+    up to each validation in one chunk."""
     store = Store(paths.database())
     rng = random.Random(exp_id)
     first = exp_id * 100_000
@@ -55,13 +56,14 @@ def seed_experiment(paths: StatePaths, exp_id: int, trials: int, reports: int) -
              rng.random()) for t in range(first, first + trials)])
         for t in range(first, first + trials):
             rows = []
-            for i in range(reports):
-                rows.append((t, i, "training", i + 1, i,
-                             {"loss": 1.0 / (i + 1) + rng.random() * 0.01,
-                              "accuracy": rng.random()}))
-                if i % 10 == 9:
-                    rows.append((t, i, "validation", i + 1, i // 10,
-                                 {"validation_loss": 2.0 / (i + 1), "accuracy": rng.random()}))
+            for first in range(0, reports, 10):
+                steps = list(range(first + 1, min(first + 11, reports + 1)))
+                rows.append((t, first, "training", steps, first, [
+                    {"loss": 1.0 / x + rng.random() * 0.01, "accuracy": rng.random()}
+                    for x in steps]))
+                if first + 10 <= reports:
+                    rows.append((t, first + 1, "validation", [first + 10], first // 10, [
+                        {"validation_loss": 2.0 / (first + 10), "accuracy": rng.random()}]))
             seed.metrics(conn, rows)
     store.close()
 

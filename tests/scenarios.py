@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from hpcdet.rundir.exchange import read_events
 from tests.support import EXAMPLES, FIXTURES, Hpcdet, copy_examples
 
 
@@ -175,11 +176,8 @@ def metrics_survive_daemon_kills(h: Hpcdet, tmp: Path, kills: int = 4) -> None:
     rows = h.metrics(trial)
     got = sorted((r["group"], r["steps_completed"], json.dumps(r["metrics"])) for r in rows)
     events = h.state / "runs" / f"exp-{exp}" / "trials" / str(trial) / "run-1" / "events.jsonl"
-    reported = []
-    for line in events.read_text().splitlines():
-        ev = json.loads(line)
-        if ev["type"] == "metrics":
-            reported.append((ev["group"], ev["steps_completed"], json.dumps(ev["metrics"])))
+    reported = [(ev.body["group"], ev.body["steps_completed"], json.dumps(ev.body["metrics"]))
+                for ev in read_events(events, 0) if ev.type == "metrics"]  # chunks too
     assert len(reported) == 600
     assert got == sorted(reported)
 

@@ -218,19 +218,32 @@ class Event(NamedTuple):
 # time, flat metrics (numbers, plain strings, true/false/null) and batch metrics null or
 # absent. Such a line is valid JSON by the pattern alone, so its fields are taken from it as
 # they stand and its metrics text can be stored as written. Any other line is decoded whole.
+# A chunk line holds consecutive reports of one group that one flush wrote (``"steps"`` and
+# ``"metrics"`` are lists, in step); its strings hold no brace, so that its reports are
+# counted by the text between them.
 _TEXT = r"[ !#-\[\]-~]*+"  # printable ASCII but " and \, so a JSON string's value is its text
+_CHUNK_TEXT = r"[ !#-\[\]-z|~]*+"  # the same without { and }
 _INT = r"(?:0|[1-9][0-9]*+)"
 _NUMBER = rf"-?+{_INT}(?:\.[0-9]++)?+(?:[eE][-+]?+[0-9]++)?+"
 _FLOAT = rf"-?+{_INT}(?:\.[0-9]++(?:[eE][-+]?+[0-9]++)?+|[eE][-+]?+[0-9]++)"
-_MEMBER = rf'"{_TEXT}":(?>{_NUMBER}|"{_TEXT}"|true|false|null)'
+
+
+def _object(text: str) -> str:
+    member = rf'"{text}":(?>{_NUMBER}|"{text}"|true|false|null)'
+    return rf"\{{(?:{member}(?:,{member})*+)?+\}}"
+
+
+_CHUNK_OBJECT = _object(_CHUNK_TEXT)
 _METRICS_LINE = (
     rf'\{{"seq":({_INT}),"type":"metrics","time":({_FLOAT}),"group":"({_TEXT})",'
-    rf'"steps_completed":({_INT}),"metrics":(\{{(?:{_MEMBER}(?:,{_MEMBER})*+)?+\}})'
-    r'(?:,"batch_metrics":null)?+\}'
+    rf'(?:"steps_completed":({_INT}),"metrics":({_object(_TEXT)})(?:,"batch_metrics":null)?+'
+    rf'|"steps":\[({_INT}(?:,{_INT})*+)\],"metrics":(\[{_CHUNK_OBJECT}(?:,{_CHUNK_OBJECT})*+\]))'
+    r"\}"
 )
-# Matches each line: the line, then its five fields if it is such a metrics line.
+# Matches each line: the line, then its seven fields if it is such a metrics line (the step
+# and metrics of a report, or the steps and metrics of a chunk).
 _LINES = re.compile(rf"^({_METRICS_LINE}|[^\n]*+)$", re.MULTILINE)
-_STRIDE = 7  # what its split gives of each line: the text before it, the line, five fields
+_STRIDE = 9  # what its split gives of each line: the text before it, the line, seven fields
 
 
 @lru_cache(maxsize=64)
@@ -291,9 +304,15 @@ class MetricLines(NamedTuple):
     times: list[float]
     groups: list[str]
     steps: list[int]
-    metrics_json: list[str]  # each report's metrics as the trial wrote them
+    metrics_json: list[str]  # each line's metrics as the trial wrote them (a chunk's: a list)
     end_offsets: list[int]
     texts: list[str]  # each whole line
+    # The chunk lines, by index: each one's steps, in order (``steps`` holds the first).
+    chunks: Mapping[int, list[int]] = {}
+
+    def reports(self) -> int:
+        """How many reports the lines hold."""
+        return len(self.seqs) + sum(len(steps) - 1 for steps in self.chunks.values())
 
 
 _NO_LINES = MetricLines([], [], [], [], [], [], [])
@@ -350,12 +369,22 @@ def read_event_batch(path: str | Path, offset: int) -> EventBatch:
     ends = list(accumulate(map((1).__add__, map(len, lines)), initial=offset))[1:]
     columns = [parts[i::_STRIDE] for i in range(2, _STRIDE)]
     matched = columns[0]
+    if columns[5].count(None) != len(columns[5]):  # chunk lines
+        _check_chunks(columns)
     odd = [i for i, seq in enumerate(matched) if seq is None] if None in matched else []
     fast_lines, fast_ends = lines, ends
     if odd:
         columns = [list(compress(column, matched)) for column in columns]
         fast_lines, fast_ends = list(compress(lines, matched)), list(compress(ends, matched))
-    seq_texts, time_texts, groups, step_texts, metrics_json = cast("list[list[str]]", columns)
+    seq_texts, time_texts, groups, step_texts, metrics_json = cast(
+        "list[list[str]]", columns[:5])
+    chunk_steps, chunk_json = columns[5:]
+    chunks: dict[int, list[int]] = {}
+    if chunk_steps.count(None) != len(chunk_steps):
+        for i, text in enumerate(chunk_steps):
+            if text is not None:
+                chunks[i] = steps = list(map(int, text.split(",")))
+                step_texts[i], metrics_json[i] = str(steps[0]), cast(str, chunk_json[i])
     seqs = list(map(int, seq_texts))
     fed = compress(range(len(groups)), map(FED_GROUP.__eq__, groups))
     events = [Event(seqs[i], "metrics", _MetricsBody(groups[i], fast_lines[i]), fast_ends[i])
@@ -375,6 +404,12 @@ def read_event_batch(path: str | Path, offset: int) -> EventBatch:
         if not isinstance(seq, int) or isinstance(seq, bool) or not isinstance(type_, str):
             report_skipped(path, start, "an event without seq or type")
             continue
+        if type_ == "metrics" and "steps" in body:
+            reports = _chunk_reports(body)
+            if reports is None:
+                report_skipped(path, start, "a chunk of metrics whose steps and metrics differ")
+            others += (Event(seq, type_, report, ends[i]) for report in reports or ())
+            continue
         others.append(Event(seq=seq, type=type_, body=body, end_offset=ends[i]))
     if others:
         events = sorted(events + others, key=attrgetter("end_offset"))
@@ -383,18 +418,48 @@ def read_event_batch(path: str | Path, offset: int) -> EventBatch:
     if others:
         bounds += [(others[0].end_offset, others[0].seq), (others[-1].end_offset, others[-1].seq)]
     metric_lines = MetricLines(seqs, list(map(float, time_texts)), groups,
-                               list(map(int, step_texts)), metrics_json, fast_ends, fast_lines)
+                               list(map(int, step_texts)), metrics_json, fast_ends, fast_lines,
+                               chunks)
     return EventBatch(events, end, min(bounds)[1] if bounds else None,
                       max(bounds)[1] if bounds else None, metric_lines, others)
 
 
+def _check_chunks(columns: list[list[str | None]]) -> None:
+    """Leave to the decoder (as if the pattern had not matched them) the chunk lines whose
+    reports the text does not count as their steps, and those of the group the feed reads,
+    which it reads one report at a time."""
+    seqs, groups, chunk_steps, chunk_json = columns[0], columns[2], columns[5], columns[6]
+    for i, text in enumerate(chunk_steps):
+        if text is not None and (groups[i] == FED_GROUP or text.count(",")
+                                 != cast(str, chunk_json[i]).count("},{")):
+            seqs[i] = None
+
+
+def _chunk_reports(body: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """The reports of a decoded chunk line, each with the body of a single report's line, or
+    None if its steps and metrics are not lists of as many steps and objects."""
+    steps, metrics = body.get("steps"), body.get("metrics")
+    if (not isinstance(steps, list) or not isinstance(metrics, list)
+            or len(steps) != len(metrics)
+            or not all(type(step) is int for step in steps)
+            or not all(isinstance(values, dict) for values in metrics)):
+        return None
+    common = {k: v for k, v in body.items() if k not in ("steps", "metrics")}
+    return [{**common, "steps_completed": step, "metrics": values, "batch_metrics": None}
+            for step, values in zip(steps, metrics)]
+
+
 def read_events(path: str | Path, offset: int) -> list[Event]:
-    """Every event after byte ``offset``, in file order; each carries the offset just past its
-    line."""
+    """Every event after byte ``offset``, in file order, a chunk's reports one by one; each
+    carries the offset just past its line."""
     batch = read_event_batch(path, offset)
     lines = batch.metric_lines
-    bodies = map(_MetricsBody, lines.groups, lines.texts)
-    reports = map(Event, lines.seqs, repeat("metrics"), bodies, lines.end_offsets)
+    bodies: list[Mapping[str, Any]] = list(map(_MetricsBody, lines.groups, lines.texts))
+    reports = list(map(Event, lines.seqs, repeat("metrics"), bodies, lines.end_offsets))
+    for i in sorted(lines.chunks, reverse=True):
+        whole = dict(bodies[i])
+        reports[i:i + 1] = [Event(lines.seqs[i], "metrics", body, lines.end_offsets[i])
+                            for body in _chunk_reports(whole) or ()]
     return sorted([*reports, *batch.others], key=attrgetter("end_offset"))
 
 
@@ -433,11 +498,8 @@ class EventWriter:
                 pending, self._pending = self._pending, []
             if not pending:
                 return
-            seq = self._seq
-            lines = []
-            for type_, body in pending:
-                seq += 1
-                lines.append(dumps({"seq": seq, "type": type_, "time": time.time(), **body}))
+            lines = _lines(pending, self._seq + 1, time.time())
+            seq = self._seq + len(lines)
             try:
                 append_whole_lines(self.path, lines)
             except BaseException:
@@ -462,6 +524,44 @@ class EventWriter:
                 self.flush()
             except BaseException as e:  # surfaced on the next report, as Determined does
                 self.error = e
+
+
+_REPORT_KEYS = frozenset({"group", "steps_completed", "metrics", "batch_metrics"})
+
+
+def _chunkable(type_: str, body: Mapping[str, Any]) -> bool:
+    """Whether an event is a report a chunk line can hold: a Core API report without batch
+    metrics, of a group but the one the feed reads."""
+    return (type_ == "metrics" and body.keys() <= _REPORT_KEYS
+            and isinstance(body.get("group"), str) and body["group"] != FED_GROUP
+            and "steps_completed" in body and "metrics" in body
+            and body.get("batch_metrics") is None)
+
+
+def _lines(pending: list[tuple[str, dict[str, Any]]], seq: int, now: float) -> list[str]:
+    """The lines of a flush, numbered from ``seq``. Consecutive reports of one group but the
+    one the feed reads make one chunk line: a trial reporting every batch writes, and the
+    daemon reads and stores, a line a second rather than hundreds."""
+    lines = []
+    i = 0
+    while i < len(pending):
+        type_, body = pending[i]
+        j = i + 1
+        if _chunkable(type_, body):
+            while (j < len(pending) and _chunkable(*pending[j])
+                   and pending[j][1]["group"] == body["group"]):
+                j += 1
+        if j - i > 1:
+            run = [report for _, report in pending[i:j]]
+            lines.append(dumps({"seq": seq, "type": "metrics", "time": now,
+                                "group": body["group"],
+                                "steps": [report["steps_completed"] for report in run],
+                                "metrics": [report["metrics"] for report in run]}))
+        else:
+            lines.append(dumps({"seq": seq, "type": type_, "time": now, **body}))
+        seq += 1
+        i = j
+    return lines
 
 
 # What the daemon decides on as soon as it is written: the searcher's input (validations, a

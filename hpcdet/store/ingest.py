@@ -86,14 +86,15 @@ _Line = tuple[int, int, str, int, str, str, float]
 # A trial's last ordinal and highest step of a group; each a lookup in its own index (SQLite
 # answers a lone min() or max() from an index, not two in one SELECT).
 _ENDS_SQL = """SELECT
-    (SELECT max(ordinal) FROM metric WHERE trial_id = ?1 AND "group" = ?2),
-    (SELECT max(steps_completed) FROM metric WHERE trial_id = ?1 AND "group" = ?2)"""
+    (SELECT ordinal + reports - 1 FROM metric WHERE trial_id = ?1 AND "group" = ?2
+     ORDER BY ordinal DESC LIMIT 1),
+    (SELECT max(last_step) FROM metric WHERE trial_id = ?1 AND "group" = ?2)"""
 
 # (trial, group) -> (its last ordinal, its highest step), -1 for each when it has no rows
 Ends = dict[tuple[int, str], tuple[int, int]]
-# A new row: (trial, run, seq, group, steps completed, ordinal, metrics JSON, batch metrics
-# JSON, time reported)
-Row = tuple[int, int, int, str, int, int, str, str, float]
+# A new row: (trial, run, seq, group, steps completed, last step, ordinal, reports, metrics
+# JSON, steps JSON, batch metrics JSON, time reported)
+Row = tuple[int, int, int, str, int, int, int, int, str, str, str, float]
 
 # Ends remembered at most; past it they are forgotten and asked of the database again.
 MAX_KNOWN_ENDS = 50_000
@@ -155,44 +156,93 @@ def store_metrics(writes: MetricWrites, trial_id: int, run_id: int, batch: Event
         if all(ends[g][1] < low and len(set(by_group[g])) == len(by_group[g])
                for g, (low, _) in spans.items()):
             # Every report is of a step new to the trial: straight in, in file order.
-            counters = {g: count(last + 1) for g, (last, _) in ends.items()}
-            ordinals = list(map(next, map(counters.__getitem__, lines.groups)))
-            writes.rows.extend(zip(
-                repeat(trial_id), repeat(run_id), lines.seqs, lines.groups, lines.steps,
-                ordinals, lines.metrics_json, repeat(""), lines.times))
+            last = _append(writes.rows, trial_id, run_id, lines, ends)
             for group, (_, high) in spans.items():
-                writes.ends[(trial_id, group)] = (next(counters[group]) - 1, high)
+                writes.ends[(trial_id, group)] = (last[group], high)
             return best_value
-    decoded_keys = [(ev.body["group"], int(ev.body["steps_completed"])) for ev in decoded]
-    groups = sorted({g for g, _ in decoded_keys}.union(lines.groups))
-    ends = {group: writes.end_of(trial_id, group) for group in groups}
-    writes.flush()  # what follows reads the table
-    wanted = set(zip(lines.groups, lines.steps)).union(decoded_keys)
-    steps = [*lines.steps, *(x for _, x in decoded_keys)]
-    low, high = min(steps), max(steps)
-    stored: dict[tuple[str, int], _Report] = {}
-    for group in groups:
-        if ends[group][1] < low:
-            continue
-        found = writes.conn.execute(
-            'SELECT id, steps_completed, run_id, seq, metrics_json, batch_metrics_json, '
-            'reported FROM metric WHERE trial_id = ? AND "group" = ? '
-            "AND steps_completed BETWEEN ? AND ?", (trial_id, group, low, high))
-        for id_, step, row_run, seq, metrics_json, batch_json, reported in found:
-            if (group, step) in wanted:
-                stored[(group, step)] = _Report(id_, row_run, seq, metrics_json, batch_json,
-                                                reported)
-    reports: list[_Line] = list(zip(
-        lines.end_offsets, lines.seqs, lines.groups, lines.steps, lines.metrics_json,
-        repeat(""), lines.times))
+    reports = _reports(lines)
     for ev in decoded:
         body, batches = ev.body, ev.body.get("batch_metrics")
         reports.append((ev.end_offset, ev.seq, body["group"], int(body["steps_completed"]),
                         json.dumps(dict(body["metrics"])),
                         "" if batches is None else json.dumps(batches), body["time"]))
+    wanted = {(group, step) for _, _, group, step, _, _, _ in reports}
+    groups = sorted({g for g, _ in wanted})
+    ends = {group: writes.end_of(trial_id, group) for group in groups}
+    writes.flush()  # what follows reads the table
+    low, high = min(x for _, x in wanted), max(x for _, x in wanted)
+    stored: dict[tuple[str, int], _Report] = {}
+    for group in groups:
+        if ends[group][1] < low:
+            continue
+        _split_chunks(writes.conn, trial_id, group, low, high)
+        found = writes.conn.execute(
+            'SELECT id, steps_completed, run_id, seq, metrics_json, batch_metrics_json, '
+            'reported FROM metric WHERE trial_id = ? AND "group" = ? '
+            "AND last_step BETWEEN ? AND ?", (trial_id, group, low, high))
+        for id_, step, row_run, seq, metrics_json, batch_json, reported in found:
+            if (group, step) in wanted:
+                stored[(group, step)] = _Report(id_, row_run, seq, metrics_json, batch_json,
+                                                reported)
     reports.sort(key=itemgetter(0))
     _merge(writes, trial_id, run_id, reports, stored, ends)
     return best_value
+
+
+def _append(rows: list[Row], trial_id: int, run_id: int, lines: MetricLines,
+            ends: dict[str, tuple[int, int]]) -> dict[str, int]:
+    """Add the lines' rows, a report or a chunk each, numbered on from each group's last
+    ordinal in ``ends``; returns each group's last ordinal after them."""
+    if not lines.chunks:
+        counters = {g: count(last + 1) for g, (last, _) in ends.items()}
+        ordinals = list(map(next, map(counters.__getitem__, lines.groups)))
+        rows.extend(zip(
+            repeat(trial_id), repeat(run_id), lines.seqs, lines.groups, lines.steps, lines.steps,
+            ordinals, repeat(1), lines.metrics_json, repeat(""), repeat(""), lines.times))
+        return {g: next(counter) - 1 for g, counter in counters.items()}
+    following = {g: last + 1 for g, (last, _) in ends.items()}
+    for i, group in enumerate(lines.groups):
+        steps = lines.chunks.get(i)
+        step = lines.steps[i]
+        if steps is None:
+            row = (step, step, following[group], 1, lines.metrics_json[i], "")
+        else:
+            row = (min(steps), max(steps), following[group], len(steps), lines.metrics_json[i],
+                   f"[{','.join(map(str, steps))}]")
+        rows.append((trial_id, run_id, lines.seqs[i], group, *row, "", lines.times[i]))
+        following[group] += row[3]
+    return {g: n - 1 for g, n in following.items()}
+
+
+def _reports(lines: MetricLines) -> list[_Line]:
+    """The lines' reports one by one, a chunk's each with its own metrics text."""
+    reports: list[_Line] = list(zip(
+        lines.end_offsets, lines.seqs, lines.groups, lines.steps, lines.metrics_json,
+        repeat(""), lines.times))
+    for i in sorted(lines.chunks, reverse=True):
+        end, seq, group, _, metrics_json, _, reported = reports[i]
+        reports[i:i + 1] = [
+            (end, seq, group, step, json.dumps(values), "", reported)
+            for step, values in zip(lines.chunks[i], json.loads(metrics_json))]
+    return reports
+
+
+def _split_chunks(conn: sqlite3.Connection, trial_id: int, group: str, low: int, high: int
+                  ) -> None:
+    """Store the reports of the group's chunks with a step in [low, high] one row each (with
+    their ordinals), for reports of those steps to merge into or replace."""
+    found = conn.execute(
+        'SELECT id, run_id, seq, ordinal, steps_json, metrics_json, reported FROM metric '
+        'WHERE trial_id = ? AND "group" = ? AND last_step >= ? AND steps_completed <= ? '
+        "AND reports > 1", (trial_id, group, low, high)).fetchall()
+    if not found:
+        return
+    conn.executemany("DELETE FROM metric WHERE id = ?", [(row[0],) for row in found])
+    _insert(conn, [
+        (trial_id, run_id, seq, group, step, step, ordinal + k, 1, json.dumps(values), "", "",
+         reported)
+        for _, run_id, seq, ordinal, steps_json, metrics_json, reported in found
+        for k, (step, values) in enumerate(zip(json.loads(steps_json), json.loads(metrics_json)))])
 
 
 def _merge(writes: MetricWrites, trial_id: int, run_id: int, reports: list[_Line],
@@ -217,8 +267,9 @@ def _merge(writes: MetricWrites, trial_id: int, run_id: int, reports: list[_Line
             next_ordinal[group] += 1
         changed.add(key)
     writes.rows.extend(
-        (trial_id, run_id, r.seq, k[0], k[1], ordinals[k], r.metrics_json, r.batch_metrics_json,
-         r.reported) for k, r in rows.items() if k in changed and r.id is None)
+        (trial_id, run_id, r.seq, k[0], k[1], k[1], ordinals[k], 1, r.metrics_json, "",
+         r.batch_metrics_json, r.reported) for k, r in rows.items()
+        if k in changed and r.id is None)
     for group, (_, top) in ends.items():
         steps = [step for g, step in changed if g == group]
         writes.ends[(trial_id, group)] = (next_ordinal[group] - 1, max([top, *steps]))
@@ -231,7 +282,12 @@ def _merge(writes: MetricWrites, trial_id: int, run_id: int, reports: list[_Line
 
 
 def _steps_by_group(lines: MetricLines) -> dict[str, list[int]]:
-    """Each group's steps in the lines, in order."""
+    """Each group's steps in the lines, in order, a chunk's each."""
+    if lines.chunks:
+        found: dict[str, list[int]] = {}
+        for i, (group, step) in enumerate(zip(lines.groups, lines.steps)):
+            found.setdefault(group, []).extend(lines.chunks.get(i, (step,)))
+        return found
     if len(groups := set(lines.groups)) == 1:
         return {lines.groups[0]: lines.steps}
     return {g: list(compress(lines.steps, map(g.__eq__, lines.groups))) for g in groups}
@@ -254,7 +310,7 @@ def _track_best(value: float | None, lines: MetricLines, decoded: list[Event], b
 
 # Rows per INSERT statement: one statement of many rows costs SQLite less than as many of one.
 _ROWS_PER_INSERT = 200
-_ROW_WIDTH = 9  # bound values per row
+_ROW_WIDTH = 12  # bound values per row
 
 
 def _insert(conn: sqlite3.Connection, rows: list[Row]) -> None:
@@ -270,9 +326,10 @@ def _insert(conn: sqlite3.Connection, rows: list[Row]) -> None:
 
 @cache
 def _insert_sql(rows: int) -> str:
-    marks = ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?)"] * rows)
-    return ('INSERT INTO metric (trial_id, run_id, seq, "group", steps_completed, ordinal, '
-            f"metrics_json, batch_metrics_json, reported) VALUES {marks}")
+    marks = ", ".join([f"({', '.join('?' * _ROW_WIDTH)})"] * rows)
+    return ('INSERT INTO metric (trial_id, run_id, seq, "group", steps_completed, last_step, '
+            "ordinal, reports, metrics_json, steps_json, batch_metrics_json, reported) "
+            f"VALUES {marks}")
 
 
 def _checkpoint(s: Session, trial: Trial, run_id: int, ev: Event) -> None:

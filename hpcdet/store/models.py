@@ -82,10 +82,14 @@ class Run(SQLModel, table=True):
 
 
 class Metric(SQLModel, table=True):
-    # One report per (trial, group, step); ``ordinal`` numbers a trial's reports of a group
-    # in order, so a curve of thousands of reports can be thinned to every k-th by the index.
+    # One report per (trial, group, step), or a chunk of ``reports`` reports of new steps that
+    # a trial wrote as one line (its steps in ``steps_json``, its metrics a list in
+    # ``metrics_json``): the daemon stores a line a second rather than hundreds of rows.
+    # ``ordinal`` numbers a trial's reports of a group in order (a chunk's, its first), so a
+    # curve of thousands of reports can be thinned to every k-th by the index. The store's
+    # readers give a chunk's reports one by one.
     __table_args__ = (
-        Index("ix_metric_step", "trial_id", "group", "steps_completed"),
+        Index("ix_metric_step", "trial_id", "group", "last_step"),
         Index("ix_metric_ordinal", "trial_id", "group", "ordinal"),
     )
 
@@ -94,9 +98,12 @@ class Metric(SQLModel, table=True):
     run_id: int
     seq: int
     group: str
-    steps_completed: int
+    steps_completed: int  # a chunk's lowest step
+    last_step: int  # its highest
     ordinal: int = 0
+    reports: int = 1
     metrics_json: str
+    steps_json: str = ""  # a chunk's steps, in order
     batch_metrics_json: str = ""  # report_training_metrics(batch_metrics=...), if given
     reported: float
 

@@ -54,7 +54,7 @@ JournalLine = tuple[int, int, "dict[str, Any] | None"]
 
 # Raised whenever a table changes. The database is an index of the run tree: one of another
 # version is set aside and the daemon rebuilds it from the journals and event logs.
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +123,22 @@ def _set_aside(path: Path, suffix: str) -> Path:
         if old.exists():
             old.replace(aside.with_name(aside.name + ext))
     return aside
+
+
+def _one_by_one(rows: Iterable[Metric]) -> list[Metric]:
+    """Rows as reports: a chunk's each as a row of its own (not in the database)."""
+    found: list[Metric] = []
+    for row in rows:
+        if row.reports == 1:
+            found.append(row)
+            continue
+        for k, (step, metrics) in enumerate(zip(json.loads(row.steps_json),
+                                                json.loads(row.metrics_json))):
+            found.append(Metric(
+                id=row.id, trial_id=row.trial_id, run_id=row.run_id, seq=row.seq,
+                group=row.group, steps_completed=step, last_step=step, ordinal=row.ordinal + k,
+                metrics_json=json.dumps(metrics), reported=row.reported))
+    return found
 
 
 def _raw(s: Session) -> sqlite3.Connection:
@@ -326,11 +342,12 @@ class Store:
             return list(s.exec(q))
 
     def metrics(self, trial_id: int, group: str | None = None) -> list[Metric]:
+        """The trial's reports (of ``group``), in the order they were made."""
         with self.session() as s:
             q = select(Metric).where(Metric.trial_id == trial_id)
             if group is not None:
                 q = q.where(Metric.group == group)
-            return list(s.exec(q.order_by(col(Metric.run_id), col(Metric.seq))))
+            return _one_by_one(s.exec(q.order_by(col(Metric.run_id), col(Metric.seq))))
 
     def experiment_metrics(self, exp_id: int, group: str) -> list[Metric]:
         """The ``group`` metrics of every trial of an experiment, by trial then report."""
@@ -340,7 +357,7 @@ class Store:
                 .join(Trial, col(Trial.id) == col(Metric.trial_id))
                 .where(Trial.experiment_id == exp_id, Metric.group == group)
             )
-            return list(
+            return _one_by_one(
                 s.exec(q.order_by(col(Metric.trial_id), col(Metric.run_id), col(Metric.seq)))
             )
 
@@ -351,27 +368,36 @@ class Store:
         k-th report from the first, and the last. Values that are not numbers come as None."""
         if not trial_ids:
             return []
-        marks = ",".join("?" * len(trial_ids))
-        # The ordinals to show are generated and each is one index lookup, so a curve of
+        marks = ",".join(f"?{4 + i}" for i in range(len(trial_ids)))  # after the three below
+        # The ordinals to show are generated and each is one index lookup (of the row that
+        # holds it: a report's, or the chunk's whose ordinals it falls in), so a curve of
         # 10,000 reports costs what one of ``points`` does.
         query = f"""
             WITH RECURSIVE sizes AS (
-                SELECT id AS trial_id, (SELECT max(ordinal) FROM metric
-                                        WHERE trial_id = trial.id AND "group" = ?) AS last
+                SELECT id AS trial_id, (SELECT ordinal + reports - 1 FROM metric
+                                        WHERE trial_id = trial.id AND "group" = ?1
+                                        ORDER BY ordinal DESC LIMIT 1) AS last
                 FROM trial WHERE id IN ({marks})),
             picks(trial_id, ordinal, last, step) AS (
-                SELECT trial_id, 0, last, last / ? + 1 FROM sizes WHERE last IS NOT NULL
+                SELECT trial_id, 0, last, last / ?2 + 1 FROM sizes WHERE last IS NOT NULL
                 UNION ALL
                 SELECT trial_id, min(ordinal + step, last), last, step FROM picks
                 WHERE ordinal < last)
-            SELECT m.trial_id, m.steps_completed, json_extract(m.metrics_json, ?)
-            FROM picks JOIN metric m ON m.trial_id = picks.trial_id AND m."group" = ?
-              AND m.ordinal = picks.ordinal
-            ORDER BY m.trial_id, m.ordinal"""
-        path = "$." + json.dumps(name)  # a JSON path that quotes any metric name
+            SELECT m.trial_id,
+              CASE m.reports WHEN 1 THEN m.steps_completed
+                ELSE json_extract(m.steps_json, '$[' || (p.ordinal - m.ordinal) || ']') END,
+              CASE m.reports WHEN 1 THEN json_extract(m.metrics_json, '$' || ?3)
+                ELSE json_extract(m.metrics_json, '$[' || (p.ordinal - m.ordinal) || ']' || ?3)
+              END
+            FROM picks p JOIN metric m ON m.id = (
+                SELECT id FROM metric WHERE trial_id = p.trial_id AND "group" = ?1
+                AND ordinal <= p.ordinal ORDER BY ordinal DESC LIMIT 1)
+            WHERE p.ordinal < m.ordinal + m.reports
+            ORDER BY p.trial_id, p.ordinal"""
+        member = "." + json.dumps(name)  # a JSON path's step that quotes any metric name
         with self.engine.connect() as conn:
             rows = conn.exec_driver_sql(
-                query, (group, *trial_ids, max(1, points), path, group)).fetchall()
+                query, (group, max(1, points), member, *trial_ids)).fetchall()
         return [(int(t), int(x), v if isinstance(v, (int, float)) else None)
                 for t, x, v in rows]
 
@@ -391,16 +417,18 @@ class Store:
                 SELECT trial_id, (SELECT min("group") FROM metric
                                   WHERE trial_id = pairs.trial_id AND "group" > pairs.grp)
                 FROM pairs WHERE grp IS NOT NULL)
-            SELECT p.grp, m.metrics_json FROM pairs p
+            SELECT p.grp, m.reports, m.metrics_json FROM pairs p
             JOIN metric m ON m.trial_id = p.trial_id AND m."group" = p.grp
               AND m.ordinal IN (0, (SELECT max(ordinal) FROM metric
                                     WHERE trial_id = p.trial_id AND "group" = p.grp))
             ORDER BY p.trial_id, m.ordinal"""
         names: dict[str, list[str]] = {}
         with self.engine.connect() as conn:
-            for group, metrics_json in conn.exec_driver_sql(query, tuple(trial_ids)):
+            for group, reports, metrics_json in conn.exec_driver_sql(query, tuple(trial_ids)):
                 have = names.setdefault(group, [])
-                have += [k for k in json.loads(metrics_json) if k not in have]
+                found = json.loads(metrics_json)
+                for metrics in (found[0], found[-1]) if reports > 1 else (found,):
+                    have += [k for k in metrics if k not in have]
         return names
 
     def checkpoint(self, uuid: str) -> Checkpoint:

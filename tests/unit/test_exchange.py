@@ -4,6 +4,7 @@ import json
 import math
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -181,7 +182,7 @@ def test_metrics_lines_read_by_the_pattern_are_the_events_a_decode_gives(
     w.emit("metrics", {"group": "validation", "steps_completed": 1, "metrics": {}})
     for odd in ({"nested": {"a": [1]}}, {"é": 1}, {"quote\"": 1}):  # decoded instead
         w.emit("metrics", {"group": "training", "steps_completed": 2, "metrics": odd})
-    w.flush()
+        w.flush()  # a line each: in one flush they make one chunk line
     # A blank line, then a torn line with a whole one glued on: it ends as a metrics line does.
     torn = b'{"seq":8,"type":"metrics","time":1.5,"group":"g","steps_completed":1,"metrics":{"lo'
     with open(path, "ab") as f:
@@ -217,3 +218,53 @@ def test_a_metric_value_is_found_in_the_text_the_pattern_read(tmp_path: Path) ->
     found = {name: metric_value(text, name) for name in [*metrics, "missing", 'lo"ss']}
     assert found == {"myloss": 9.0, "note": None, "loss": -2.5e-3, "acc": 1.0, "ok": None,
                      "bad": None, "huge": None, "last": 7.0, "missing": None, 'lo"ss': None}
+
+
+def test_a_chunk_line_holds_the_consecutive_plain_reports_of_a_group(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    w = EventWriter(path)
+    emitted: list[tuple[str, dict[str, Any]]] = [
+        *(("metrics", {"group": "training", "steps_completed": s, "metrics": {"loss": s},
+                       "batch_metrics": None}) for s in (1, 2, 3)),
+        ("metrics", {"group": "validation", "steps_completed": 3, "metrics": {"loss": 1},
+                     "batch_metrics": None}),
+        ("metrics", {"group": "test", "steps_completed": 3, "metrics": {"x": "a b"},
+                     "batch_metrics": None}),
+        ("metrics", {"group": "test", "steps_completed": 4, "metrics": {"x": "c"},
+                     "batch_metrics": None}),
+        ("metrics", {"group": "training", "steps_completed": 4, "metrics": {"loss": 4},
+                     "batch_metrics": [{"loss": 4}]}),
+        ("progress", {"progress": 0.5}),
+    ]
+    for type_, body in emitted:
+        w.emit(type_, body)
+    w.close()
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [(line["seq"], line.get("steps", line.get("steps_completed"))) for line in lines] == [
+        (1, [1, 2, 3]), (2, 3), (3, [3, 4]), (4, 4), (5, None)]
+    batch = read_event_batch(path, 0)
+    assert batch.metric_lines.chunks == {0: [1, 2, 3], 2: [3, 4]}
+    assert batch.metric_lines.reports() == 6  # the batch-metrics report is decoded
+    every = read_events(path, 0)
+    assert [(e.type, {k: v for k, v in e.body.items() if k != "time"}) for e in every] == emitted
+    assert [e.seq for e in every] == [1, 1, 1, 2, 3, 3, 4, 5]
+
+
+@pytest.mark.parametrize("line, reports", [
+    # A brace in a string: the text cannot count the reports, so the line is decoded.
+    ('"steps":[1,2],"metrics":[{"x":"},{"},{"x":1}]', [(1, {"x": "},{"}), (2, {"x": 1})]),
+    ('"steps":[1,2],"metrics":[{"x":{"y":1}},{"x":1}]', [(1, {"x": {"y": 1}}), (2, {"x": 1})]),
+    # Steps and metrics that differ in number: skipped, and said so.
+    ('"steps":[1,2,3],"metrics":[{"x":1},{"x":2}]', []),
+    ('"steps":[1,true],"metrics":[{"x":1},{"x":2}]', []),
+])
+def test_a_chunk_line_the_pattern_cannot_take_is_decoded_or_skipped(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, line: str,
+        reports: list[tuple[int, dict[str, Any]]]) -> None:
+    path = tmp_path / "events.jsonl"
+    path.write_text('{"seq":1,"type":"metrics","time":1.5,"group":"training",' + line + "}\n")
+    batch = read_event_batch(path, 0)
+    assert batch.metric_lines.seqs == []
+    assert [(e.body["steps_completed"], e.body["metrics"]) for e in batch.others] == reports
+    assert ("steps and metrics differ" in caplog.text) == (not reports)
+    assert batch.end_offset == path.stat().st_size

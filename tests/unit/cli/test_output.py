@@ -42,7 +42,8 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
             s.flush()
             s.add(Run(trial_id=i, run_id=1, job_id=f"{i}", reason=name, submitted=time.time()))
             s.add(Metric(trial_id=i, run_id=1, seq=1, group=name, steps_completed=1,
-                         metrics_json=json.dumps({name: name}), reported=time.time()))
+                         last_step=1, metrics_json=json.dumps({name: name}),
+                         reported=time.time()))
     store.close()
     return state
 

@@ -66,9 +66,14 @@ def one_run(root: Path) -> Journaled:
     return j
 
 
-def write_events(path: Path, *events: tuple[str, dict[str, Any]]) -> None:
-    """Events as a trial writes them (sequence numbers continue the file's)."""
+def write_events(path: Path, *events: tuple[str, dict[str, Any]], one_flush: bool = False
+                 ) -> None:
+    """Events as a trial writes them (sequence numbers continue the file's): a line each, as
+    flushes of one event write them, or in ``one_flush``, which writes consecutive training
+    reports as one chunk line."""
     writer = EventWriter(path)
     for type_, body in events:
         writer.emit(type_, body)
+        if not one_flush:
+            writer.flush()
     writer.close()

@@ -1,0 +1,113 @@
+"""Chunks: the training reports of one flush, written as one line and stored as one row, come
+out of the store's readers one report at a time, and merge with or give way to other reports
+as single reports do."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hpcdet.rundir.exchange import read_event_batch
+from hpcdet.store.ingest import BestOf
+from tests.unit.store.store_support import Journaled, one_run, write_events
+
+LOSS = BestOf("loss", smaller_is_better=True)
+
+
+@pytest.fixture
+def j(tmp_path: Path) -> Journaled:
+    return one_run(tmp_path)
+
+
+def _report(group: str, steps: int, **values: Any) -> tuple[str, dict[str, Any]]:
+    return ("metrics", {"group": group, "steps_completed": steps, "metrics": values,
+                        "batch_metrics": None})
+
+
+def _stored(j: Journaled, group: str | None = None) -> list[tuple[str, int, int, int, Any]]:
+    return [(m.group, m.steps_completed, m.ordinal, m.run_id, json.loads(m.metrics_json))
+            for m in j.store.metrics(1, group)]
+
+
+def _rows(j: Journaled) -> list[tuple[str, int, int, int]]:
+    """(group, lowest step, first ordinal, reports) of each row in the database."""
+    with sqlite3.connect(j.store.path) as conn:
+        return conn.execute('SELECT "group", steps_completed, ordinal, reports FROM metric '
+                            'ORDER BY "group", ordinal').fetchall()
+
+
+def test_a_flush_of_reports_is_one_row_and_reads_as_its_reports(
+        j: Journaled, tmp_path: Path) -> None:
+    events = tmp_path / "events.jsonl"
+    write_events(events, *(_report("training", s, loss=1 / s) for s in range(1, 6)),
+                 _report("validation", 5, loss=0.1), _report("training", 6, loss=0.1),
+                 _report("training", 7, loss=0.05), one_flush=True)
+    assert len(events.read_text().splitlines()) == 3  # training 1-5, validation 5, training 6-7
+    assert read_event_batch(events, 0).metric_lines.reports() == 8
+    j.store.ingest_events(1, 1, events, LOSS)
+    assert _rows(j) == [("training", 1, 0, 5), ("training", 6, 5, 2), ("validation", 5, 0, 1)]
+    assert _stored(j, "training") == [("training", s, s - 1, 1, {"loss": 1 / s})
+                                      for s in range(1, 6)] + [
+        ("training", 6, 5, 1, {"loss": 0.1}), ("training", 7, 6, 1, {"loss": 0.05})]
+    assert j.store.trial(1).best_validation == 0.1
+    assert j.store.metric_names([1]) == {"training": ["loss"], "validation": ["loss"]}
+
+
+def test_a_later_run_replaces_the_steps_of_a_chunk_and_keeps_their_order(
+        j: Journaled, tmp_path: Path) -> None:
+    first = tmp_path / "run1.jsonl"
+    write_events(first, *(_report("training", s, loss=s) for s in range(1, 6)), one_flush=True)
+    j.store.ingest_events(1, 1, first, LOSS)
+    j.run(1, 1, run_id=2, job_id="102")
+    second = tmp_path / "run2.jsonl"  # resumed from the checkpoint at step 3
+    write_events(second, *(_report("training", s, loss=10 * s) for s in range(4, 8)),
+                 one_flush=True)
+    j.store.ingest_events(1, 2, second, LOSS)
+    assert _stored(j) == [("training", s, s - 1, 1, {"loss": s}) for s in range(1, 4)] + [
+        ("training", s, s - 1, 2, {"loss": 10 * s}) for s in range(4, 8)]
+    # The chunk split where the new run's reports replaced its own; they came in one by one.
+    assert [reports for *_, reports in _rows(j)] == [1] * 7
+    series = j.store.metric_series([1], "training", "loss", points=100)
+    assert series == [(1, s, s if s < 4 else 10 * s) for s in range(1, 8)]
+
+
+def test_reports_of_one_step_in_one_chunk_merge(j: Journaled, tmp_path: Path) -> None:
+    events = tmp_path / "events.jsonl"
+    write_events(events, _report("training", 1, loss=1.0), _report("training", 2, loss=0.5),
+                 _report("training", 2, acc=0.9), one_flush=True)
+    j.store.ingest_events(1, 1, events, LOSS)
+    assert _stored(j) == [("training", 1, 0, 1, {"loss": 1.0}),
+                          ("training", 2, 1, 1, {"loss": 0.5, "acc": 0.9})]
+
+
+def test_a_curve_is_thinned_across_chunks(j: Journaled, tmp_path: Path) -> None:
+    events = tmp_path / "events.jsonl"
+    for first in range(1, 101, 10):  # ten flushes of ten reports
+        write_events(events, *(_report("training", s, loss=s / 2, note="x") for s in
+                               range(first, first + 10)), one_flush=True)
+    j.store.ingest_events(1, 1, events, LOSS)
+    assert len(_rows(j)) == 10
+    every = j.store.metric_series([1], "training", "loss", points=1000)
+    assert every == [(1, s, s / 2) for s in range(1, 101)]
+    thinned = j.store.metric_series([1], "training", "loss", points=10)
+    # every 10th report from the first (ordinal 0, 10, ..., 90), then the last
+    assert thinned == [(1, s, s / 2) for s in [*range(1, 100, 10), 100]]
+    assert j.store.metric_series([1], "training", "note", points=3)[0] == (1, 1, None)
+
+
+def test_a_chunk_of_validations_reaches_the_feed_one_report_at_a_time(
+        j: Journaled, tmp_path: Path) -> None:
+    # The trial side never writes one, but a line that does must not hide them from the feed.
+    events = tmp_path / "events.jsonl"
+    events.write_text('{"seq":1,"type":"metrics","time":1.5,"group":"validation",'
+                      '"steps":[1,2],"metrics":[{"loss":0.5},{"loss":0.25}]}\n')
+    new = j.store.ingest_events(1, 1, events, LOSS)
+    assert [(e.body["steps_completed"], e.body["metrics"]) for e in new.events] == [
+        (1, {"loss": 0.5}), (2, {"loss": 0.25})]
+    assert _stored(j) == [("validation", 1, 0, 1, {"loss": 0.5}),
+                          ("validation", 2, 1, 1, {"loss": 0.25})]
+    assert j.store.trial(1).best_validation == 0.25
