@@ -222,9 +222,16 @@ def _reports(lines: MetricLines) -> list[_Line]:
     for i in sorted(lines.chunks, reverse=True):
         end, seq, group, _, metrics_json, _, reported = reports[i]
         reports[i:i + 1] = [
-            (end, seq, group, step, json.dumps(values), "", reported)
-            for step, values in zip(lines.chunks[i], json.loads(metrics_json))]
+            (end, seq, group, step, text, "", reported)
+            for step, text in zip(lines.chunks[i], chunk_metrics(metrics_json))]
     return reports
+
+
+def chunk_metrics(metrics_json: str) -> list[str]:
+    """The metrics text of each report of a chunk row, as the trial wrote it. The pattern that
+    let the chunk in admits no brace inside its strings, so "},{" is only ever between two
+    reports (a chunk holds two or more)."""
+    return [f"{{{text}}}" for text in metrics_json[2:-2].split("},{")]
 
 
 def _split_chunks(conn: sqlite3.Connection, trial_id: int, group: str, low: int, high: int
@@ -239,10 +246,10 @@ def _split_chunks(conn: sqlite3.Connection, trial_id: int, group: str, low: int,
         return
     conn.executemany("DELETE FROM metric WHERE id = ?", [(row[0],) for row in found])
     _insert(conn, [
-        (trial_id, run_id, seq, group, step, step, ordinal + k, 1, json.dumps(values), "", "",
-         reported)
+        (trial_id, run_id, seq, group, step, step, ordinal + k, 1, text, "", "", reported)
         for _, run_id, seq, ordinal, steps_json, metrics_json, reported in found
-        for k, (step, values) in enumerate(zip(json.loads(steps_json), json.loads(metrics_json)))])
+        for k, (step, text) in enumerate(zip(json.loads(steps_json),
+                                             chunk_metrics(metrics_json)))])
 
 
 def _merge(writes: MetricWrites, trial_id: int, run_id: int, reports: list[_Line],

@@ -4,7 +4,7 @@ Annotations use ``Optional`` because SQLModel evaluates them at runtime and hpcd
 Python 3.9, where ``int | None`` cannot be evaluated.
 """
 
-from typing import Optional
+from typing import NamedTuple, Optional
 
 from sqlalchemy import Index
 from sqlmodel import Field, SQLModel
@@ -105,6 +105,20 @@ class Metric(SQLModel, table=True):
     metrics_json: str
     steps_json: str = ""  # a chunk's steps, in order
     batch_metrics_json: str = ""  # report_training_metrics(batch_metrics=...), if given
+    reported: float
+
+
+class Report(NamedTuple):
+    """One metric report as the store's readers give it (each of a chunk's on its own)."""
+
+    trial_id: int
+    run_id: int
+    seq: int
+    group: str
+    steps_completed: int
+    ordinal: int
+    metrics_json: str
+    batch_metrics_json: str
     reported: float
 
 

@@ -43,6 +43,7 @@ from hpcdet.store.models import (
     Checkpoint,
     Experiment,
     Metric,
+    Report,
     Run,
     SearcherEvent,
     Trial,
@@ -125,20 +126,9 @@ def _set_aside(path: Path, suffix: str) -> Path:
     return aside
 
 
-def _one_by_one(rows: Iterable[Metric]) -> list[Metric]:
-    """Rows as reports: a chunk's each as a row of its own (not in the database)."""
-    found: list[Metric] = []
-    for row in rows:
-        if row.reports == 1:
-            found.append(row)
-            continue
-        for k, (step, metrics) in enumerate(zip(json.loads(row.steps_json),
-                                                json.loads(row.metrics_json))):
-            found.append(Metric(
-                id=row.id, trial_id=row.trial_id, run_id=row.run_id, seq=row.seq,
-                group=row.group, steps_completed=step, last_step=step, ordinal=row.ordinal + k,
-                metrics_json=json.dumps(metrics), reported=row.reported))
-    return found
+# A metric row as Store._reports reads it.
+_REPORT_COLUMNS = ('trial_id, run_id, seq, "group", steps_completed, ordinal, reports, '
+                   "metrics_json, steps_json, batch_metrics_json, reported")
 
 
 def _raw(s: Session) -> sqlite3.Connection:
@@ -341,25 +331,36 @@ class Store:
                 col(Trial.exit_reported).is_(False)).order_by(col(Trial.id))
             return list(s.exec(q))
 
-    def metrics(self, trial_id: int, group: str | None = None) -> list[Metric]:
+    def metrics(self, trial_id: int, group: str | None = None) -> list[Report]:
         """The trial's reports (of ``group``), in the order they were made."""
-        with self.session() as s:
-            q = select(Metric).where(Metric.trial_id == trial_id)
-            if group is not None:
-                q = q.where(Metric.group == group)
-            return _one_by_one(s.exec(q.order_by(col(Metric.run_id), col(Metric.seq))))
+        of_group = "" if group is None else ' AND "group" = ?'
+        return self._reports(
+            f"SELECT {_REPORT_COLUMNS} FROM metric WHERE trial_id = ?{of_group} "
+            "ORDER BY run_id, seq", (trial_id,) if group is None else (trial_id, group))
 
-    def experiment_metrics(self, exp_id: int, group: str) -> list[Metric]:
+    def experiment_metrics(self, exp_id: int, group: str) -> list[Report]:
         """The ``group`` metrics of every trial of an experiment, by trial then report."""
-        with self.session() as s:
-            q = (
-                select(Metric)
-                .join(Trial, col(Trial.id) == col(Metric.trial_id))
-                .where(Trial.experiment_id == exp_id, Metric.group == group)
-            )
-            return _one_by_one(
-                s.exec(q.order_by(col(Metric.trial_id), col(Metric.run_id), col(Metric.seq)))
-            )
+        return self._reports(
+            f"SELECT {_REPORT_COLUMNS} FROM metric WHERE \"group\" = ? AND trial_id IN "
+            "(SELECT id FROM trial WHERE experiment_id = ?) ORDER BY trial_id, run_id, seq",
+            (group, exp_id))
+
+    def _reports(self, query: str, args: tuple[Any, ...]) -> list[Report]:
+        """The reports of the metric rows ``query`` selects, a chunk's one by one (read
+        without the ORM: a trial's curve is tens of thousands of them)."""
+        found: list[Report] = []
+        with self.engine.connect() as conn:
+            for (trial_id, run_id, seq, group, step, ordinal, reports, metrics_json, steps_json,
+                 batch_json, reported) in conn.exec_driver_sql(query, args):
+                if reports == 1:
+                    found.append(Report(trial_id, run_id, seq, group, step, ordinal,
+                                        metrics_json, batch_json, reported))
+                    continue
+                found += (Report(trial_id, run_id, seq, group, step, ordinal + k, text, "",
+                                 reported)
+                          for k, (step, text) in enumerate(zip(
+                              json.loads(steps_json), ingest.chunk_metrics(metrics_json))))
+        return found
 
     def metric_series(self, trial_ids: Sequence[int], group: str, name: str, points: int
                       ) -> list[tuple[int, int, Any]]:
