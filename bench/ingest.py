@@ -77,7 +77,7 @@ def once(root: Path, rows: int) -> tuple[float, float, float]:
     raw = _raw_rows(root, store_rows(root / "hpcdet.db"), rows)
     one_each = _raw_rows(root, [
         (1, 1, m.seq, m.group, m.steps_completed, m.steps_completed, m.ordinal, 1,
-         m.metrics_json, "", "", m.reported) for m in stored], rows)
+         m.metrics_json, "", "", "", m.reported) for m in stored], rows)
     for path in root.iterdir():
         path.unlink()
     return ours, raw, one_each
@@ -90,7 +90,8 @@ def store_rows(db: Path) -> list[tuple[Any, ...]]:
 
 
 COLUMNS = ("trial_id", "run_id", "seq", '"group"', "steps_completed", "last_step", "ordinal",
-           "reports", "metrics_json", "steps_json", "batch_metrics_json", "reported")
+           "reports", "metrics_json", "steps_json", "times_json", "batch_metrics_json",
+           "reported")
 
 
 def _raw_rows(root: Path, batch: list[tuple[Any, ...]], reports: int) -> float:

@@ -226,8 +226,9 @@ def measure(n: int, determined: bool = False) -> tuple[list[Figure], bool]:
 
         events = read_events(root / "run-1" / "events.jsonl", 0)
         total = warmup + 2 * n
+        seqs = [e.seq for e in events]  # a chunk line's reports share its seq
         ok = (
-            [e.seq for e in events] == list(range(1, total + 1))
+            seqs == sorted(seqs) and set(seqs) == set(range(1, seqs[-1] + 1))
             and [e.body["steps_completed"] for e in events] == list(range(1, total + 1))
             and all(e.type == "metrics" for e in events)
         )

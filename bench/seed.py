@@ -52,7 +52,13 @@ def metrics(conn: Connection,
     now = time.time()
     conn.exec_driver_sql(
         'INSERT INTO metric (trial_id, run_id, seq, "group", steps_completed, last_step, '
-        "ordinal, reports, metrics_json, steps_json, batch_metrics_json, reported) "
-        "VALUES (?, 1, ?, ?, ?, ?, ?, ?, ?, ?, '', ?)",
-        [(t, seq, g, min(x), max(x), o, len(x), json.dumps(m[0] if len(m) == 1 else m),
-          json.dumps(x) if len(x) > 1 else "", now) for t, seq, g, x, o, m in rows])
+        "ordinal, reports, metrics_json, steps_json, times_json, batch_metrics_json, "
+        "reported) VALUES (?, 1, ?, ?, ?, ?, ?, ?, ?, ?, '', '', ?)",
+        [(t, seq, g, min(x), max(x), o, len(x), _compact(m[0] if len(m) == 1 else m),
+          _compact(x) if len(x) > 1 else "", now) for t, seq, g, x, o, m in rows])
+
+
+def _compact(value: Any) -> str:
+    """JSON as the trial writes it, which the store keeps (a chunk's reports are split at
+    "},{")."""
+    return json.dumps(value, separators=(",", ":"))

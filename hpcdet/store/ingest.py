@@ -14,9 +14,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
-from itertools import chain, compress, count, repeat
+from itertools import chain, compress, repeat
 from operator import itemgetter
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from sqlmodel import Session
 
@@ -93,8 +93,8 @@ _ENDS_SQL = """SELECT
 # (trial, group) -> (its last ordinal, its highest step), -1 for each when it has no rows
 Ends = dict[tuple[int, str], tuple[int, int]]
 # A new row: (trial, run, seq, group, steps completed, last step, ordinal, reports, metrics
-# JSON, steps JSON, batch metrics JSON, time reported)
-Row = tuple[int, int, int, str, int, int, int, int, str, str, str, float]
+# JSON, steps JSON, times JSON, batch metrics JSON, time reported)
+Row = tuple[int, int, int, str, int, int, int, int, str, str, str, str, float]
 
 # Ends remembered at most; past it they are forgotten and asked of the database again.
 MAX_KNOWN_ENDS = 50_000
@@ -191,27 +191,68 @@ def store_metrics(writes: MetricWrites, trial_id: int, run_id: int, batch: Event
 
 def _append(rows: list[Row], trial_id: int, run_id: int, lines: MetricLines,
             ends: dict[str, tuple[int, int]]) -> dict[str, int]:
-    """Add the lines' rows, a report or a chunk each, numbered on from each group's last
-    ordinal in ``ends``; returns each group's last ordinal after them."""
-    if not lines.chunks:
-        counters = {g: count(last + 1) for g, (last, _) in ends.items()}
-        ordinals = list(map(next, map(counters.__getitem__, lines.groups)))
-        rows.extend(zip(
-            repeat(trial_id), repeat(run_id), lines.seqs, lines.groups, lines.steps, lines.steps,
-            ordinals, repeat(1), lines.metrics_json, repeat(""), repeat(""), lines.times))
-        return {g: next(counter) - 1 for g, counter in counters.items()}
+    """Add the lines' rows, numbered on from each group's last ordinal in ``ends``; returns
+    each group's last ordinal after them. Consecutive lines of a group make one row of up to
+    ROW_REPORTS reports: at a thousand live runs the daemon reads each log every ten seconds,
+    and ten lines a run in one row rather than ten cost it a tenth of the inserts."""
     following = {g: last + 1 for g, (last, _) in ends.items()}
+    chunks, texts = lines.chunks, lines.metrics_json
+    row: _Chunk | None = None
     for i, group in enumerate(lines.groups):
-        steps = lines.chunks.get(i)
-        step = lines.steps[i]
+        text = texts[i]
+        steps = chunks.get(i)
         if steps is None:
-            row = (step, step, following[group], 1, lines.metrics_json[i], "")
+            steps = [lines.steps[i]]
+            # A single report's strings may hold braces, which a chunk's may not.
+            inner = text if "{" not in text[1:] and "}" not in text[:-1] else None
         else:
-            row = (min(steps), max(steps), following[group], len(steps), lines.metrics_json[i],
-                   f"[{','.join(map(str, steps))}]")
-        rows.append((trial_id, run_id, lines.seqs[i], group, *row, "", lines.times[i]))
-        following[group] += row[3]
+            inner = text[1:-1]  # its reports, the list's brackets off
+        if (row is not None and row.group == group and inner is not None
+                and row.inner is not None and len(row.steps) + len(steps) <= ROW_REPORTS):
+            row.add(steps, inner, lines.times[i])
+        else:
+            if row is not None:
+                rows.append(row.row(trial_id, run_id))
+            row = _Chunk(group, lines.seqs[i], following[group], steps, text, inner,
+                         lines.times[i])
+        following[group] += len(steps)
+    if row is not None:
+        rows.append(row.row(trial_id, run_id))
     return {g: n - 1 for g, n in following.items()}
+
+
+# Reports a row holds at most: a curve's point is read from its row's text, which SQLite
+# parses up to the point's report.
+ROW_REPORTS = 250
+
+
+class _Chunk:
+    """A row being built from consecutive lines of one group: their reports, and each line's
+    time while they differ."""
+
+    __slots__ = ("group", "seq", "ordinal", "steps", "text", "inner", "parts", "times")
+
+    def __init__(self, group: str, seq: int, ordinal: int, steps: list[int], text: str,
+                 inner: str | None, reported: float) -> None:
+        self.group, self.seq, self.ordinal = group, seq, ordinal
+        self.steps, self.text, self.inner = steps, text, inner
+        self.parts: list[str] = []  # the reports of the lines added, as ``inner``
+        self.times = [(len(steps), reported)]
+
+    def add(self, steps: list[int], inner: str, reported: float) -> None:
+        self.steps = self.steps + steps
+        self.parts.append(inner)
+        self.times.append((len(steps), reported))
+
+    def row(self, trial_id: int, run_id: int) -> Row:
+        steps, (_, reported) = self.steps, self.times[0]
+        head = (trial_id, run_id, self.seq, self.group, min(steps), max(steps), self.ordinal,
+                len(steps))
+        if len(steps) == 1:
+            return (*head, self.text, "", "", "", reported)
+        metrics = f"[{','.join([cast(str, self.inner), *self.parts])}]"
+        times = "" if len(self.times) == 1 else json.dumps(self.times)
+        return (*head, metrics, f"[{','.join(map(str, steps))}]", times, "", reported)
 
 
 def _reports(lines: MetricLines) -> list[_Line]:
@@ -239,17 +280,26 @@ def _split_chunks(conn: sqlite3.Connection, trial_id: int, group: str, low: int,
     """Store the reports of the group's chunks with a step in [low, high] one row each (with
     their ordinals), for reports of those steps to merge into or replace."""
     found = conn.execute(
-        'SELECT id, run_id, seq, ordinal, steps_json, metrics_json, reported FROM metric '
-        'WHERE trial_id = ? AND "group" = ? AND last_step >= ? AND steps_completed <= ? '
-        "AND reports > 1", (trial_id, group, low, high)).fetchall()
+        'SELECT id, run_id, seq, ordinal, reports, steps_json, metrics_json, times_json, '
+        'reported FROM metric WHERE trial_id = ? AND "group" = ? AND last_step >= ? '
+        "AND steps_completed <= ? AND reports > 1", (trial_id, group, low, high)).fetchall()
     if not found:
         return
     conn.executemany("DELETE FROM metric WHERE id = ?", [(row[0],) for row in found])
     _insert(conn, [
-        (trial_id, run_id, seq, group, step, step, ordinal + k, 1, text, "", "", reported)
-        for _, run_id, seq, ordinal, steps_json, metrics_json, reported in found
-        for k, (step, text) in enumerate(zip(json.loads(steps_json),
-                                             chunk_metrics(metrics_json)))])
+        (trial_id, run_id, seq, group, step, step, ordinal + k, 1, text, "", "", "", reported)
+        for _, run_id, seq, ordinal, reports, steps_json, metrics_json, times_json, row_time
+        in found
+        for k, (step, text, reported) in enumerate(zip(
+            json.loads(steps_json), chunk_metrics(metrics_json),
+            chunk_times(times_json, reports, row_time)))])
+
+
+def chunk_times(times_json: str, reports: int, reported: float) -> list[float]:
+    """The time of each report of a chunk row."""
+    if not times_json:
+        return [reported] * reports
+    return [float(t) for n, t in json.loads(times_json) for _ in range(n)]
 
 
 def _merge(writes: MetricWrites, trial_id: int, run_id: int, reports: list[_Line],
@@ -274,7 +324,7 @@ def _merge(writes: MetricWrites, trial_id: int, run_id: int, reports: list[_Line
             next_ordinal[group] += 1
         changed.add(key)
     writes.rows.extend(
-        (trial_id, run_id, r.seq, k[0], k[1], k[1], ordinals[k], 1, r.metrics_json, "",
+        (trial_id, run_id, r.seq, k[0], k[1], k[1], ordinals[k], 1, r.metrics_json, "", "",
          r.batch_metrics_json, r.reported) for k, r in rows.items()
         if k in changed and r.id is None)
     for group, (_, top) in ends.items():
@@ -317,7 +367,7 @@ def _track_best(value: float | None, lines: MetricLines, decoded: list[Event], b
 
 # Rows per INSERT statement: one statement of many rows costs SQLite less than as many of one.
 _ROWS_PER_INSERT = 200
-_ROW_WIDTH = 12  # bound values per row
+_ROW_WIDTH = 13  # bound values per row
 
 
 def _insert(conn: sqlite3.Connection, rows: list[Row]) -> None:
@@ -335,8 +385,8 @@ def _insert(conn: sqlite3.Connection, rows: list[Row]) -> None:
 def _insert_sql(rows: int) -> str:
     marks = ", ".join([f"({', '.join('?' * _ROW_WIDTH)})"] * rows)
     return ('INSERT INTO metric (trial_id, run_id, seq, "group", steps_completed, last_step, '
-            "ordinal, reports, metrics_json, steps_json, batch_metrics_json, reported) "
-            f"VALUES {marks}")
+            "ordinal, reports, metrics_json, steps_json, times_json, batch_metrics_json, "
+            f"reported) VALUES {marks}")
 
 
 def _checkpoint(s: Session, trial: Trial, run_id: int, ev: Event) -> None:

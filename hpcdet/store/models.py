@@ -87,7 +87,8 @@ class Metric(SQLModel, table=True):
     # ``metrics_json``): the daemon stores a line a second rather than hundreds of rows.
     # ``ordinal`` numbers a trial's reports of a group in order (a chunk's, its first), so a
     # curve of thousands of reports can be thinned to every k-th by the index. The store's
-    # readers give a chunk's reports one by one.
+    # readers give a chunk's reports one by one, split at "},{": a chunk's text is JSON
+    # without spaces whose strings hold no brace (``ingest.chunk_metrics``).
     __table_args__ = (
         Index("ix_metric_step", "trial_id", "group", "last_step"),
         Index("ix_metric_ordinal", "trial_id", "group", "ordinal"),
@@ -104,6 +105,7 @@ class Metric(SQLModel, table=True):
     reports: int = 1
     metrics_json: str
     steps_json: str = ""  # a chunk's steps, in order
+    times_json: str = ""  # [[reports, time], ...] of a chunk of lines written at several times
     batch_metrics_json: str = ""  # report_training_metrics(batch_metrics=...), if given
     reported: float
 

@@ -128,7 +128,7 @@ def _set_aside(path: Path, suffix: str) -> Path:
 
 # A metric row as Store._reports reads it.
 _REPORT_COLUMNS = ('trial_id, run_id, seq, "group", steps_completed, ordinal, reports, '
-                   "metrics_json, steps_json, batch_metrics_json, reported")
+                   "metrics_json, steps_json, times_json, batch_metrics_json, reported")
 
 
 def _raw(s: Session) -> sqlite3.Connection:
@@ -351,15 +351,15 @@ class Store:
         found: list[Report] = []
         with self.engine.connect() as conn:
             for (trial_id, run_id, seq, group, step, ordinal, reports, metrics_json, steps_json,
-                 batch_json, reported) in conn.exec_driver_sql(query, args):
+                 times_json, batch_json, reported) in conn.exec_driver_sql(query, args):
                 if reports == 1:
                     found.append(Report(trial_id, run_id, seq, group, step, ordinal,
                                         metrics_json, batch_json, reported))
                     continue
-                found += (Report(trial_id, run_id, seq, group, step, ordinal + k, text, "",
-                                 reported)
-                          for k, (step, text) in enumerate(zip(
-                              json.loads(steps_json), ingest.chunk_metrics(metrics_json))))
+                found += (Report(trial_id, run_id, seq, group, step, ordinal + k, text, "", time)
+                          for k, (step, text, time) in enumerate(zip(
+                              json.loads(steps_json), ingest.chunk_metrics(metrics_json),
+                              ingest.chunk_times(times_json, reports, reported))))
         return found
 
     def metric_series(self, trial_ids: Sequence[int], group: str, name: str, points: int

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from hpcdet.rundir.exchange import read_event_batch
-from hpcdet.store.ingest import BestOf
+from hpcdet.store.ingest import ROW_REPORTS, BestOf
 from tests.unit.store.store_support import Journaled, one_run, write_events
 
 LOSS = BestOf("loss", smaller_is_better=True)
@@ -84,13 +84,56 @@ def test_reports_of_one_step_in_one_chunk_merge(j: Journaled, tmp_path: Path) ->
                           ("training", 2, 1, 1, {"loss": 0.5, "acc": 0.9})]
 
 
+def test_the_lines_of_a_batch_make_one_row_and_keep_their_times(
+        j: Journaled, tmp_path: Path) -> None:
+    events = tmp_path / "events.jsonl"
+    lines = [  # three flushes: a chunk, a report alone, a chunk; then one past a row's size
+        '{"seq":1,"type":"metrics","time":1.5,"group":"training","steps":[1,2],'
+        '"metrics":[{"loss":1},{"loss":2}]}',
+        '{"seq":2,"type":"metrics","time":2.5,"group":"training","steps_completed":3,'
+        '"metrics":{"loss":3}}',
+        '{"seq":3,"type":"metrics","time":3.5,"group":"training","steps":[4,5],'
+        '"metrics":[{"loss":4},{"loss":5}]}',
+        # a brace in a string: stored as a row of its own
+        '{"seq":4,"type":"metrics","time":4.5,"group":"training","steps_completed":6,'
+        '"metrics":{"note":"{"}}',
+        '{"seq":5,"type":"metrics","time":5.5,"group":"training","steps":'
+        f'{list(range(7, 8 + ROW_REPORTS))},"metrics":[{",".join(["{}"] * (ROW_REPORTS + 1))}]}}'
+        .replace(" ", "")]
+    events.write_text("\n".join(lines) + "\n")
+    j.store.ingest_events(1, 1, events, LOSS)
+    assert _rows(j) == [("training", 1, 0, 5), ("training", 6, 5, 1),
+                        ("training", 7, 6, ROW_REPORTS + 1)]
+    reports = j.store.metrics(1)
+    assert [(m.steps_completed, m.reported, m.seq) for m in reports[:7]] == [
+        (1, 1.5, 1), (2, 1.5, 1), (3, 2.5, 1), (4, 3.5, 1), (5, 3.5, 1), (6, 4.5, 4),
+        (7, 5.5, 5)]
+    assert [json.loads(m.metrics_json) for m in reports[:6]] == [
+        {"loss": s} for s in range(1, 6)] + [{"note": "{"}]
+    assert len(reports) == ROW_REPORTS + 7
+    # A later run splits the row it resumes into, with each report's time.
+    j.run(1, 1, run_id=2, job_id="102")
+    second = tmp_path / "run2.jsonl"
+    write_events(second, _report("training", 5, loss=50))
+    j.store.ingest_events(1, 2, second, LOSS)
+    again = sorted(j.store.metrics(1), key=lambda m: m.ordinal)
+    assert [(m.steps_completed, m.reported, m.run_id) for m in again[:4]] == [
+        (1, 1.5, 1), (2, 1.5, 1), (3, 2.5, 1), (4, 3.5, 1)]
+    assert (again[4].steps_completed, again[4].run_id, again[4].ordinal) == (5, 2, 4)
+    assert again[4].reported > 5.5  # the time run 2 reported it
+    assert [(m.steps_completed, m.ordinal) for m in again[5:]] == [
+        (s, s - 1) for s in range(6, 8 + ROW_REPORTS)]
+
+
 def test_a_curve_is_thinned_across_chunks(j: Journaled, tmp_path: Path) -> None:
     events = tmp_path / "events.jsonl"
-    for first in range(1, 101, 10):  # ten flushes of ten reports
+    for first in range(1, 101, 10):  # ten flushes of ten reports, read in two batches
         write_events(events, *(_report("training", s, loss=s / 2, note="x") for s in
                                range(first, first + 10)), one_flush=True)
+        if first == 41:
+            j.store.ingest_events(1, 1, events, LOSS)
     j.store.ingest_events(1, 1, events, LOSS)
-    assert len(_rows(j)) == 10
+    assert _rows(j) == [("training", 1, 0, 50), ("training", 51, 50, 50)]
     every = j.store.metric_series([1], "training", "loss", points=1000)
     assert every == [(1, s, s / 2) for s in range(1, 101)]
     thinned = j.store.metric_series([1], "training", "loss", points=10)
