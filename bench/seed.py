@@ -54,11 +54,12 @@ def metrics(conn: Connection,
         'INSERT INTO metric (trial_id, run_id, seq, "group", steps_completed, last_step, '
         "ordinal, reports, metrics_json, steps_json, times_json, batch_metrics_json, "
         "reported) VALUES (?, 1, ?, ?, ?, ?, ?, ?, ?, ?, '', '', ?)",
-        [(t, seq, g, min(x), max(x), o, len(x), _compact(m[0] if len(m) == 1 else m),
+        [(t, seq, g, min(x), max(x), o, len(x), _compact(m[0] if len(m) == 1 else {
+            name: [metrics[name] for metrics in m] for name in m[0]}),
           _compact(x) if len(x) > 1 else "", now) for t, seq, g, x, o, m in rows])
 
 
 def _compact(value: Any) -> str:
-    """JSON as the trial writes it, which the store keeps (a chunk's reports are split at
-    "},{")."""
+    """JSON as the trial writes it, which the store keeps (a chunk's columns are found by
+    their brackets)."""
     return json.dumps(value, separators=(",", ":"))

@@ -24,7 +24,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from functools import lru_cache
 from itertools import accumulate, compress, repeat
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import Any, BinaryIO, NamedTuple, cast
 
@@ -218,32 +218,35 @@ class Event(NamedTuple):
 # time, flat metrics (numbers, plain strings, true/false/null) and batch metrics null or
 # absent. Such a line is valid JSON by the pattern alone, so its fields are taken from it as
 # they stand and its metrics text can be stored as written. Any other line is decoded whole.
-# A chunk line holds consecutive reports of one group that one flush wrote (``"steps"`` and
-# ``"metrics"`` are lists, in step); its strings hold no brace, so that its reports are
-# counted by the text between them.
+# A chunk line holds consecutive reports of one group and the same metrics that one flush
+# wrote, a list of values per metric (``"steps"``, ``"columns"``); its strings hold none of
+# ``,[]{}``, so that its columns and their values are found by the text between them.
 _TEXT = r"[ !#-\[\]-~]*+"  # printable ASCII but " and \, so a JSON string's value is its text
-_CHUNK_TEXT = r"[ !#-\[\]-z|~]*+"  # the same without { and }
+_COLUMN_TEXT = r"[ !#-+\--Z^-z|~]*+"  # the same without , [ ] { }
 _INT = r"(?:0|[1-9][0-9]*+)"
 _NUMBER = rf"-?+{_INT}(?:\.[0-9]++)?+(?:[eE][-+]?+[0-9]++)?+"
 _FLOAT = rf"-?+{_INT}(?:\.[0-9]++(?:[eE][-+]?+[0-9]++)?+|[eE][-+]?+[0-9]++)"
 
 
-def _object(text: str) -> str:
-    member = rf'"{text}":(?>{_NUMBER}|"{text}"|true|false|null)'
-    return rf"\{{(?:{member}(?:,{member})*+)?+\}}"
+def _value(text: str) -> str:
+    return rf'(?>{_NUMBER}|"{text}"|true|false|null)'
 
 
-_CHUNK_OBJECT = _object(_CHUNK_TEXT)
+_MEMBER = rf'"{_TEXT}":{_value(_TEXT)}'
+_COLUMN = rf'"{_COLUMN_TEXT}":\[{_value(_COLUMN_TEXT)}(?:,{_value(_COLUMN_TEXT)})*+\]'
 _METRICS_LINE = (
     rf'\{{"seq":({_INT}),"type":"metrics","time":({_FLOAT}),"group":"({_TEXT})",'
-    rf'(?:"steps_completed":({_INT}),"metrics":({_object(_TEXT)})(?:,"batch_metrics":null)?+'
-    rf'|"steps":\[({_INT}(?:,{_INT})*+)\],"metrics":(\[{_CHUNK_OBJECT}(?:,{_CHUNK_OBJECT})*+\]))'
+    rf'(?:"steps_completed":({_INT}),"metrics":(\{{(?:{_MEMBER}(?:,{_MEMBER})*+)?+\}})'
+    r'(?:,"batch_metrics":null)?+'
+    rf'|"steps":\[({_INT}(?:,{_INT})*+)\],"columns":(\{{(?:{_COLUMN}(?:,{_COLUMN})*+)?+\}}))'
     r"\}"
 )
 # Matches each line: the line, then its seven fields if it is such a metrics line (the step
-# and metrics of a report, or the steps and metrics of a chunk).
+# and metrics of a report, or the steps and columns of a chunk).
 _LINES = re.compile(rf"^({_METRICS_LINE}|[^\n]*+)$", re.MULTILINE)
 _STRIDE = 9  # what its split gives of each line: the text before it, the line, seven fields
+# A column of a chunk's text the pattern let in: its metric's name and its values' text.
+COLUMNS = re.compile(r'"([^"]*)":\[([^\]]*)\]')
 
 
 @lru_cache(maxsize=64)
@@ -296,6 +299,16 @@ class _MetricsBody(Mapping[str, Any]):
         return self._body
 
 
+class Chunk(NamedTuple):
+    """What a chunk line holds: its reports' steps, and its metrics' names and the text of
+    each one's values, in order."""
+
+    steps: list[int]
+    steps_text: str  # "1,2,3"
+    names: tuple[str, ...]
+    values: tuple[str, ...]  # '0.5,0.25,0.125' for each name
+
+
 class MetricLines(NamedTuple):
     """A batch's metrics events read by the pattern, as columns in file order: what storing
     them needs, none of it decoded."""
@@ -304,15 +317,15 @@ class MetricLines(NamedTuple):
     times: list[float]
     groups: list[str]
     steps: list[int]
-    metrics_json: list[str]  # each line's metrics as the trial wrote them (a chunk's: a list)
+    metrics_json: list[str]  # each line's metrics as the trial wrote them (a chunk's columns)
     end_offsets: list[int]
     texts: list[str]  # each whole line
-    # The chunk lines, by index: each one's steps, in order (``steps`` holds the first).
-    chunks: Mapping[int, list[int]] = {}
+    # The chunk lines, by index (``steps`` holds each one's first step).
+    chunks: Mapping[int, Chunk] = {}
 
     def reports(self) -> int:
         """How many reports the lines hold."""
-        return len(self.seqs) + sum(len(steps) - 1 for steps in self.chunks.values())
+        return len(self.seqs) + sum(len(c.steps) - 1 for c in self.chunks.values())
 
 
 _NO_LINES = MetricLines([], [], [], [], [], [], [])
@@ -369,8 +382,7 @@ def read_event_batch(path: str | Path, offset: int) -> EventBatch:
     ends = list(accumulate(map((1).__add__, map(len, lines)), initial=offset))[1:]
     columns = [parts[i::_STRIDE] for i in range(2, _STRIDE)]
     matched = columns[0]
-    if columns[5].count(None) != len(columns[5]):  # chunk lines
-        _check_chunks(columns)
+    read_chunks = _chunks(columns) if columns[5].count(None) != len(columns[5]) else {}
     odd = [i for i, seq in enumerate(matched) if seq is None] if None in matched else []
     fast_lines, fast_ends = lines, ends
     if odd:
@@ -378,13 +390,14 @@ def read_event_batch(path: str | Path, offset: int) -> EventBatch:
         fast_lines, fast_ends = list(compress(lines, matched)), list(compress(ends, matched))
     seq_texts, time_texts, groups, step_texts, metrics_json = cast(
         "list[list[str]]", columns[:5])
-    chunk_steps, chunk_json = columns[5:]
-    chunks: dict[int, list[int]] = {}
-    if chunk_steps.count(None) != len(chunk_steps):
-        for i, text in enumerate(chunk_steps):
-            if text is not None:
-                chunks[i] = steps = list(map(int, text.split(",")))
-                step_texts[i], metrics_json[i] = str(steps[0]), cast(str, chunk_json[i])
+    chunks: dict[int, Chunk] = {}
+    if read_chunks:
+        kept = list(compress(range(len(matched)), matched)) if odd else range(len(matched))
+        for i, line in enumerate(kept):
+            if (chunk := read_chunks.get(line)) is not None:
+                chunks[i] = chunk
+                step_texts[i] = str(chunk.steps[0])
+                metrics_json[i] = cast(str, columns[6][i])
     seqs = list(map(int, seq_texts))
     fed = compress(range(len(groups)), map(FED_GROUP.__eq__, groups))
     events = [Event(seqs[i], "metrics", _MetricsBody(groups[i], fast_lines[i]), fast_ends[i])
@@ -404,10 +417,10 @@ def read_event_batch(path: str | Path, offset: int) -> EventBatch:
         if not isinstance(seq, int) or isinstance(seq, bool) or not isinstance(type_, str):
             report_skipped(path, start, "an event without seq or type")
             continue
-        if type_ == "metrics" and "steps" in body:
+        if type_ == "metrics" and "columns" in body:
             reports = _chunk_reports(body)
             if reports is None:
-                report_skipped(path, start, "a chunk of metrics whose steps and metrics differ")
+                report_skipped(path, start, "a chunk of metrics whose steps and values differ")
             others += (Event(seq, type_, report, ends[i]) for report in reports or ())
             continue
         others.append(Event(seq=seq, type=type_, body=body, end_offset=ends[i]))
@@ -424,29 +437,40 @@ def read_event_batch(path: str | Path, offset: int) -> EventBatch:
                       max(bounds)[1] if bounds else None, metric_lines, others)
 
 
-def _check_chunks(columns: list[list[str | None]]) -> None:
-    """Leave to the decoder (as if the pattern had not matched them) the chunk lines whose
-    reports the text does not count as their steps, and those of the group the feed reads,
-    which it reads one report at a time."""
-    seqs, groups, chunk_steps, chunk_json = columns[0], columns[2], columns[5], columns[6]
+def _chunks(columns: list[list[str | None]]) -> dict[int, Chunk]:
+    """The chunk lines the pattern matched, by index; those whose columns do not each hold a
+    value per step, and those of the group the feed reads (which it reads one report at a
+    time), are left to the decoder, as if the pattern had not matched them."""
+    seqs, groups, chunk_steps, chunk_columns = columns[0], columns[2], columns[5], columns[6]
+    found = {}
     for i, text in enumerate(chunk_steps):
-        if text is not None and (groups[i] == FED_GROUP or text.count(",")
-                                 != cast(str, chunk_json[i]).count("},{")):
+        if text is None:
+            continue
+        steps = list(map(int, text.split(",")))
+        columns = COLUMNS.findall(cast(str, chunk_columns[i]))
+        values = tuple(map(itemgetter(1), columns))
+        if groups[i] == FED_GROUP or not all(map(
+                (len(steps) - 1).__eq__, map(str.count, values, repeat(",")))):
             seqs[i] = None
+        else:
+            found[i] = Chunk(steps, text, tuple(map(itemgetter(0), columns)), values)
+    return found
 
 
 def _chunk_reports(body: dict[str, Any]) -> list[dict[str, Any]] | None:
     """The reports of a decoded chunk line, each with the body of a single report's line, or
-    None if its steps and metrics are not lists of as many steps and objects."""
-    steps, metrics = body.get("steps"), body.get("metrics")
-    if (not isinstance(steps, list) or not isinstance(metrics, list)
-            or len(steps) != len(metrics)
+    None if its columns do not each hold a value per step."""
+    steps, columns = body.get("steps"), body.get("columns")
+    if (not isinstance(steps, list) or not isinstance(columns, dict)
             or not all(type(step) is int for step in steps)
-            or not all(isinstance(values, dict) for values in metrics)):
+            or not all(isinstance(values, list) and len(values) == len(steps)
+                       for values in columns.values())):
         return None
-    common = {k: v for k, v in body.items() if k not in ("steps", "metrics")}
-    return [{**common, "steps_completed": step, "metrics": values, "batch_metrics": None}
-            for step, values in zip(steps, metrics)]
+    common = {k: v for k, v in body.items() if k not in ("steps", "columns")}
+    return [{**common, "steps_completed": step,
+             "metrics": {name: values[k] for name, values in columns.items()},
+             "batch_metrics": None}
+            for k, step in enumerate(steps)]
 
 
 def read_events(path: str | Path, offset: int) -> list[Event]:
@@ -539,24 +563,27 @@ def _chunkable(type_: str, body: Mapping[str, Any]) -> bool:
 
 
 def _lines(pending: list[tuple[str, dict[str, Any]]], seq: int, now: float) -> list[str]:
-    """The lines of a flush, numbered from ``seq``. Consecutive reports of one group but the
-    one the feed reads make one chunk line: a trial reporting every batch writes, and the
-    daemon reads and stores, a line a second rather than hundreds."""
+    """The lines of a flush, numbered from ``seq``. Consecutive reports of the same metrics
+    in one group but the one the feed reads make one chunk line, each metric's name once: a
+    trial reporting every batch writes, and the daemon reads and stores, a line a second
+    rather than hundreds."""
     lines = []
     i = 0
     while i < len(pending):
         type_, body = pending[i]
         j = i + 1
         if _chunkable(type_, body):
+            names = list(body["metrics"])
             while (j < len(pending) and _chunkable(*pending[j])
-                   and pending[j][1]["group"] == body["group"]):
+                   and pending[j][1]["group"] == body["group"]
+                   and list(pending[j][1]["metrics"]) == names):
                 j += 1
         if j - i > 1:
-            run = [report for _, report in pending[i:j]]
-            lines.append(dumps({"seq": seq, "type": "metrics", "time": now,
-                                "group": body["group"],
-                                "steps": [report["steps_completed"] for report in run],
-                                "metrics": [report["metrics"] for report in run]}))
+            run = [report["metrics"] for _, report in pending[i:j]]
+            lines.append(dumps({
+                "seq": seq, "type": "metrics", "time": now, "group": body["group"],
+                "steps": [report["steps_completed"] for _, report in pending[i:j]],
+                "columns": {name: [metrics[name] for metrics in run] for name in names}}))
         else:
             lines.append(dumps({"seq": seq, "type": type_, "time": now, **body}))
         seq += 1

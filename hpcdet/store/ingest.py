@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from functools import cache
 from itertools import chain, compress, repeat
 from operator import itemgetter
-from typing import Any, Callable, cast
+from typing import Any, Callable
 
 from sqlmodel import Session
 
-from hpcdet.rundir.exchange import Event, EventBatch, MetricLines, metric_value
+from hpcdet.rundir.exchange import COLUMNS, Chunk, Event, EventBatch, MetricLines, metric_value
 from hpcdet.states import CheckpointState
 from hpcdet.store.models import Checkpoint, Trial
 
@@ -192,30 +192,30 @@ def store_metrics(writes: MetricWrites, trial_id: int, run_id: int, batch: Event
 def _append(rows: list[Row], trial_id: int, run_id: int, lines: MetricLines,
             ends: dict[str, tuple[int, int]]) -> dict[str, int]:
     """Add the lines' rows, numbered on from each group's last ordinal in ``ends``; returns
-    each group's last ordinal after them. Consecutive lines of a group make one row of up to
-    ROW_REPORTS reports: at a thousand live runs the daemon reads each log every ten seconds,
-    and ten lines a run in one row rather than ten cost it a tenth of the inserts."""
+    each group's last ordinal after them. Consecutive chunk lines of a group and the same
+    metrics make one row of up to ROW_REPORTS reports: at a thousand live runs the daemon
+    reads each log every ten seconds, and ten lines a run in one row rather than ten cost it
+    a tenth of the inserts."""
     following = {g: last + 1 for g, (last, _) in ends.items()}
-    chunks, texts = lines.chunks, lines.metrics_json
-    row: _Chunk | None = None
+    row: _Rows | None = None
     for i, group in enumerate(lines.groups):
-        text = texts[i]
-        steps = chunks.get(i)
-        if steps is None:
-            steps = [lines.steps[i]]
-            # A single report's strings may hold braces, which a chunk's may not.
-            inner = text if "{" not in text[1:] and "}" not in text[:-1] else None
-        else:
-            inner = text[1:-1]  # its reports, the list's brackets off
-        if (row is not None and row.group == group and inner is not None
-                and row.inner is not None and len(row.steps) + len(steps) <= ROW_REPORTS):
-            row.add(steps, inner, lines.times[i])
-        else:
+        chunk = lines.chunks.get(i)
+        if chunk is None:
             if row is not None:
                 rows.append(row.row(trial_id, run_id))
-            row = _Chunk(group, lines.seqs[i], following[group], steps, text, inner,
-                         lines.times[i])
-        following[group] += len(steps)
+                row = None
+            step = lines.steps[i]
+            rows.append((trial_id, run_id, lines.seqs[i], group, step, step, following[group],
+                         1, lines.metrics_json[i], "", "", "", lines.times[i]))
+            following[group] += 1
+            continue
+        if (row is None or group != row.group or chunk.names != row.names
+                or row.reports + len(chunk.steps) > ROW_REPORTS):
+            if row is not None:
+                rows.append(row.row(trial_id, run_id))
+            row = _Rows(group, lines.seqs[i], following[group], chunk.names)
+        row.add(chunk, lines.times[i])
+        following[group] += len(chunk.steps)
     if row is not None:
         rows.append(row.row(trial_id, run_id))
     return {g: n - 1 for g, n in following.items()}
@@ -226,33 +226,37 @@ def _append(rows: list[Row], trial_id: int, run_id: int, lines: MetricLines,
 ROW_REPORTS = 250
 
 
-class _Chunk:
-    """A row being built from consecutive lines of one group: their reports, and each line's
-    time while they differ."""
+class _Rows:
+    """A row being built from consecutive chunk lines of one group and the same metrics:
+    their values are joined column by column, and each line's time kept while they differ."""
 
-    __slots__ = ("group", "seq", "ordinal", "steps", "text", "inner", "parts", "times")
+    __slots__ = ("group", "seq", "ordinal", "names", "chunks", "times", "reports")
 
-    def __init__(self, group: str, seq: int, ordinal: int, steps: list[int], text: str,
-                 inner: str | None, reported: float) -> None:
-        self.group, self.seq, self.ordinal = group, seq, ordinal
-        self.steps, self.text, self.inner = steps, text, inner
-        self.parts: list[str] = []  # the reports of the lines added, as ``inner``
-        self.times = [(len(steps), reported)]
+    def __init__(self, group: str, seq: int, ordinal: int, names: tuple[str, ...]) -> None:
+        self.group, self.seq, self.ordinal, self.names = group, seq, ordinal, names
+        self.chunks: list[Chunk] = []
+        self.times: list[tuple[int, float]] = []
+        self.reports = 0
 
-    def add(self, steps: list[int], inner: str, reported: float) -> None:
-        self.steps = self.steps + steps
-        self.parts.append(inner)
-        self.times.append((len(steps), reported))
+    def add(self, chunk: Chunk, reported: float) -> None:
+        self.chunks.append(chunk)
+        self.times.append((len(chunk.steps), reported))
+        self.reports += len(chunk.steps)
 
     def row(self, trial_id: int, run_id: int) -> Row:
-        steps, (_, reported) = self.steps, self.times[0]
+        chunks, reported = self.chunks, self.times[0][1]
+        steps = list(chain.from_iterable(chunk.steps for chunk in chunks))
         head = (trial_id, run_id, self.seq, self.group, min(steps), max(steps), self.ordinal,
                 len(steps))
-        if len(steps) == 1:
-            return (*head, self.text, "", "", "", reported)
-        metrics = f"[{','.join([cast(str, self.inner), *self.parts])}]"
-        times = "" if len(self.times) == 1 else json.dumps(self.times)
-        return (*head, metrics, f"[{','.join(map(str, steps))}]", times, "", reported)
+        columns = "{" + ",".join(
+            f'"{name}":[{",".join([chunk.values[k] for chunk in chunks])}]'
+            for k, name in enumerate(self.names)) + "}"
+        if len(steps) == 1:  # a chunk line of one report
+            return (*head, chunk_metrics(columns, 1)[0], "", "", "", reported)
+        times = "" if len(self.times) == 1 else (
+            "[" + ",".join(f"[{n},{t!r}]" for n, t in self.times) + "]")
+        return (*head, columns, f"[{','.join(chunk.steps_text for chunk in chunks)}]", times,
+                "", reported)
 
 
 def _reports(lines: MetricLines) -> list[_Line]:
@@ -262,17 +266,20 @@ def _reports(lines: MetricLines) -> list[_Line]:
         repeat(""), lines.times))
     for i in sorted(lines.chunks, reverse=True):
         end, seq, group, _, metrics_json, _, reported = reports[i]
+        steps = lines.chunks[i].steps
         reports[i:i + 1] = [
             (end, seq, group, step, text, "", reported)
-            for step, text in zip(lines.chunks[i], chunk_metrics(metrics_json))]
+            for step, text in zip(steps, chunk_metrics(metrics_json, len(steps)))]
     return reports
 
 
-def chunk_metrics(metrics_json: str) -> list[str]:
-    """The metrics text of each report of a chunk row, as the trial wrote it. The pattern that
-    let the chunk in admits no brace inside its strings, so "},{" is only ever between two
-    reports (a chunk holds two or more)."""
-    return [f"{{{text}}}" for text in metrics_json[2:-2].split("},{")]
+def chunk_metrics(columns_json: str, reports: int) -> list[str]:
+    """The metrics text of each report of a chunk row's columns. The pattern that let the
+    chunk in admits none of ``,[]{}`` inside its strings, so its columns are found by their
+    brackets and their values split at commas."""
+    columns = [(name, values.split(",")) for name, values in COLUMNS.findall(columns_json)]
+    return ["{" + ",".join(f'"{name}":{values[k]}' for name, values in columns) + "}"
+            for k in range(reports)]
 
 
 def _split_chunks(conn: sqlite3.Connection, trial_id: int, group: str, low: int, high: int
@@ -291,7 +298,7 @@ def _split_chunks(conn: sqlite3.Connection, trial_id: int, group: str, low: int,
         for _, run_id, seq, ordinal, reports, steps_json, metrics_json, times_json, row_time
         in found
         for k, (step, text, reported) in enumerate(zip(
-            json.loads(steps_json), chunk_metrics(metrics_json),
+            json.loads(steps_json), chunk_metrics(metrics_json, reports),
             chunk_times(times_json, reports, row_time)))])
 
 
@@ -343,7 +350,8 @@ def _steps_by_group(lines: MetricLines) -> dict[str, list[int]]:
     if lines.chunks:
         found: dict[str, list[int]] = {}
         for i, (group, step) in enumerate(zip(lines.groups, lines.steps)):
-            found.setdefault(group, []).extend(lines.chunks.get(i, (step,)))
+            chunk = lines.chunks.get(i)
+            found.setdefault(group, []).extend((step,) if chunk is None else chunk.steps)
         return found
     if len(groups := set(lines.groups)) == 1:
         return {lines.groups[0]: lines.steps}

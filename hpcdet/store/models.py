@@ -82,13 +82,14 @@ class Run(SQLModel, table=True):
 
 
 class Metric(SQLModel, table=True):
-    # One report per (trial, group, step), or a chunk of ``reports`` reports of new steps that
-    # a trial wrote as one line (its steps in ``steps_json``, its metrics a list in
-    # ``metrics_json``): the daemon stores a line a second rather than hundreds of rows.
+    # One report per (trial, group, step), or a chunk of ``reports`` reports of new steps and
+    # the same metrics that a trial wrote as one or more lines of one flush each: its steps in
+    # ``steps_json``, its metrics as columns, ``{"loss": [0.5, 0.4, ...], ...}``, in
+    # ``metrics_json`` (the daemon stores a row every ten seconds rather than hundreds).
     # ``ordinal`` numbers a trial's reports of a group in order (a chunk's, its first), so a
     # curve of thousands of reports can be thinned to every k-th by the index. The store's
-    # readers give a chunk's reports one by one, split at "},{": a chunk's text is JSON
-    # without spaces whose strings hold no brace (``ingest.chunk_metrics``).
+    # readers give a chunk's reports one by one, from the columns' text: a chunk's strings
+    # hold none of ``,[]{}`` (``ingest.chunk_metrics``).
     __table_args__ = (
         Index("ix_metric_step", "trial_id", "group", "last_step"),
         Index("ix_metric_ordinal", "trial_id", "group", "ordinal"),
@@ -105,7 +106,7 @@ class Metric(SQLModel, table=True):
     reports: int = 1
     metrics_json: str
     steps_json: str = ""  # a chunk's steps, in order
-    times_json: str = ""  # [[reports, time], ...] of a chunk of lines written at several times
+    times_json: str = ""  # [[reports, time], ...] of a chunk of several lines' reports
     batch_metrics_json: str = ""  # report_training_metrics(batch_metrics=...), if given
     reported: float
 

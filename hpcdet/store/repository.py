@@ -25,7 +25,7 @@ from sqlalchemy.orm.attributes import set_committed_value
 from sqlmodel import Session, SQLModel, col, create_engine, func, select
 
 from hpcdet.errors import NotFoundError, StoreError
-from hpcdet.rundir.exchange import EventBatch, read_event_batch
+from hpcdet.rundir.exchange import COLUMNS, EventBatch, read_event_batch
 from hpcdet.states import (
     FINAL_EXPERIMENT_STATES,
     FINAL_TRIAL_STATES,
@@ -358,7 +358,7 @@ class Store:
                     continue
                 found += (Report(trial_id, run_id, seq, group, step, ordinal + k, text, "", time)
                           for k, (step, text, time) in enumerate(zip(
-                              json.loads(steps_json), ingest.chunk_metrics(metrics_json),
+                              json.loads(steps_json), ingest.chunk_metrics(metrics_json, reports),
                               ingest.chunk_times(times_json, reports, reported))))
         return found
 
@@ -387,9 +387,8 @@ class Store:
             SELECT m.trial_id,
               CASE m.reports WHEN 1 THEN m.steps_completed
                 ELSE json_extract(m.steps_json, '$[' || (p.ordinal - m.ordinal) || ']') END,
-              CASE m.reports WHEN 1 THEN json_extract(m.metrics_json, '$' || ?3)
-                ELSE json_extract(m.metrics_json, '$[' || (p.ordinal - m.ordinal) || ']' || ?3)
-              END
+              json_extract(m.metrics_json, '$' || ?3 || CASE m.reports WHEN 1 THEN ''
+                ELSE '[' || (p.ordinal - m.ordinal) || ']' END)
             FROM picks p JOIN metric m ON m.id = (
                 SELECT id FROM metric WHERE trial_id = p.trial_id AND "group" = ?1
                 AND ordinal <= p.ordinal ORDER BY ordinal DESC LIMIT 1)
@@ -427,9 +426,9 @@ class Store:
         with self.engine.connect() as conn:
             for group, reports, metrics_json in conn.exec_driver_sql(query, tuple(trial_ids)):
                 have = names.setdefault(group, [])
-                found = json.loads(metrics_json)
-                for metrics in (found[0], found[-1]) if reports > 1 else (found,):
-                    have += [k for k in metrics if k not in have]
+                found = (list(json.loads(metrics_json)) if reports == 1
+                         else [name for name, _ in COLUMNS.findall(metrics_json)])
+                have += [k for k in found if k not in have]
         return names
 
     def checkpoint(self, uuid: str) -> Checkpoint:

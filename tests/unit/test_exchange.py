@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from hpcdet.rundir.exchange import (
+    Chunk,
     EventWriter,
     FileWatch,
     append_line,
@@ -242,8 +243,10 @@ def test_a_chunk_line_holds_the_consecutive_plain_reports_of_a_group(tmp_path: P
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     assert [(line["seq"], line.get("steps", line.get("steps_completed"))) for line in lines] == [
         (1, [1, 2, 3]), (2, 3), (3, [3, 4]), (4, 4), (5, None)]
+    assert lines[0]["columns"] == {"loss": [1, 2, 3]}
     batch = read_event_batch(path, 0)
-    assert batch.metric_lines.chunks == {0: [1, 2, 3], 2: [3, 4]}
+    assert batch.metric_lines.chunks == {0: Chunk([1, 2, 3], "1,2,3", ("loss",), ("1,2,3",)),
+                                         2: Chunk([3, 4], "3,4", ("x",), ('"a b","c"',))}
     assert batch.metric_lines.reports() == 6  # the batch-metrics report is decoded
     every = read_events(path, 0)
     assert [(e.type, {k: v for k, v in e.body.items() if k != "time"}) for e in every] == emitted
@@ -251,12 +254,12 @@ def test_a_chunk_line_holds_the_consecutive_plain_reports_of_a_group(tmp_path: P
 
 
 @pytest.mark.parametrize("line, reports", [
-    # A brace in a string: the text cannot count the reports, so the line is decoded.
-    ('"steps":[1,2],"metrics":[{"x":"},{"},{"x":1}]', [(1, {"x": "},{"}), (2, {"x": 1})]),
-    ('"steps":[1,2],"metrics":[{"x":{"y":1}},{"x":1}]', [(1, {"x": {"y": 1}}), (2, {"x": 1})]),
-    # Steps and metrics that differ in number: skipped, and said so.
-    ('"steps":[1,2,3],"metrics":[{"x":1},{"x":2}]', []),
-    ('"steps":[1,true],"metrics":[{"x":1},{"x":2}]', []),
+    # A comma or bracket in a string: the text cannot count the values, so the line is decoded.
+    ('"steps":[1,2],"columns":{"x":["a,b","]"]}', [(1, {"x": "a,b"}), (2, {"x": "]"})]),
+    ('"steps":[1,2],"columns":{"x":[{"y":1},1]}', [(1, {"x": {"y": 1}}), (2, {"x": 1})]),
+    # Steps and values that differ in number: skipped, and said so.
+    ('"steps":[1,2,3],"columns":{"x":[1,2,3],"y":[1,2]}', []),
+    ('"steps":[1,true],"columns":{"x":[1,2]}', []),
 ])
 def test_a_chunk_line_the_pattern_cannot_take_is_decoded_or_skipped(
         tmp_path: Path, caplog: pytest.LogCaptureFixture, line: str,
@@ -266,5 +269,5 @@ def test_a_chunk_line_the_pattern_cannot_take_is_decoded_or_skipped(
     batch = read_event_batch(path, 0)
     assert batch.metric_lines.seqs == []
     assert [(e.body["steps_completed"], e.body["metrics"]) for e in batch.others] == reports
-    assert ("steps and metrics differ" in caplog.text) == (not reports)
+    assert ("steps and values differ" in caplog.text) == (not reports)
     assert batch.end_offset == path.stat().st_size

@@ -84,45 +84,49 @@ def test_reports_of_one_step_in_one_chunk_merge(j: Journaled, tmp_path: Path) ->
                           ("training", 2, 1, 1, {"loss": 0.5, "acc": 0.9})]
 
 
+def _chunk(seq: int, time: float, steps: list[int], **columns: list[Any]) -> str:
+    return json.dumps({"seq": seq, "type": "metrics", "time": time, "group": "training",
+                       "steps": steps, "columns": columns}, separators=(",", ":"))
+
+
 def test_the_lines_of_a_batch_make_one_row_and_keep_their_times(
         j: Journaled, tmp_path: Path) -> None:
     events = tmp_path / "events.jsonl"
-    lines = [  # three flushes: a chunk, a report alone, a chunk; then one past a row's size
-        '{"seq":1,"type":"metrics","time":1.5,"group":"training","steps":[1,2],'
-        '"metrics":[{"loss":1},{"loss":2}]}',
-        '{"seq":2,"type":"metrics","time":2.5,"group":"training","steps_completed":3,'
-        '"metrics":{"loss":3}}',
-        '{"seq":3,"type":"metrics","time":3.5,"group":"training","steps":[4,5],'
-        '"metrics":[{"loss":4},{"loss":5}]}',
-        # a brace in a string: stored as a row of its own
-        '{"seq":4,"type":"metrics","time":4.5,"group":"training","steps_completed":6,'
-        '"metrics":{"note":"{"}}',
-        '{"seq":5,"type":"metrics","time":5.5,"group":"training","steps":'
-        f'{list(range(7, 8 + ROW_REPORTS))},"metrics":[{",".join(["{}"] * (ROW_REPORTS + 1))}]}}'
-        .replace(" ", "")]
-    events.write_text("\n".join(lines) + "\n")
+    big = list(range(9, 10 + ROW_REPORTS))
+    events.write_text("\n".join([  # flushes of chunks, a report alone, other metrics
+        _chunk(1, 1.5, [1, 2], loss=[1, 2], acc=["a", "b"]),
+        _chunk(2, 2.5, [3, 4], loss=[3, 4], acc=["c", "d"]),
+        '{"seq":3,"type":"metrics","time":3.5,"group":"training","steps_completed":5,'
+        '"metrics":{"loss":5,"acc":"e"}}',
+        _chunk(4, 4.5, [6, 7], loss=[6, 7], acc=["f", "g"]),
+        _chunk(5, 5.5, [8], loss=[8]),  # other metrics: a row of its own
+        _chunk(6, 6.5, big, loss=big),  # past a row's size
+    ]) + "\n")
     j.store.ingest_events(1, 1, events, LOSS)
-    assert _rows(j) == [("training", 1, 0, 5), ("training", 6, 5, 1),
-                        ("training", 7, 6, ROW_REPORTS + 1)]
+    assert _rows(j) == [("training", 1, 0, 4), ("training", 5, 4, 1), ("training", 6, 5, 2),
+                        ("training", 8, 7, 1), ("training", 9, 8, ROW_REPORTS + 1)]
     reports = j.store.metrics(1)
-    assert [(m.steps_completed, m.reported, m.seq) for m in reports[:7]] == [
-        (1, 1.5, 1), (2, 1.5, 1), (3, 2.5, 1), (4, 3.5, 1), (5, 3.5, 1), (6, 4.5, 4),
-        (7, 5.5, 5)]
-    assert [json.loads(m.metrics_json) for m in reports[:6]] == [
-        {"loss": s} for s in range(1, 6)] + [{"note": "{"}]
-    assert len(reports) == ROW_REPORTS + 7
-    # A later run splits the row it resumes into, with each report's time.
+    assert [(m.steps_completed, m.reported, m.seq, json.loads(m.metrics_json))
+            for m in reports[:9]] == [
+        (1, 1.5, 1, {"loss": 1, "acc": "a"}), (2, 1.5, 1, {"loss": 2, "acc": "b"}),
+        (3, 2.5, 1, {"loss": 3, "acc": "c"}), (4, 2.5, 1, {"loss": 4, "acc": "d"}),
+        (5, 3.5, 3, {"loss": 5, "acc": "e"}), (6, 4.5, 4, {"loss": 6, "acc": "f"}),
+        (7, 4.5, 4, {"loss": 7, "acc": "g"}), (8, 5.5, 5, {"loss": 8}),
+        (9, 6.5, 6, {"loss": 9})]
+    assert len(reports) == ROW_REPORTS + 9
+    assert j.store.metric_names([1]) == {"training": ["loss", "acc"]}
+    # A later run splits the row it resumes into, each report with its time.
     j.run(1, 1, run_id=2, job_id="102")
     second = tmp_path / "run2.jsonl"
-    write_events(second, _report("training", 5, loss=50))
+    write_events(second, _report("training", 4, loss=40))
     j.store.ingest_events(1, 2, second, LOSS)
     again = sorted(j.store.metrics(1), key=lambda m: m.ordinal)
-    assert [(m.steps_completed, m.reported, m.run_id) for m in again[:4]] == [
-        (1, 1.5, 1), (2, 1.5, 1), (3, 2.5, 1), (4, 3.5, 1)]
-    assert (again[4].steps_completed, again[4].run_id, again[4].ordinal) == (5, 2, 4)
-    assert again[4].reported > 5.5  # the time run 2 reported it
-    assert [(m.steps_completed, m.ordinal) for m in again[5:]] == [
-        (s, s - 1) for s in range(6, 8 + ROW_REPORTS)]
+    assert [(m.steps_completed, m.reported, m.run_id) for m in again[:3]] == [
+        (1, 1.5, 1), (2, 1.5, 1), (3, 2.5, 1)]
+    assert (again[3].steps_completed, again[3].run_id, again[3].ordinal) == (4, 2, 3)
+    assert json.loads(again[3].metrics_json) == {"loss": 40} and again[3].reported > 6.5
+    assert [(m.steps_completed, m.ordinal) for m in again[4:]] == [
+        (s, s - 1) for s in range(5, 10 + ROW_REPORTS)]
 
 
 def test_a_curve_is_thinned_across_chunks(j: Journaled, tmp_path: Path) -> None:
@@ -147,7 +151,7 @@ def test_a_chunk_of_validations_reaches_the_feed_one_report_at_a_time(
     # The trial side never writes one, but a line that does must not hide them from the feed.
     events = tmp_path / "events.jsonl"
     events.write_text('{"seq":1,"type":"metrics","time":1.5,"group":"validation",'
-                      '"steps":[1,2],"metrics":[{"loss":0.5},{"loss":0.25}]}\n')
+                      '"steps":[1,2],"columns":{"loss":[0.5,0.25]}}\n')
     new = j.store.ingest_events(1, 1, events, LOSS)
     assert [(e.body["steps_completed"], e.body["metrics"]) for e in new.events] == [
         (1, {"loss": 0.5}), (2, {"loss": 0.25})]
