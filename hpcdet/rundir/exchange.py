@@ -447,13 +447,13 @@ def _chunks(columns: list[list[str | None]]) -> dict[int, Chunk]:
         if text is None:
             continue
         steps = list(map(int, text.split(",")))
-        columns = COLUMNS.findall(cast(str, chunk_columns[i]))
-        values = tuple(map(itemgetter(1), columns))
+        pairs = COLUMNS.findall(cast(str, chunk_columns[i]))
+        values = tuple(map(itemgetter(1), pairs))
         if groups[i] == FED_GROUP or not all(map(
                 (len(steps) - 1).__eq__, map(str.count, values, repeat(",")))):
             seqs[i] = None
         else:
-            found[i] = Chunk(steps, text, tuple(map(itemgetter(0), columns)), values)
+            found[i] = Chunk(steps, text, tuple(map(itemgetter(0), pairs)), values)
     return found
 
 
