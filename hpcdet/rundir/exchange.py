@@ -323,10 +323,6 @@ class MetricLines(NamedTuple):
     # The chunk lines, by index (``steps`` holds each one's first step).
     chunks: Mapping[int, Chunk] = {}
 
-    def reports(self) -> int:
-        """How many reports the lines hold."""
-        return len(self.seqs) + sum(len(c.steps) - 1 for c in self.chunks.values())
-
 
 _NO_LINES = MetricLines([], [], [], [], [], [], [])
 

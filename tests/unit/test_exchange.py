@@ -247,7 +247,8 @@ def test_a_chunk_line_holds_the_consecutive_plain_reports_of_a_group(tmp_path: P
     batch = read_event_batch(path, 0)
     assert batch.metric_lines.chunks == {0: Chunk([1, 2, 3], "1,2,3", ("loss",), ("1,2,3",)),
                                          2: Chunk([3, 4], "3,4", ("x",), ('"a b","c"',))}
-    assert batch.metric_lines.reports() == 6  # the batch-metrics report is decoded
+    assert [len(c.steps) for c in batch.metric_lines.chunks.values()] == [3, 2]
+    assert batch.metric_lines.seqs == [1, 2, 3]  # the batch-metrics report (4) is decoded
     every = read_events(path, 0)
     assert [(e.type, {k: v for k, v in e.body.items() if k != "time"}) for e in every] == emitted
     assert [e.seq for e in every] == [1, 1, 1, 2, 3, 3, 4, 5]
