@@ -307,7 +307,8 @@ def failing_trial_restarts(h: Hpcdet, tmp: Path) -> None:
     assert p.returncode == 1
     d = h.describe(1)
     assert d["experiment"]["state"] == "ERROR"
-    assert len(d["runs"]) == 3 and {r["exit_code"] for r in d["runs"]} == {3}
+    runs = [(r["run_id"], r["exit_code"], r["state"], r["outcome"]) for r in d["runs"]]
+    assert len(runs) == 3 and {code for _, code, _, _ in runs} == {3}, runs
     assert "max_restarts (2) used up" in d["trials"][0]["end_reason"]
 
 
