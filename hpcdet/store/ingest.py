@@ -305,16 +305,16 @@ def _split_chunks(conn: sqlite3.Connection, trial_id: int, group: str, low: int,
         (trial_id, run_id, seq, group, step, step, ordinal + k, 1, text, "", "", "", reported)
         for _, run_id, seq, ordinal, reports, steps_json, metrics_json, times_json, row_time
         in found
-        for k, (step, text, reported) in enumerate(zip(
-            json.loads(steps_json), chunk_metrics(metrics_json, reports),
-            chunk_times(times_json, reports, row_time)))])
+        for k, (step, text, reported) in enumerate(chunk_reports(
+            reports, steps_json, metrics_json, times_json, row_time))])
 
 
-def chunk_times(times_json: str, reports: int, reported: float) -> list[float]:
-    """The time of each report of a chunk row."""
-    if not times_json:
-        return [reported] * reports
-    return [float(t) for n, t in json.loads(times_json) for _ in range(n)]
+def chunk_reports(reports: int, steps_json: str, metrics_json: str, times_json: str,
+                  reported: float) -> Iterator[tuple[int, str, float]]:
+    """(step, metrics text, time) of each report of a chunk row, in order."""
+    times = ([reported] * reports if not times_json else
+             [float(t) for n, t in json.loads(times_json) for _ in range(n)])
+    return zip(json.loads(steps_json), chunk_metrics(metrics_json, reports), times)
 
 
 def _merge(writes: MetricWrites, trial_id: int, run_id: int, reports: list[_Line],

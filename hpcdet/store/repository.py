@@ -357,9 +357,8 @@ class Store:
                                         metrics_json, batch_json, reported))
                     continue
                 found += (Report(trial_id, run_id, seq, group, step, ordinal + k, text, "", time)
-                          for k, (step, text, time) in enumerate(zip(
-                              json.loads(steps_json), ingest.chunk_metrics(metrics_json, reports),
-                              ingest.chunk_times(times_json, reports, reported))))
+                          for k, (step, text, time) in enumerate(ingest.chunk_reports(
+                              reports, steps_json, metrics_json, times_json, reported)))
         return found
 
     def metric_series(self, trial_ids: Sequence[int], group: str, name: str, points: int
