@@ -102,8 +102,8 @@ class Commands:
         if exp.state != ExperimentState.ACTIVE:
             raise StateError(f"experiment {exp_id} is {exp.state}; only ACTIVE ones can pause")
         self.journal.record(exp_id, "experiment_state", state=ExperimentState.PAUSED, cascade=True)
-        for trial in self.store.trials(exp_id, state=TrialState.ACTIVE):
-            self.controls.stop(exp_id, trial, graceful=True)
+        self.controls.stop(exp_id, self.store.trials(exp_id, state=TrialState.ACTIVE),
+                           graceful=True)
         self.controls.sync_all()
         return f"Paused experiment {exp_id}"
 
@@ -136,8 +136,8 @@ class Commands:
         # Before the trials' jobs go: the scheduler starts an array's next pending tasks as
         # soon as running ones end, and those must find nothing to wait for.
         self.finisher.close_arrays(exp_id, cancel=not graceful)
-        for trial in self.store.trials(exp_id, state=TrialState.ACTIVE):
-            self.controls.stop(exp_id, trial, graceful=graceful)
+        self.controls.stop(exp_id, self.store.trials(exp_id, state=TrialState.ACTIVE),
+                           graceful=graceful)
         self.controls.sync_all()
         return f"{verb} experiment {exp_id}"
 
@@ -280,7 +280,7 @@ class Commands:
             self.journal.record(trial.experiment_id, "trial_state", trial_id=trial_id,
                                 state=TrialState.CANCELED, restarts=trial.restarts,
                                 reason="canceled by the user")
-            self.controls.stop(trial.experiment_id, trial, graceful=False)
+            self.controls.stop(trial.experiment_id, [trial], graceful=False)
             self.controls.sync_all()
         return f"Killed trial {trial_id}"
 

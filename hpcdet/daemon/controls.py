@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -91,15 +92,13 @@ class Controls:
         else:
             self.preempt_asked.pop(key, None)
 
-    def stop(self, exp_id: int, trial: Trial, graceful: bool) -> None:
-        """Stop the trial's run: a job that has not started cannot checkpoint, so it is
-        canceled; one that has is asked through its control file (``sync``) unless the stop
-        is not graceful."""
-        run = self.store.run(trial.id, trial.run_id)
-        if run is None:
-            return
-        if not (graceful and self._started(exp_id, run)) and run.job_id:
-            self.jobs.cancel([run.job_id])
+    def stop(self, exp_id: int, trials: Iterable[Trial], graceful: bool) -> None:
+        """Stop the trials' runs: a job that has not started cannot checkpoint, so it is
+        canceled (one command for all); one that has is asked through its control file
+        (``sync``) unless the stop is not graceful."""
+        runs = [self.store.run(trial.id, trial.run_id) for trial in trials]
+        self.jobs.cancel([run.job_id for run in runs if run is not None and run.job_id and not (
+            graceful and self._started(exp_id, run))])
 
     def escalate(self) -> None:
         """A trial that ignores a preemption for preemption_timeout seconds is canceled."""

@@ -42,10 +42,9 @@ class Finisher:
             self.journal.record(exp.id, "experiment_state", state=ExperimentState.STOPPING_ERROR,
                                 cascade=True, reason=exp.error)
             self.close_arrays(exp.id)
-            for trial in self.store.trials(exp.id, state=TrialState.ACTIVE):
-                run = self.store.run(trial.id, trial.run_id)
-                if run is not None and run.job_id:
-                    self.jobs.cancel([run.job_id])
+            runs = [self.store.run(trial.id, trial.run_id)
+                    for trial in self.store.trials(exp.id, state=TrialState.ACTIVE)]
+            self.jobs.cancel([run.job_id for run in runs if run is not None and run.job_id])
             return
         final = experiment_final_state(exp.state, exp.searcher_done,
                                        self.store.trial_states(exp.id))

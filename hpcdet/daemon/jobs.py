@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Collection
 from pathlib import Path
 
 from hpcdet.errors import SchedulerCommandError
@@ -17,6 +18,9 @@ log = logging.getLogger(__name__)
 
 # Polls in a row a job may be missing from the scheduler's answer before its run counts as gone.
 MISSING_POLLS_BEFORE_VANISHED = 2
+# Jobs one cancel command names at most: a kill of a thousand trials is two commands, not a
+# thousand, and no command line grows past what the system takes.
+CANCEL_BATCH = 500
 
 
 class Jobs:
@@ -89,16 +93,19 @@ class Jobs:
             raise
         return self.scheduler.parse_job_id(done.stdout)
 
-    def cancel(self, job_ids: list[str]) -> None:
-        job_ids = [j for j in job_ids if j not in self.canceled]
-        if not job_ids:
-            return
-        self.canceled.update(job_ids)
-        try:
-            self.runner.run(self.scheduler.cancel_command(job_ids))
-        except SchedulerCommandError as e:
-            self.canceled.difference_update(job_ids)  # asked again by whoever still wants it
-            log.warning("cancel of %s failed: %s", job_ids, e)
+    def cancel(self, job_ids: Collection[str]) -> None:
+        """Cancel the jobs, a command per CANCEL_BATCH of them; a job asked before, or a task
+        of an array asked before, is not asked again."""
+        job_ids = sorted({j for j in job_ids if j not in self.canceled
+                          and self.scheduler.array_of(j) not in self.canceled})
+        for i in range(0, len(job_ids), CANCEL_BATCH):
+            batch = job_ids[i:i + CANCEL_BATCH]
+            self.canceled.update(batch)
+            try:
+                self.runner.run(self.scheduler.cancel_command(batch))
+            except SchedulerCommandError as e:
+                self.canceled.difference_update(batch)  # asked again by whoever still wants it
+                log.warning("cancel of %s failed: %s", batch, e)
 
     def find(self, name: str, workdir: Path) -> str:
         """The id of the user's job of that name started in ``workdir``, or "", from the last

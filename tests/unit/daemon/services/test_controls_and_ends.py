@@ -50,7 +50,7 @@ def test_a_running_trial_is_told_to_carry_on_then_to_checkpoint_on_pause(
 def test_a_run_that_has_not_started_is_canceled_when_stopped(tmp_path: Path) -> None:
     w, run_dir = _world(tmp_path)
     controls = _controls(w)
-    controls.stop(1, w.store.trial(1), graceful=True)
+    controls.stop(1, [w.store.trial(1)], graceful=True)
     assert w.runner.commands("scancel") == [["scancel", "101"]]
     w.journal.record(1, "experiment_state", state="STOPPING_CANCELED", cascade=True)
     controls.sync_all()
@@ -61,9 +61,9 @@ def test_a_started_run_stops_gracefully_through_its_control_file(tmp_path: Path)
     w, run_dir = _world(tmp_path)
     (run_dir / NODES_DIR).mkdir()
     controls = _controls(w)
-    controls.stop(1, w.store.trial(1), graceful=True)
+    controls.stop(1, [w.store.trial(1)], graceful=True)
     assert w.runner.commands("scancel") == []
-    controls.stop(1, w.store.trial(1), graceful=False)
+    controls.stop(1, [w.store.trial(1)], graceful=False)
     assert w.runner.commands("scancel") == [["scancel", "101"]]
 
 

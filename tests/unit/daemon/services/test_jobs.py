@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from hpcdet.daemon.jobs import CANCEL_BATCH
 from hpcdet.schedulers.base import SiteLimits
 from tests.unit.daemon.services.support import World, squeue_line
 
@@ -90,6 +91,18 @@ def test_cancel_asks_once_and_again_after_a_refusal(tmp_path: Path) -> None:
     w.runner.refuse.clear()
     jobs.cancel(["103"])
     assert w.runner.commands("scancel")[-2:] == [["scancel", "103"], ["scancel", "103"]]
+
+
+def test_cancel_of_many_is_a_command_per_batch_and_skips_tasks_of_a_canceled_array(
+        tmp_path: Path) -> None:
+    w = _world(tmp_path)
+    jobs = w.jobs()
+    jobs.cancel(["7"])
+    jobs.cancel(["7_1", "7_2", "8_1"])
+    assert w.runner.commands("scancel") == [["scancel", "7"], ["scancel", "8_1"]]
+    many = [str(1000 + k) for k in range(CANCEL_BATCH + 1)]
+    jobs.cancel(many)
+    assert [len(cmd) - 1 for cmd in w.runner.commands("scancel")[2:]] == [CANCEL_BATCH, 1]
 
 
 def test_submit_and_find_by_name_and_directory(tmp_path: Path) -> None:
