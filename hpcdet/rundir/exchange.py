@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from functools import lru_cache
-from itertools import accumulate, compress, repeat
+from itertools import accumulate, chain, compress, repeat
 from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import Any, BinaryIO, NamedTuple, cast
@@ -299,14 +299,25 @@ class _MetricsBody(Mapping[str, Any]):
         return self._body
 
 
-class Chunk(NamedTuple):
-    """What a chunk line holds: its reports' steps, and its metrics' names and the text of
-    each one's values, in order."""
+class Chunks(NamedTuple):
+    """A batch's chunk lines as flat columns, one entry per line in file order: its index
+    among the batch's metric lines, its steps' text ("1,2,3") and their number; and, for all
+    of them in order, the name of each metric and the text of its values ('0.5,0.25,0.125'),
+    a line's from ``starts[k]`` to ``starts[k + 1]``. Flat, so that a run's lines of the same
+    metrics are checked and joined a column at a time, not a line at a time."""
 
-    steps: list[int]
-    steps_text: str  # "1,2,3"
-    names: tuple[str, ...]
-    values: tuple[str, ...]  # '0.5,0.25,0.125' for each name
+    lines: list[int]
+    steps: list[str]
+    reports: list[int]
+    starts: list[int]
+    names: list[str]
+    values: list[str]
+
+    def steps_of(self, k: int) -> list[int]:
+        return list(map(int, self.steps[k].split(",")))
+
+
+_NO_CHUNKS = Chunks([], [], [], [0], [], [])
 
 
 class MetricLines(NamedTuple):
@@ -320,8 +331,8 @@ class MetricLines(NamedTuple):
     metrics_json: list[str]  # each line's metrics as the trial wrote them (a chunk's columns)
     end_offsets: list[int]
     texts: list[str]  # each whole line
-    # The chunk lines, by index (``steps`` holds each one's first step).
-    chunks: Mapping[int, Chunk] = {}
+    # The chunk lines (``steps`` holds each one's first step).
+    chunks: Chunks = _NO_CHUNKS
 
 
 _NO_LINES = MetricLines([], [], [], [], [], [], [])
@@ -377,23 +388,25 @@ def read_event_batch(path: str | Path, offset: int) -> EventBatch:
     # The end of each line: the sum of the lengths before it, each with its newline.
     ends = list(accumulate(map((1).__add__, map(len, lines)), initial=offset))[1:]
     columns = [parts[i::_STRIDE] for i in range(2, _STRIDE)]
+    chunks = _NO_CHUNKS
+    if columns[5].count(None) != len(columns[5]):
+        chunks = _chunks(columns)
+        # A chunk line's step is its first, its metrics text its columns'.
+        columns[3] = [step if steps is None else steps.partition(",")[0]
+                      for step, steps in zip(columns[3], columns[5])]
+        columns[4] = [text if columns_text is None else columns_text
+                      for text, columns_text in zip(columns[4], columns[6])]
     matched = columns[0]
-    read_chunks = _chunks(columns) if columns[5].count(None) != len(columns[5]) else {}
     odd = [i for i, seq in enumerate(matched) if seq is None] if None in matched else []
     fast_lines, fast_ends = lines, ends
     if odd:
-        columns = [list(compress(column, matched)) for column in columns]
+        columns = [list(compress(column, matched)) for column in columns[:5]]
         fast_lines, fast_ends = list(compress(lines, matched)), list(compress(ends, matched))
+        if chunks.lines:  # their indices among the lines kept
+            before = list(accumulate(map(bool, matched)))
+            chunks = chunks._replace(lines=[before[i] - 1 for i in chunks.lines])
     seq_texts, time_texts, groups, step_texts, metrics_json = cast(
         "list[list[str]]", columns[:5])
-    chunks: dict[int, Chunk] = {}
-    if read_chunks:
-        kept = list(compress(range(len(matched)), matched)) if odd else range(len(matched))
-        for i, line in enumerate(kept):
-            if (chunk := read_chunks.get(line)) is not None:
-                chunks[i] = chunk
-                step_texts[i] = str(chunk.steps[0])
-                metrics_json[i] = cast(str, columns[6][i])
     seqs = list(map(int, seq_texts))
     fed = compress(range(len(groups)), map(FED_GROUP.__eq__, groups))
     events = [Event(seqs[i], "metrics", _MetricsBody(groups[i], fast_lines[i]), fast_ends[i])
@@ -433,24 +446,30 @@ def read_event_batch(path: str | Path, offset: int) -> EventBatch:
                       max(bounds)[1] if bounds else None, metric_lines, others)
 
 
-def _chunks(columns: list[list[str | None]]) -> dict[int, Chunk]:
-    """The chunk lines the pattern matched, by index; those whose columns do not each hold a
-    value per step, and those of the group the feed reads (which it reads one report at a
-    time), are left to the decoder, as if the pattern had not matched them."""
+def _chunks(columns: list[list[str | None]]) -> Chunks:
+    """The chunk lines the pattern matched. Those whose columns do not each hold a value per
+    step, and those of the group the feed reads (which it reads one report at a time), are
+    left to the decoder, as if the pattern had not matched them."""
     seqs, groups, chunk_steps, chunk_columns = columns[0], columns[2], columns[5], columns[6]
-    found = {}
-    for i, text in enumerate(chunk_steps):
-        if text is None:
-            continue
-        steps = list(map(int, text.split(",")))
-        pairs = COLUMNS.findall(cast(str, chunk_columns[i]))
-        values = tuple(map(itemgetter(1), pairs))
-        if groups[i] == FED_GROUP or not all(map(
-                (len(steps) - 1).__eq__, map(str.count, values, repeat(",")))):
-            seqs[i] = None
-        else:
-            found[i] = Chunk(steps, text, tuple(map(itemgetter(0), pairs)), values)
-    return found
+    lines = list(compress(range(len(chunk_steps)), chunk_steps))
+    steps = cast("list[str]", list(map(chunk_steps.__getitem__, lines)))
+    texts = cast("list[str]", list(map(chunk_columns.__getitem__, lines)))
+    reports = list(map((1).__add__, map(str.count, steps, repeat(","))))
+    # Names and values hold none of " [ ], so each column is one '":[' and one match.
+    widths = list(map(str.count, texts, repeat('":[')))
+    pairs = COLUMNS.findall("".join(texts))
+    values = list(map(itemgetter(1), pairs))
+    per_value = chain.from_iterable(map(repeat, map((-1).__add__, reports), widths))
+    if (list(map(str.count, values, repeat(","))) == list(per_value)
+            and FED_GROUP not in map(groups.__getitem__, lines)):
+        return Chunks(lines, steps, reports, list(accumulate(widths, initial=0)),
+                      list(map(itemgetter(0), pairs)), values)
+    for i, n, text, width in zip(lines, reports, texts, widths):
+        found = COLUMNS.findall(text)
+        if groups[i] == FED_GROUP or len(found) != width or any(
+                column.count(",") != n - 1 for _, column in found):
+            seqs[i] = chunk_steps[i] = None
+    return _chunks(columns)
 
 
 def _chunk_reports(body: dict[str, Any]) -> list[dict[str, Any]] | None:
@@ -476,26 +495,42 @@ def read_events(path: str | Path, offset: int) -> list[Event]:
     lines = batch.metric_lines
     bodies: list[Mapping[str, Any]] = list(map(_MetricsBody, lines.groups, lines.texts))
     reports = list(map(Event, lines.seqs, repeat("metrics"), bodies, lines.end_offsets))
-    for i in sorted(lines.chunks, reverse=True):
+    for i in reversed(lines.chunks.lines):
         whole = dict(bodies[i])
         reports[i:i + 1] = [Event(lines.seqs[i], "metrics", body, lines.end_offsets[i])
                             for body in _chunk_reports(whole) or ()]
     return sorted([*reports, *batch.others], key=attrgetter("end_offset"))
 
 
+# Events the daemon reads only at its sweeps of every live run (training metrics, progress:
+# all but what it decides on) wait in a trial's writer up to this long. The daemon's sweeps
+# come every second with a few live runs and every ten with a thousand; each flush is a line
+# per metric group the daemon reads and stores, and lines, not reports, are most of what its
+# reading costs. A trial killed outright loses at most this much of them: steps after its last
+# checkpoint, which its restart reports again.
+HOLD_SECONDS = 5.0
+# ... and no more than this many, whatever their age.
+MAX_HELD = 10_000
+
+
 class EventWriter:
     """Buffered, thread-safe appender of a run's event log.
 
-    ``emit`` only appends to a list (microseconds); a background thread writes the buffer at
-    least every ``interval`` seconds, and ``flush`` writes it at once (checkpoints, exit).
-    A write that holds an event the daemon decides on (``decisive``) rings ``bell``.
+    ``emit`` only appends to a list (microseconds); a background thread writes the buffer
+    every ``interval`` seconds if it holds an event the daemon decides on (``decisive``, which
+    also rings ``bell``), and otherwise once its oldest event is ``hold`` seconds old
+    (``due``); ``flush`` writes it at once (checkpoints, exit).
     """
 
-    def __init__(self, path: Path, interval: float = 1.0, bell: Path | None = None) -> None:
+    def __init__(self, path: Path, interval: float = 1.0, bell: Path | None = None,
+                 hold: float = HOLD_SECONDS) -> None:
         self.path = path
         self.interval = interval
+        self.hold = hold
         self.bell = bell  # rung after a write of what the daemon decides on
         self._pending: list[tuple[str, dict[str, Any]]] = []
+        self._since = 0.0  # when the oldest pending event was emitted (monotonic)
+        self._decisive = False  # whether a pending event is
         self._lock = threading.Lock()
         self._io_lock = threading.Lock()
         self._seq = _last_seq(path)
@@ -510,12 +545,21 @@ class EventWriter:
 
     def emit(self, type_: str, body: dict[str, Any]) -> None:
         with self._lock:
+            if not self._pending:
+                self._since = time.monotonic()
             self._pending.append((type_, body))
+            self._decisive = self._decisive or decisive(type_, body)
+
+    def due(self, now: float) -> bool:
+        """Whether the background thread writes the buffer at monotonic time ``now``."""
+        return bool(self._pending) and (self._decisive or now - self._since >= self.hold
+                                        or len(self._pending) >= MAX_HELD)
 
     def flush(self) -> None:
         with self._io_lock:
             with self._lock:
                 pending, self._pending = self._pending, []
+                decided, self._decisive = self._decisive, False
             if not pending:
                 return
             lines = _lines(pending, self._seq + 1, time.time())
@@ -526,9 +570,10 @@ class EventWriter:
                 # Keep the batch for the next flush; none of it stayed in the file.
                 with self._lock:
                     self._pending[:0] = pending
+                    self._decisive = self._decisive or decided
                 raise
             self._seq = seq
-            if self.bell is not None and any(decisive(*event) for event in pending):
+            if self.bell is not None and decided:
                 ring(self.bell)
 
     def close(self) -> None:
@@ -541,7 +586,8 @@ class EventWriter:
     def _loop(self) -> None:
         while not self._stop.wait(self.interval):
             try:
-                self.flush()
+                if self.due(time.monotonic()):
+                    self.flush()
             except BaseException as e:  # surfaced on the next report, as Determined does
                 self.error = e
 

@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 from sqlmodel import Session
 
-from hpcdet.rundir.exchange import COLUMNS, Chunk, Event, EventBatch, MetricLines, metric_value
+from hpcdet.rundir.exchange import COLUMNS, Chunks, Event, EventBatch, MetricLines, metric_value
 from hpcdet.states import CheckpointState
 from hpcdet.store.models import Checkpoint, Trial
 
@@ -204,28 +204,30 @@ def _append(rows: list[Row], trial_id: int, run_id: int, lines: MetricLines,
             ordinals, repeat(1), lines.metrics_json, repeat(""), repeat(""), repeat(""),
             lines.times))
         return {g: next(counter) - 1 for g, counter in counters.items()}
+    chunks = lines.chunks
     following = {g: last + 1 for g, (last, _) in ends.items()}
-    row: _Rows | None = None
-    for i, group in enumerate(lines.groups):
-        chunk = lines.chunks.get(i)
-        if chunk is None:
-            if row is not None:
-                rows.append(row.row(trial_id, run_id))
-                row = None
+    at = dict(zip(chunks.lines, count()))
+    span: list[int] = []  # the chunk lines (k) of the row being made, all of span_group's
+    span_group, reports = "", 0
+    for i, group in enumerate([*lines.groups, None]):  # None: past the last line
+        k = at.get(i)
+        if span and (k is None or group != span_group or reports + chunks.reports[k] > ROW_REPORTS
+                     or not _same_names(chunks, span[0], k)):
+            rows.append(_chunk_row(trial_id, run_id, lines, span[0], span[-1] + 1,
+                                   following[span_group]))
+            following[span_group] += reports
+            span, reports = [], 0
+        if group is None:
+            break
+        if k is None:
             step = lines.steps[i]
             rows.append((trial_id, run_id, lines.seqs[i], group, step, step, following[group],
                          1, lines.metrics_json[i], "", "", "", lines.times[i]))
             following[group] += 1
-            continue
-        if (row is None or group != row.group or chunk.names != row.names
-                or row.reports + len(chunk.steps) > ROW_REPORTS):
-            if row is not None:
-                rows.append(row.row(trial_id, run_id))
-            row = _Rows(group, lines.seqs[i], following[group], chunk.names)
-        row.add(chunk, lines.times[i])
-        following[group] += len(chunk.steps)
-    if row is not None:
-        rows.append(row.row(trial_id, run_id))
+        else:
+            span.append(k)
+            span_group = group
+            reports += chunks.reports[k]
     return {g: n - 1 for g, n in following.items()}
 
 
@@ -234,37 +236,34 @@ def _append(rows: list[Row], trial_id: int, run_id: int, lines: MetricLines,
 ROW_REPORTS = 250
 
 
-class _Rows:
-    """A row being built from consecutive chunk lines of one group and the same metrics:
-    their values are joined column by column, and each line's time kept while they differ."""
+def _same_names(chunks: Chunks, j: int, k: int) -> bool:
+    starts = chunks.starts
+    return chunks.names[starts[j]:starts[j + 1]] == chunks.names[starts[k]:starts[k + 1]]
 
-    __slots__ = ("group", "seq", "ordinal", "names", "chunks", "times", "reports")
 
-    def __init__(self, group: str, seq: int, ordinal: int, names: tuple[str, ...]) -> None:
-        self.group, self.seq, self.ordinal, self.names = group, seq, ordinal, names
-        self.chunks: list[Chunk] = []
-        self.times: list[tuple[int, float]] = []
-        self.reports = 0
-
-    def add(self, chunk: Chunk, reported: float) -> None:
-        self.chunks.append(chunk)
-        self.times.append((len(chunk.steps), reported))
-        self.reports += len(chunk.steps)
-
-    def row(self, trial_id: int, run_id: int) -> Row:
-        chunks, reported = self.chunks, self.times[0][1]
-        steps = list(chain.from_iterable(chunk.steps for chunk in chunks))
-        head = (trial_id, run_id, self.seq, self.group, min(steps), max(steps), self.ordinal,
-                len(steps))
-        columns = "{" + ",".join(
-            f'"{name}":[{",".join([chunk.values[k] for chunk in chunks])}]'
-            for k, name in enumerate(self.names)) + "}"
-        if len(steps) == 1:  # a chunk line of one report
-            return (*head, chunk_metrics(columns, 1)[0], "", "", "", reported)
-        times = "" if len(self.times) == 1 else (
-            "[" + ",".join(f"[{n},{t!r}]" for n, t in self.times) + "]")
-        return (*head, columns, f"[{','.join(chunk.steps_text for chunk in chunks)}]", times,
-                "", reported)
+def _chunk_row(trial_id: int, run_id: int, lines: MetricLines, first: int, end: int,
+               ordinal: int) -> Row:
+    """The row of chunk lines ``first`` to ``end`` (consecutive, of one group and the same
+    metrics): their values joined column by column, a column at a time (the lines' values lie
+    in ``values`` a line's width apart), and each line's time kept while they differ."""
+    chunks = lines.chunks
+    low, high = chunks.starts[first], chunks.starts[end]
+    width = chunks.starts[first + 1] - low
+    columns = "{" + ",".join(
+        f'"{name}":[' + ",".join(chunks.values[low + j:high:width]) + "]"
+        for j, name in enumerate(chunks.names[low:low + width])) + "}"
+    steps_text = ",".join(chunks.steps[first:end])
+    steps = list(map(int, steps_text.split(",")))
+    index = chunks.lines[first]
+    head = (trial_id, run_id, lines.seqs[index], lines.groups[index], min(steps), max(steps),
+            ordinal, len(steps))
+    reported = lines.times[index]
+    if len(steps) == 1:  # a chunk line of one report
+        return (*head, chunk_metrics(columns, 1)[0], "", "", "", reported)
+    times = [lines.times[i] for i in chunks.lines[first:end]]
+    times_json = "" if times.count(reported) == len(times) else (
+        "[" + ",".join(f"[{n},{t!r}]" for n, t in zip(chunks.reports[first:end], times)) + "]")
+    return (*head, columns, f"[{steps_text}]", times_json, "", reported)
 
 
 def _reports(lines: MetricLines) -> list[_Line]:
@@ -272,9 +271,11 @@ def _reports(lines: MetricLines) -> list[_Line]:
     reports: list[_Line] = list(zip(
         lines.end_offsets, lines.seqs, lines.groups, lines.steps, lines.metrics_json,
         repeat(""), lines.times))
-    for i in sorted(lines.chunks, reverse=True):
+    chunks = lines.chunks
+    for k in reversed(range(len(chunks.lines))):
+        i = chunks.lines[k]
         end, seq, group, _, metrics_json, _, reported = reports[i]
-        steps = lines.chunks[i].steps
+        steps = chunks.steps_of(k)
         reports[i:i + 1] = [
             (end, seq, group, step, text, "", reported)
             for step, text in zip(steps, chunk_metrics(metrics_json, len(steps)))]
@@ -355,11 +356,15 @@ def _merge(writes: MetricWrites, trial_id: int, run_id: int, reports: list[_Line
 
 def _steps_by_group(lines: MetricLines) -> dict[str, list[int]]:
     """Each group's steps in the lines, in order, a chunk's each."""
-    if lines.chunks:
+    chunks = lines.chunks
+    if chunks.lines:
+        if len(chunks.lines) == len(lines.groups) and len(set(lines.groups)) == 1:
+            return {lines.groups[0]: list(map(int, ",".join(chunks.steps).split(",")))}
+        at = dict(zip(chunks.lines, count()))
         found: dict[str, list[int]] = {}
         for i, (group, step) in enumerate(zip(lines.groups, lines.steps)):
-            chunk = lines.chunks.get(i)
-            found.setdefault(group, []).extend((step,) if chunk is None else chunk.steps)
+            k = at.get(i)
+            found.setdefault(group, []).extend((step,) if k is None else chunks.steps_of(k))
         return found
     if len(groups := set(lines.groups)) == 1:
         return {lines.groups[0]: lines.steps}

@@ -3,13 +3,15 @@ from __future__ import annotations
 import json
 import math
 import os
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from hpcdet.rundir.exchange import (
-    Chunk,
+    MAX_HELD,
+    Chunks,
     EventWriter,
     FileWatch,
     append_line,
@@ -93,6 +95,23 @@ def test_failed_write_keeps_the_batch(tmp_path: Path) -> None:
     with pytest.raises(TypeError):
         w.flush()
     assert [e.seq for e in read_events(path, 0)] == [1]
+
+
+def test_the_writer_holds_what_waits_for_a_sweep_and_not_what_the_daemon_decides_on(
+        tmp_path: Path) -> None:
+    w = EventWriter(tmp_path / "events.jsonl", hold=5.0)
+    assert not w.due(time.monotonic())  # nothing to write
+    w.emit("metrics", {"group": "training", "steps_completed": 1, "metrics": {"loss": 1.0}})
+    w.emit("progress", {"progress": 0.1})
+    now = time.monotonic()
+    assert not w.due(now) and w.due(now + 5.0)
+    w.emit("metrics", {"group": "validation", "steps_completed": 1, "metrics": {"loss": 1.0}})
+    assert w.due(now)
+    w.flush()
+    assert not w.due(now + 5.0)
+    for step in range(MAX_HELD):
+        w.emit("metrics", {"group": "training", "steps_completed": step, "metrics": {}})
+    assert w.due(time.monotonic())
 
 
 def test_write_atomic_and_filewatch(tmp_path: Path) -> None:
@@ -245,9 +264,9 @@ def test_a_chunk_line_holds_the_consecutive_plain_reports_of_a_group(tmp_path: P
         (1, [1, 2, 3]), (2, 3), (3, [3, 4]), (4, 4), (5, None)]
     assert lines[0]["columns"] == {"loss": [1, 2, 3]}
     batch = read_event_batch(path, 0)
-    assert batch.metric_lines.chunks == {0: Chunk([1, 2, 3], "1,2,3", ("loss",), ("1,2,3",)),
-                                         2: Chunk([3, 4], "3,4", ("x",), ('"a b","c"',))}
-    assert [len(c.steps) for c in batch.metric_lines.chunks.values()] == [3, 2]
+    assert batch.metric_lines.chunks == Chunks(
+        [0, 2], ["1,2,3", "3,4"], [3, 2], [0, 1, 2], ["loss", "x"], ["1,2,3", '"a b","c"'])
+    assert [batch.metric_lines.chunks.steps_of(k) for k in (0, 1)] == [[1, 2, 3], [3, 4]]
     assert batch.metric_lines.seqs == [1, 2, 3]  # the batch-metrics report (4) is decoded
     every = read_events(path, 0)
     assert [(e.type, {k: v for k, v in e.body.items() if k != "time"}) for e in every] == emitted

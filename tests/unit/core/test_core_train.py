@@ -196,9 +196,10 @@ def test_one_open_context_per_run(on_cluster: FakeRun) -> None:
     assert [e.seq for e in on_cluster.events()] == [1]
 
 
-def test_events_are_written_within_a_second_without_close(on_cluster: FakeRun) -> None:
+def test_what_the_daemon_decides_on_is_written_within_a_second_without_close(
+        on_cluster: FakeRun) -> None:
     with core.init() as ctx:
-        ctx.train.report_training_metrics(1, {"x": 1})
+        ctx.train.report_validation_metrics(1, {"x": 1})
         deadline = time.monotonic() + 3
         while not on_cluster.events() and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -210,7 +211,7 @@ def test_a_failed_background_write_surfaces_on_the_next_report(on_cluster: FakeR
     ctx.start()
     try:
         (on_cluster.run_dir / "events.jsonl").mkdir()  # appending to it now fails
-        ctx.train.report_training_metrics(1, {"x": 1})
+        ctx.train.report_validation_metrics(1, {"x": 1})  # written within a second
         time.sleep(1.5)
         with pytest.raises(RuntimeError, match="writing the event log .* failed"):
             ctx.train.report_training_metrics(2, {"x": 2})

@@ -47,7 +47,8 @@ def test_a_flush_of_reports_is_one_row_and_reads_as_its_reports(
                  _report("validation", 5, loss=0.1), _report("training", 6, loss=0.1),
                  _report("training", 7, loss=0.05), one_flush=True)
     assert len(events.read_text().splitlines()) == 3  # training 1-5, validation 5, training 6-7
-    assert {i: c.steps for i, c in read_event_batch(events, 0).metric_lines.chunks.items()} == {
+    chunks = read_event_batch(events, 0).metric_lines.chunks
+    assert dict(zip(chunks.lines, map(chunks.steps_of, range(2)))) == {
         0: [1, 2, 3, 4, 5], 2: [6, 7]}
     j.store.ingest_events(1, 1, events, LOSS)
     assert _rows(j) == [("training", 1, 0, 5), ("training", 6, 5, 2), ("validation", 5, 0, 1)]
