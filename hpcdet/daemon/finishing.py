@@ -46,6 +46,8 @@ class Finisher:
                     for trial in self.store.trials(exp.id, state=TrialState.ACTIVE)]
             self.jobs.cancel([run.job_id for run in runs if run is not None and run.job_id])
             return
+        if self.store.any_unfinished_trial(exp.id):
+            return  # it goes on (experiment_final_state); asked first: one row, not them all
         final = experiment_final_state(exp.state, exp.searcher_done,
                                        self.store.trial_states(exp.id))
         if final is None:

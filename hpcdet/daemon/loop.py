@@ -60,6 +60,15 @@ TICK_SECONDS = 1.0
 SWEEP_SHARE = 0.005
 MAX_SWEEP_SECONDS = 10.0
 LOCAL_POLL_SECONDS = 1.0
+# A poll asks the scheduler about every live job and orders the pending ones: at a thousand it
+# costs the daemon ~15 ms of CPU. Polls come every poll interval while they take at most this
+# share of a core, and otherwise as often as keeps them to it (every ~10 s at a thousand live
+# jobs), at most MAX_POLL_SECONDS apart unless the poll interval is longer. A poll finds what
+# no file says (a job that died without writing its exit file, a pending job that started); a
+# run's own end rings the bell and is seen at once. The scheduler's own time is not counted: a
+# slow slurmctld must not make a small daemon poll less.
+POLL_SHARE = 0.0015
+MAX_POLL_SECONDS = 60.0
 HEARTBEAT_SECONDS = 30.0
 # How often a tick runs while there is nothing to do (no unfinished experiment, no live run):
 # only a request can change that. A request from this host rings the doorbell and is served at
@@ -115,6 +124,8 @@ class Daemon:
         self.bell = Bell(paths)
         self.started = time.time()
         self.next_sweep = 0.0
+        self.poll_cost = 0.0  # the daemon's CPU seconds in the last poll
+        self.poll_share = POLL_SHARE
         self.passed = -1  # the journal's count when the per-experiment passes last ran
         self.synced = -1  # the journal's count when every control file was last synced
         self.last_tick = 0.0
@@ -197,7 +208,7 @@ class Daemon:
         req.serve_pending(self.paths, self.handle)
         began = time.perf_counter()
         rung = self.bell.take()
-        poll = now - self.jobs.last_poll >= self.jobs.poll_interval and (
+        poll = now - self.jobs.last_poll >= self.poll_spacing() and (
             self.store.any_live_run()
             # and while a search waits for its next array to be due
             or any(e.state == ExperimentState.ACTIVE
@@ -245,6 +256,7 @@ class Daemon:
                               if sweep and self.journal.recorded == read else None)
 
     def _poll(self) -> None:
+        began = time.process_time()
         if not self.jobs.poll():
             return
         self.queue.order()
@@ -252,6 +264,12 @@ class Daemon:
             # What the last daemon left half-submitted, or what the scheduler refused for now
             # (it may have taken it all the same).
             self.submission.settle()
+        self.poll_cost = time.process_time() - began
+
+    def poll_spacing(self) -> float:
+        """Seconds from one poll to the next (POLL_SHARE)."""
+        return max(self.jobs.poll_interval,
+                   min(MAX_POLL_SECONDS, self.poll_cost / self.poll_share))
 
     # ---------------------------------------------------------------- status for the CLI
 

@@ -317,6 +317,13 @@ class Store:
                 f"SELECT EXISTS (SELECT 1 FROM experiment WHERE {_IS_UNFINISHED})",
                 _FINAL_STATES).scalar())
 
+    def any_unfinished_trial(self, exp_id: int) -> bool:
+        final = sorted(FINAL_TRIAL_STATES)
+        with self.engine.connect() as conn:
+            return bool(conn.exec_driver_sql(
+                "SELECT EXISTS (SELECT 1 FROM trial WHERE experiment_id = ? AND state NOT IN "
+                f"({','.join('?' * len(final))}))", (exp_id, *final)).scalar())
+
     def trial_states(self, exp_id: int) -> list[str]:
         """The states of the experiment's trials, by id."""
         with self.engine.connect() as conn:

@@ -9,6 +9,7 @@ append to the run's event log, as the trial's event writer flushes it.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -180,6 +181,7 @@ def new_daemon(root: Path, cluster: FakeLocal, submissions_per_minute: int = 10*
     daemon = Daemon(StatePaths(root), ClusterConfig(
         backend="local", submissions_per_minute=submissions_per_minute), cluster)
     daemon.jobs.poll_interval = 0.0  # every tick asks the fake scheduler: no waiting on the clock
+    daemon.poll_share = math.inf  # however long the last poll took
     return daemon
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcdet.daemon.loop import MAX_SWEEP_SECONDS, Daemon
+from hpcdet.daemon.loop import MAX_POLL_SECONDS, MAX_SWEEP_SECONDS, POLL_SHARE, Daemon
 from hpcdet.paths import StatePaths
 from hpcdet.rundir import layout
 from hpcdet.rundir.exchange import EventWriter
@@ -75,6 +75,28 @@ def test_sweeps_come_less_often_the_longer_they_take(
     monkeypatch.setattr(daemon.feed, "ingest_all", lambda runs: time.sleep(0.2))
     daemon.tick()
     assert 9.0 < daemon.next_sweep - time.time() <= MAX_SWEEP_SECONDS
+
+
+def test_polls_come_less_often_the_more_cpu_they_take(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    daemon, _ = _two_runs(tmp_path)
+    daemon.jobs.poll_interval = 5.0
+    assert daemon.poll_spacing() == 5.0
+
+    def busy() -> None:  # a poll that costs 20 ms of CPU
+        began = time.process_time()
+        while time.process_time() - began < 0.02:
+            pass
+
+    monkeypatch.setattr(daemon.queue, "order", busy)
+    daemon._poll()
+    assert daemon.poll_cost >= 0.02
+    assert daemon.poll_spacing() >= 0.02 / POLL_SHARE > 5.0  # its CPU kept to POLL_SHARE
+    daemon.poll_cost = 10.0
+    assert daemon.poll_spacing() == MAX_POLL_SECONDS
+    daemon.jobs.poll_interval = 120.0  # a longer interval the user or site set stays
+    assert daemon.poll_spacing() == 120.0
 
 
 def test_a_run_that_ends_rings_from_its_batch_script(tmp_path: Path) -> None:
