@@ -248,9 +248,10 @@ class Daemon:
                 with self.guard(exp.id, "finishing"):
                     self.finisher.finish(exp)
         self.last_tick = time.time()
-        # No live run can ring, and only a request can make one.
-        self.idle = not live and not self.controls.preempt_asked and (
-            not self.store.any_unfinished_experiment())
+        if sweep or passes:  # otherwise nothing that makes the daemon idle or busy happened
+            # No live run can ring, and only a request can make one.
+            self.idle = not live and not self.controls.preempt_asked and (
+                not self.store.any_unfinished_experiment())
         if sweep or passes:
             self.write_status([r.job_id for r in live if r.job_id]
                               if sweep and self.journal.recorded == read else None)
