@@ -210,31 +210,22 @@ IDLE_NOTE = (
     "every 10 s and leaves the bell alone; a CLI on its host rings it awake at once, and since "
     "09be754 requests from other login nodes are looked for every second, not every 0.25 s")
 CPU_NOTE = (
-    "84% of a core in the full run of 10:23 on 2026-11-25 (23fb272), 16% at f9b3be0, 12.9% at "
-    "93f7c61, 7.07% at 0e12b3e since the bell and sweep, 5.95% at 90a1a4f. The tick "
-    "used to read every live run's log every second; now a run rings a bell "
-    "(runs/bell/<E>.<T>.<R>) when it writes what the daemon decides on or ends, a tick "
-    "looks at the runs that rang, and a sweep of every run comes as often as keeps it "
-    "to 0.5% of the time (every 10 s at 1,000 runs). What is left is the rows: 10,000 a "
-    "second, at the ingest benchmark's 150,000-205,000 rows/s 5-6.5% of a core, and at "
-    "SQLite's own raw executemany (300,000-354,000 rows/s) ~3%: 2% would need the rows "
-    "stored faster than SQLite stores them here, or trials that send fewer rows. Tried on "
-    "2026-11-26, in 30 s runs alternated with the unchanged code (5.6-5.9%): a 16 KiB page, "
-    "a 32 MiB page cache, one index fewer; none changed the figure. py-spy of the daemon: "
-    "inserting the rows 32%, committing them 12%, reading and matching the logs 35%. "
-    "SQLite's own executemany of the same rows (the ingest benchmark's baseline, 268,000-"
-    "310,000 rows/s) is by itself 3.2-3.7% of a core at 10,000 rows a second, above the "
-    "target. Since 2026-11-26 (schema 6) a flush's consecutive training reports of the same "
-    "metrics are one chunk line, each metric named once with a list of values (500 bytes for "
-    "ten reports of four metrics, against 835 as ten objects and ~1,000 as ten lines), and a "
-    "run's chunk lines of one sweep are one row of up to 250 reports: 2.80-2.85% in 60 s "
-    "runs (one sweep's ingest of 1,000 runs x 100 reports: 0.18-0.20 s of CPU, against "
-    "0.22 s with a row per line). py-spy of what is left: reading the logs 47% of the "
-    "daemon's samples (matching the lines 15%, checking each chunk's columns and parsing its "
-    "steps ~10 us a line), storing 13%, committing 7%, and the tick's other work (the poll, "
-    "the queue order, live runs, run ends) ~25%. Trials flushing every 5 s instead of every "
-    "second (a fifth of the lines) measured 2.10%: the per-line cost is not all of it. Next "
-    "suspects: the tick's per-run work at 1,000 live runs, and the lines' per-line Python")
+    "84% of a core at 23fb272 (2026-11-25), 12.9% at 93f7c61, 7.07% at 0e12b3e (the bell: a "
+    "tick reads only the runs that rang; a sweep of every run as often as keeps it to 0.5% of "
+    "the time, every 10 s at 1,000 runs), 5.76% at 50c1c17, 2.57% at fac0ba2 (schema 6: a "
+    "flush's training reports are one chunk line, a run's chunk lines of a sweep one row). "
+    "Since 5dc1c87..25ec122 (2026-11-26): a trial's writer holds what only a sweep reads up "
+    "to 5 s (a fifth of the lines; what the daemon decides on still goes within a second); "
+    "polls are spaced to keep their CPU to 0.15% of a core (every ~10 s at 1,000 live jobs, "
+    "not 5 s); whether the daemon is idle is asked on sweeps, not every tick (~1.4 ms); a "
+    "batch's chunk lines are checked a column at a time: 2.06-2.32% in four 60 s runs, "
+    "against 2.49-2.72% before. What is left (cProfile of the daemon, 50 s): reading and "
+    "storing the logs ~68% of its CPU; of one sweep of 1,000 runs x 100 reports (0.14 s "
+    "in-process), the pattern that reads the lines without decoding them ~35 us a run (its "
+    "cost is per character: ~24 us even with the values left unchecked), the rest of "
+    "reading ~45 us, storing ~40 us. The poll and the passes after it ~10%, the sweep's "
+    "per-run checks (a stat, the exit file, the control file) ~10%. Next suspects: the "
+    "per-character cost of checking values in Python's re, and the per-run work")
 CALM_NOTE = (
     "9.3% at f9b3be0, 6.3% at 93f7c61 (per-run work every tick: a stat, open, read and "
     "parse of each log, an exit check and a control-file comparison, ~60 us a run a second); "
@@ -247,7 +238,8 @@ CALM_NOTE = (
     "runs alternated with the parent commit, 1.8% in the full run at 90a1a4f. py-spy: reading "
     "and storing the 1,000 rows a second is half of what is left. The price: at 1,000 live "
     "runs training metrics reach the database every 10 s, not every second; decisions do not "
-    "wait for the sweep")
+    "wait for the sweep. 1.51% against 1.82% in 60 s runs at b7b8014, where a trial's writer "
+    "holds training reports up to 5 s: five reports a chunk line, not a line each")
 
 
 if __name__ == "__main__":
