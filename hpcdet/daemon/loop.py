@@ -252,7 +252,6 @@ class Daemon:
             # No live run can ring, and only a request can make one.
             self.idle = not live and not self.controls.preempt_asked and (
                 not self.store.any_unfinished_experiment())
-        if sweep or passes:
             self.write_status([r.job_id for r in live if r.job_id]
                               if sweep and self.journal.recorded == read else None)
 
