@@ -96,9 +96,8 @@ class Controls:
         """Stop the trials' runs: a job that has not started cannot checkpoint, so it is
         canceled (one command for all); one that has is asked through its control file
         (``sync``) unless the stop is not graceful."""
-        runs = [self.store.run(trial.id, trial.run_id) for trial in trials]
-        self.jobs.cancel([run.job_id for run in runs if run is not None and run.job_id and not (
-            graceful and self._started(exp_id, run))])
+        self.jobs.cancel([run.job_id for run in self.store.current_runs(trials)
+                          if run.job_id and not (graceful and self._started(exp_id, run))])
 
     def escalate(self) -> None:
         """A trial that ignores a preemption for preemption_timeout seconds is canceled."""

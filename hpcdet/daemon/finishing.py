@@ -42,9 +42,8 @@ class Finisher:
             self.journal.record(exp.id, "experiment_state", state=ExperimentState.STOPPING_ERROR,
                                 cascade=True, reason=exp.error)
             self.close_arrays(exp.id)
-            runs = [self.store.run(trial.id, trial.run_id)
-                    for trial in self.store.trials(exp.id, state=TrialState.ACTIVE)]
-            self.jobs.cancel([run.job_id for run in runs if run is not None and run.job_id])
+            runs = self.store.current_runs(self.store.trials(exp.id, state=TrialState.ACTIVE))
+            self.jobs.cancel([run.job_id for run in runs if run.job_id])
             return
         if self.store.any_unfinished_trial(exp.id):
             return  # it goes on (experiment_final_state); asked first: one row, not them all

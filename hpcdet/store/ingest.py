@@ -22,6 +22,7 @@ from sqlmodel import Session
 
 from hpcdet.rundir.exchange import COLUMNS, Chunks, Event, EventBatch, MetricLines, metric_value
 from hpcdet.states import CheckpointState
+from hpcdet.store.limits import SQL_VARIABLES
 from hpcdet.store.models import Checkpoint, Trial
 
 
@@ -387,8 +388,8 @@ def _track_best(value: float | None, lines: MetricLines, decoded: list[Event], b
 
 
 # Rows per INSERT statement: one statement of many rows costs SQLite less than as many of one.
-_ROWS_PER_INSERT = 200
 _ROW_WIDTH = 13  # bound values per row
+_ROWS_PER_INSERT = SQL_VARIABLES // _ROW_WIDTH
 
 
 def _insert(conn: sqlite3.Connection, rows: list[Row]) -> None:

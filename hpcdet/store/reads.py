@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, TypeVar
 
 from hpcdet.errors import NotFoundError, StoreError
 from hpcdet.states import TrialState
+from hpcdet.store.limits import hold_to_oldest_limit
 
 if TYPE_CHECKING:
     from hpcdet.store.repository import Store
@@ -176,6 +177,7 @@ class Reads:
         # A URI of the absolute path: a '?' or '#' in a directory name stays part of the path.
         self._conn = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True,
                                      timeout=30)
+        hold_to_oldest_limit(self._conn)
 
     def close(self) -> None:
         self._conn.close()

@@ -38,6 +38,7 @@ from hpcdet.states import (
 from hpcdet.store import ingest, journal_apply
 from hpcdet.store.ingest import BestOf
 from hpcdet.store.journal_apply import UnappliableEntry
+from hpcdet.store.limits import hold_to_oldest_limit, parts
 from hpcdet.store.models import (
     ArrayJob,
     Checkpoint,
@@ -69,7 +70,7 @@ _UNFINISHED = select(Experiment).where(
     col(Experiment.state).not_in(_FINAL_STATES)).order_by(col(Experiment.id))
 
 # Live runs asked for by (trial, run) in the query itself, up to this many (two SQL variables
-# each, under SQLite's oldest limit of 999); more are read with the rest and picked out.
+# each, under the oldest SQLite's limit); more are read with the rest and picked out.
 _ASKED_RUNS = 400
 
 
@@ -89,6 +90,7 @@ def _make_engine(path: Path, readonly: bool) -> Engine:
             cur.execute("PRAGMA synchronous=NORMAL")
         cur.execute("PRAGMA foreign_keys=ON")
         cur.close()
+        hold_to_oldest_limit(dbapi_conn)
 
     return engine
 
@@ -216,15 +218,15 @@ class Store:
 
     def trials(self, exp_id: int | None = None, state: TrialState | None = None,
                ids: Sequence[int] | None = None) -> list[Trial]:
+        q = select(Trial).order_by(col(Trial.id))
+        if exp_id is not None:
+            q = q.where(Trial.experiment_id == exp_id)
+        if state is not None:
+            q = q.where(Trial.state == state)
         with self.session() as s:
-            q = select(Trial).order_by(col(Trial.id))
-            if exp_id is not None:
-                q = q.where(Trial.experiment_id == exp_id)
-            if ids is not None:
-                q = q.where(col(Trial.id).in_(list(ids)))
-            if state is not None:
-                q = q.where(Trial.state == state)
-            return list(s.exec(q))
+            if ids is None:
+                return list(s.exec(q))
+            return [t for part in parts(ids) for t in s.exec(q.where(col(Trial.id).in_(part)))]
 
     def requests_created(self, exp_id: int) -> int:
         """One past the highest search request id of the experiment's trials (0 if none)."""
@@ -249,13 +251,21 @@ class Store:
         return exp_id
 
     def runs(self, trial_ids: Sequence[int] | None = None, live_only: bool = False) -> list[Run]:
+        q = select(Run).order_by(col(Run.trial_id), col(Run.run_id))
+        if live_only:
+            q = q.where(col(Run.state).in_(sorted(LIVE_RUN_STATES)))
         with self.session() as s:
-            q = select(Run).order_by(col(Run.trial_id), col(Run.run_id))
-            if trial_ids is not None:
-                q = q.where(col(Run.trial_id).in_(list(trial_ids)))
-            if live_only:
-                q = q.where(col(Run.state).in_(sorted(LIVE_RUN_STATES)))
-            return list(s.exec(q))
+            if trial_ids is None:
+                return list(s.exec(q))
+            return [r for part in parts(trial_ids)
+                    for r in s.exec(q.where(col(Run.trial_id).in_(part)))]
+
+    def current_runs(self, trials: Iterable[Trial]) -> list[Run]:
+        """Each trial's current run (its ``run_id``), asked together; a trial without one has
+        none in the list."""
+        current = {(t.id, t.run_id) for t in trials}
+        return [run for run in self.runs(sorted({trial_id for trial_id, _ in current}))
+                if (run.trial_id, run.run_id) in current]
 
     def live_job_ids(self) -> list[str]:
         """The scheduler's ids of the live runs (a run not yet submitted has none)."""
@@ -373,8 +383,11 @@ class Store:
         """(trial id, steps completed, value) of the ``name`` metric in ``group`` reports, by
         trial and report: every report of a trial with at most ``points`` of them, else every
         k-th report from the first, and the last. Values that are not numbers come as None."""
-        if not trial_ids:
-            return []
+        return [point for part in parts(trial_ids)
+                for point in self._metric_series(part, group, name, points)]
+
+    def _metric_series(self, trial_ids: list[int], group: str, name: str, points: int
+                       ) -> list[tuple[int, int, Any]]:
         marks = ",".join(f"?{4 + i}" for i in range(len(trial_ids)))  # after the three below
         # The ordinals to show are generated and each is one index lookup (of the row that
         # holds it: a report's, or the chunk's whose ordinals it falls in), so a curve of
@@ -410,8 +423,14 @@ class Store:
     def metric_names(self, trial_ids: Sequence[int]) -> dict[str, list[str]]:
         """The metric names each group of the trials' reports holds (in each trial's first
         and last report of the group)."""
-        if not trial_ids:
-            return {}
+        names: dict[str, list[str]] = {}
+        for part in parts(trial_ids):
+            for group, found in self._metric_names(part):
+                have = names.setdefault(group, [])
+                have += [k for k in found if k not in have]
+        return names
+
+    def _metric_names(self, trial_ids: list[int]) -> Iterator[tuple[str, list[str]]]:
         # Each trial's groups one index lookup at a time (SQLite has no skip scan without
         # ANALYZE), then two reports per trial and group.
         marks = ",".join("?" * len(trial_ids))
@@ -428,14 +447,10 @@ class Store:
               AND m.ordinal IN (0, (SELECT max(ordinal) FROM metric
                                     WHERE trial_id = p.trial_id AND "group" = p.grp))
             ORDER BY p.trial_id, m.ordinal"""
-        names: dict[str, list[str]] = {}
         with self.engine.connect() as conn:
             for group, reports, metrics_json in conn.exec_driver_sql(query, tuple(trial_ids)):
-                have = names.setdefault(group, [])
-                found = (list(json.loads(metrics_json)) if reports == 1
-                         else [name for name, _ in COLUMNS.findall(metrics_json)])
-                have += [k for k in found if k not in have]
-        return names
+                yield group, (list(json.loads(metrics_json)) if reports == 1
+                              else [name for name, _ in COLUMNS.findall(metrics_json)])
 
     def checkpoint(self, uuid: str) -> Checkpoint:
         """One checkpoint, in whatever state."""
@@ -558,13 +573,13 @@ class Store:
         found: dict[tuple[int, int], EventBatch] = {}
         if not logs:
             return found
-        trial_ids = sorted({t for t, _, _, _ in logs})
         with ingest.collector_paused(), self.session() as s:
             conn = _raw(s)
             writes = ingest.MetricWrites(conn, self._metric_ends)
-            offsets = {(t, r): (id_, offset) for id_, t, r, offset in conn.execute(
-                "SELECT id, trial_id, run_id, event_offset FROM run "
-                f"WHERE trial_id IN ({','.join('?' * len(trial_ids))})", tuple(trial_ids))}
+            offsets = {(t, r): (id_, offset) for part in parts(t for t, _, _, _ in logs)
+                       for id_, t, r, offset in conn.execute(
+                           "SELECT id, trial_id, run_id, event_offset FROM run "
+                           f"WHERE trial_id IN ({','.join('?' * len(part))})", part)}
             marks: list[tuple[int, int | None, bool, int]] = []
             for trial_id, run_id, path, best in logs:
                 row, offset = offsets[(trial_id, run_id)]
@@ -634,8 +649,9 @@ class Store:
         with self.session() as s:
             trial_ids = list(s.exec(select(Trial.id).where(Trial.experiment_id == exp_id)))
             for child in (Run, Metric, Checkpoint):
-                for row in s.exec(select(child).where(col(child.trial_id).in_(trial_ids))):
-                    s.delete(row)
+                for part in parts(trial_ids):
+                    for row in s.exec(select(child).where(col(child.trial_id).in_(part))):
+                        s.delete(row)
             for model in (SearcherEvent, ArrayJob, Trial):
                 for row in s.exec(select(model).where(model.experiment_id == exp_id)):
                     s.delete(row)

@@ -102,7 +102,7 @@ def job_queue(store: Store, statuses: Mapping[str, JobStatus],
               resource_pool: str | None = None) -> list[QueueRow]:
     """The unfinished experiments as ``queue`` orders them, of one pool (or partition)."""
     trials = store.trials()
-    runs = store.runs([t.id for t in trials], live_only=True)
+    runs = store.runs(live_only=True)
     return [r for r in queue(store.experiments(unfinished=True), trials, runs, statuses)
             if resource_pool is None or r.in_pool(resource_pool)]
 

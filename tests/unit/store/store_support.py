@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hpcdet.rundir.exchange import EventWriter, append_line, whole_lines
+from hpcdet.rundir.exchange import EventWriter, append_lines, whole_lines
 from hpcdet.store.ingest import BestOf
 from hpcdet.store.repository import Store
 
@@ -29,8 +29,14 @@ class Journaled:
 
     def write(self, exp_id: int, kind: str, **body: Any) -> int:
         """Append an entry without applying it; returns where it starts."""
-        entry = {"kind": kind, "exp_id": exp_id, "time": body.pop("time", time.time()), **body}
-        return append_line(self.journal(exp_id), entry)
+        return self.write_all(exp_id, [(kind, body)])
+
+    def write_all(self, exp_id: int, entries: list[tuple[str, dict[str, Any]]]) -> int:
+        """Append entries (kind, body) in one write without applying them; returns where the
+        first starts."""
+        return append_lines(self.journal(exp_id), [
+            {"kind": kind, "exp_id": exp_id, "time": body.pop("time", time.time()), **body}
+            for kind, body in entries])
 
     def apply(self, exp_id: int, skip: set[int] | None = None) -> int:
         path = self.journal(exp_id)
