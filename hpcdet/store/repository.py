@@ -264,7 +264,7 @@ class Store:
         """Each trial's current run (its ``run_id``), asked together; a trial without one has
         none in the list."""
         current = {(t.id, t.run_id) for t in trials}
-        return [run for run in self.runs(sorted({trial_id for trial_id, _ in current}))
+        return [run for run in self.runs([trial_id for trial_id, _ in current])
                 if (run.trial_id, run.run_id) in current]
 
     def live_job_ids(self) -> list[str]:
