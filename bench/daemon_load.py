@@ -221,13 +221,16 @@ CPU_NOTE = (
     "batch's chunk lines are checked a column at a time: 0.76x the CPU of b5e7a93 in 60 s "
     "runs alternated on 2026-11-27 (2.64, 2.73% against 3.48, 3.56%). This machine's speed "
     "drifts: the same code gave 2.06-2.32% at 23:41 and 2.69-2.95% an hour later, so only "
-    "the alternated ratio is firm. What is left (cProfile of the daemon, 50 s): reading and "
-    "storing the logs ~68% of its CPU; of one sweep of 1,000 runs x 100 reports (0.14 s "
-    "in-process), the pattern that reads the lines without decoding them ~35 us a run (its "
-    "cost is per character: ~24 us even with the values left unchecked), the rest of "
-    "reading ~45 us, storing ~40 us. The poll and the passes after it ~10%, the sweep's "
-    "per-run checks (a stat, the exit file, the control file) ~10%. Next suspects: the "
-    "per-character cost of checking values in Python's re, and the per-run work")
+    "the alternated ratio is firm (2.21% at dae03f2, in an hour when report_metrics took "
+    "2.49 us against 4.36 us at a90d0e1). What is left (cProfile of the daemon, 50 s): "
+    "reading and storing the logs ~68% of its CPU. In-process, a sweep of 1,000 runs costs "
+    "~35 us a run whatever it holds (open, read, one statement's share) and ~0.85 us a "
+    "report of 4 metrics (0.14 s at 100 reports a run, 0.23 s at 200): the pattern that "
+    "reads the lines without decoding them ~0.36 us of it (~5 ns a character; ~24 us a run "
+    "even with the values left unchecked), SQLite's insert and commit ~0.26 us (16 and 64 "
+    "KiB pages: no gain), the steps parsed twice ~0.1 us. The poll and the passes after it "
+    "~10%, the sweep's per-run checks (a stat, the exit file, the control file) ~10%. Next "
+    "suspects: the characters a report costs (a trusted writer format), the per-run work")
 CALM_NOTE = (
     "9.3% at f9b3be0, 6.3% at 93f7c61 (per-run work every tick: a stat, open, read and "
     "parse of each log, an exit check and a control-file comparison, ~60 us a run a second); "
