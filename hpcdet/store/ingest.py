@@ -157,7 +157,7 @@ def store_metrics(writes: MetricWrites, trial_id: int, run_id: int, batch: Event
         if all(ends[g][1] < low and len(set(by_group[g])) == len(by_group[g])
                for g, (low, _) in spans.items()):
             # Every report is of a step new to the trial: straight in, in file order.
-            last = _append(writes.rows, trial_id, run_id, lines, ends)
+            last = _append(writes.rows, trial_id, run_id, lines, ends, by_group)
             for group, (_, high) in spans.items():
                 writes.ends[(trial_id, group)] = (last[group], high)
             return best_value
@@ -191,9 +191,10 @@ def store_metrics(writes: MetricWrites, trial_id: int, run_id: int, batch: Event
 
 
 def _append(rows: list[Row], trial_id: int, run_id: int, lines: MetricLines,
-            ends: dict[str, tuple[int, int]]) -> dict[str, int]:
+            ends: dict[str, tuple[int, int]], steps: dict[str, list[int]]) -> dict[str, int]:
     """Add the lines' rows, numbered on from each group's last ordinal in ``ends``; returns
-    each group's last ordinal after them. Consecutive chunk lines of a group and the same
+    each group's last ordinal after them. ``steps``: each group's steps in the lines, in
+    order (``_steps_by_group``). Consecutive chunk lines of a group and the same
     metrics make one row of up to ROW_REPORTS reports: at a thousand live runs the daemon
     reads each log every ten seconds, and ten lines a run in one row rather than ten cost it
     a tenth of the inserts."""
@@ -207,6 +208,7 @@ def _append(rows: list[Row], trial_id: int, run_id: int, lines: MetricLines,
         return {g: next(counter) - 1 for g, counter in counters.items()}
     chunks = lines.chunks
     following = {g: last + 1 for g, (last, _) in ends.items()}
+    start = dict(following)  # a report's ordinal less its group's start: its index in steps
     at = dict(zip(chunks.lines, count()))
     span: list[int] = []  # the chunk lines (k) of the row being made, all of span_group's
     span_group, reports = "", 0
@@ -214,8 +216,10 @@ def _append(rows: list[Row], trial_id: int, run_id: int, lines: MetricLines,
         k = at.get(i)
         if span and (k is None or group != span_group or reports + chunks.reports[k] > ROW_REPORTS
                      or not _same_names(chunks, span[0], k)):
-            rows.append(_chunk_row(trial_id, run_id, lines, span[0], span[-1] + 1,
-                                   following[span_group]))
+            ordinal = following[span_group]
+            at_step = ordinal - start[span_group]
+            rows.append(_chunk_row(trial_id, run_id, lines, span[0], span[-1] + 1, ordinal,
+                                   steps[span_group][at_step:at_step + reports]))
             following[span_group] += reports
             span, reports = [], 0
         if group is None:
@@ -243,10 +247,11 @@ def _same_names(chunks: Chunks, j: int, k: int) -> bool:
 
 
 def _chunk_row(trial_id: int, run_id: int, lines: MetricLines, first: int, end: int,
-               ordinal: int) -> Row:
+               ordinal: int, steps: list[int]) -> Row:
     """The row of chunk lines ``first`` to ``end`` (consecutive, of one group and the same
     metrics): their values joined column by column, a column at a time (the lines' values lie
-    in ``values`` a line's width apart), and each line's time kept while they differ."""
+    in ``values`` a line's width apart), and each line's time kept while they differ.
+    ``steps``: their steps, as read."""
     chunks = lines.chunks
     low, high = chunks.starts[first], chunks.starts[end]
     width = chunks.starts[first + 1] - low
@@ -254,7 +259,6 @@ def _chunk_row(trial_id: int, run_id: int, lines: MetricLines, first: int, end: 
         f'"{name}":[' + ",".join(chunks.values[low + j:high:width]) + "]"
         for j, name in enumerate(chunks.names[low:low + width])) + "}"
     steps_text = ",".join(chunks.steps[first:end])
-    steps = list(map(int, steps_text.split(",")))
     index = chunks.lines[first]
     head = (trial_id, run_id, lines.seqs[index], lines.groups[index], min(steps), max(steps),
             ordinal, len(steps))
