@@ -208,7 +208,6 @@ def _append(rows: list[Row], trial_id: int, run_id: int, lines: MetricLines,
         return {g: next(counter) - 1 for g, counter in counters.items()}
     chunks = lines.chunks
     following = {g: last + 1 for g, (last, _) in ends.items()}
-    start = dict(following)  # a report's ordinal less its group's start: its index in steps
     at = dict(zip(chunks.lines, count()))
     span: list[int] = []  # the chunk lines (k) of the row being made, all of span_group's
     span_group, reports = "", 0
@@ -217,7 +216,7 @@ def _append(rows: list[Row], trial_id: int, run_id: int, lines: MetricLines,
         if span and (k is None or group != span_group or reports + chunks.reports[k] > ROW_REPORTS
                      or not _same_names(chunks, span[0], k)):
             ordinal = following[span_group]
-            at_step = ordinal - start[span_group]
+            at_step = ordinal - ends[span_group][0] - 1  # its first report's index in steps
             rows.append(_chunk_row(trial_id, run_id, lines, span[0], span[-1] + 1, ordinal,
                                    steps[span_group][at_step:at_step + reports]))
             following[span_group] += reports
