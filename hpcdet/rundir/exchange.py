@@ -21,6 +21,7 @@ import re
 import tempfile
 import threading
 import time
+import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from functools import lru_cache
 from itertools import accumulate, chain, compress, repeat
@@ -221,6 +222,13 @@ class Event(NamedTuple):
 # A chunk line holds consecutive reports of one group and the same metrics that one flush
 # wrote, a list of values per metric (``"steps"``, ``"columns"``); its strings hold none of
 # ``,[]{}``, so that its columns and their values are found by the text between them.
+#
+# A signed chunk line (``"crc"`` after its type) is one the writer made of plain values only
+# (``_signed``): its steps and columns are not checked value by value, which is most of what
+# reading a log costs, but its CRC-32 of the text after the ``"crc"`` member must match, or it
+# is decoded whole like any other line. The CRC guards against what a shared filesystem does
+# to a file (a block of zeros, a line from two writers), not against a trial that forges one:
+# a trial can spoil only its own rows, and the daemon survives them as it does a damaged log.
 _TEXT = r"[ !#-\[\]-~]*+"  # printable ASCII but " and \, so a JSON string's value is its text
 _COLUMN_TEXT = r"[ !#-+\--Z^-z|~]*+"  # the same without , [ ] { }
 _INT = r"(?:0|[1-9][0-9]*+)"
@@ -235,16 +243,18 @@ def _value(text: str) -> str:
 _MEMBER = rf'"{_TEXT}":{_value(_TEXT)}'
 _COLUMN = rf'"{_COLUMN_TEXT}":\[{_value(_COLUMN_TEXT)}(?:,{_value(_COLUMN_TEXT)})*+\]'
 _METRICS_LINE = (
-    rf'\{{"seq":({_INT}),"type":"metrics","time":({_FLOAT}),"group":"({_TEXT})",'
+    rf'\{{"seq":({_INT}),"type":"metrics",(?:"crc":(?P<crc>[0-9]++),)?+"time":({_FLOAT}),'
+    rf'"group":"({_TEXT})",'
     rf'(?:"steps_completed":({_INT}),"metrics":(\{{(?:{_MEMBER}(?:,{_MEMBER})*+)?+\}})'
     r'(?:,"batch_metrics":null)?+'
-    rf'|"steps":\[({_INT}(?:,{_INT})*+)\],"columns":(\{{(?:{_COLUMN}(?:,{_COLUMN})*+)?+\}}))'
+    rf'|"steps":\[((?(crc)[0-9,]++|{_INT}(?:,{_INT})*+))\],'
+    rf'"columns":((?(crc)\{{[^\n]*(?=\}}$)|\{{(?:{_COLUMN}(?:,{_COLUMN})*+)?+\}})))'
     r"\}"
 )
-# Matches each line: the line, then its seven fields if it is such a metrics line (the step
-# and metrics of a report, or the steps and columns of a chunk).
+# Matches each line: the line, then its eight fields if it is such a metrics line (seq, CRC,
+# time, group, then the step and metrics of a report or the steps and columns of a chunk).
 _LINES = re.compile(rf"^({_METRICS_LINE}|[^\n]*+)$", re.MULTILINE)
-_STRIDE = 9  # what its split gives of each line: the text before it, the line, seven fields
+_STRIDE = 10  # what its split gives of each line: the text before it, the line, eight fields
 # A column of a chunk's text the pattern let in: its metric's name and its values' text.
 COLUMNS = re.compile(r'"([^"]*)":\[([^\]]*)\]')
 
@@ -387,7 +397,10 @@ def read_event_batch(path: str | Path, offset: int) -> EventBatch:
     lines = cast("list[str]", parts[1::_STRIDE])
     # The end of each line: the sum of the lengths before it, each with its newline.
     ends = list(accumulate(map((1).__add__, map(len, lines)), initial=offset))[1:]
-    columns = [parts[i::_STRIDE] for i in range(2, _STRIDE)]
+    columns = [parts[i::_STRIDE] for i in (2, *range(4, _STRIDE))]
+    crcs = parts[3::_STRIDE]
+    if crcs.count(None) != len(crcs):
+        _check_signed(lines, columns, crcs)
     chunks = _NO_CHUNKS
     if columns[5].count(None) != len(columns[5]):
         chunks = _chunks(columns)
@@ -446,6 +459,21 @@ def read_event_batch(path: str | Path, offset: int) -> EventBatch:
                       max(bounds)[1] if bounds else None, metric_lines, others)
 
 
+_SIGNED_HEAD = len('{"seq":,"type":"metrics","crc":,')
+
+
+def _check_signed(lines: list[str], columns: list[list[str | None]], crcs: list[str | None]
+                  ) -> None:
+    """Signed lines whose CRC does not match their text lose their fields, to be decoded
+    whole like any line the pattern did not match."""
+    for i in compress(range(len(crcs)), crcs):
+        seq, crc = cast(str, columns[0][i]), cast(str, crcs[i])
+        signed = lines[i][_SIGNED_HEAD + len(seq) + len(crc):]
+        if zlib.crc32(signed.encode("latin-1")) != int(crc):
+            for column in columns:
+                column[i] = None
+
+
 def _chunks(columns: list[list[str | None]]) -> Chunks:
     """The chunk lines the pattern matched. Those whose columns do not each hold a value per
     step, and those of the group the feed reads (which it reads one report at a time), are
@@ -481,7 +509,7 @@ def _chunk_reports(body: dict[str, Any]) -> list[dict[str, Any]] | None:
             or not all(isinstance(values, list) and len(values) == len(steps)
                        for values in columns.values())):
         return None
-    common = {k: v for k, v in body.items() if k not in ("steps", "columns")}
+    common = {k: v for k, v in body.items() if k not in ("steps", "columns", "crc")}
     return [{**common, "steps_completed": step,
              "metrics": {name: values[k] for name, values in columns.items()},
              "batch_metrics": None}
@@ -622,15 +650,36 @@ def _lines(pending: list[tuple[str, dict[str, Any]]], seq: int, now: float) -> l
                 j += 1
         if j - i > 1:
             run = [report["metrics"] for _, report in pending[i:j]]
-            lines.append(dumps({
-                "seq": seq, "type": "metrics", "time": now, "group": body["group"],
-                "steps": [report["steps_completed"] for _, report in pending[i:j]],
-                "columns": {name: [metrics[name] for metrics in run] for name in names}}))
+            steps = [report["steps_completed"] for _, report in pending[i:j]]
+            columns = {name: [metrics[name] for metrics in run] for name in names}
+            chunk = {"time": now, "group": body["group"], "steps": steps, "columns": columns}
+            lines.append(_signed(seq, chunk) if _plain(steps, columns) else
+                         dumps({"seq": seq, "type": "metrics", **chunk}))
         else:
             lines.append(dumps({"seq": seq, "type": type_, "time": now, **body}))
         seq += 1
         i = j
     return lines
+
+
+_PLAIN_NAME = re.compile(_COLUMN_TEXT)
+_PLAIN_TYPES = frozenset({int, float, bool, type(None)})
+
+
+def _plain(steps: list[Any], columns: dict[str, list[Any]]) -> bool:
+    """Whether a chunk may be signed: steps that are ints rising from zero or more, names
+    without ``"\\,[]{}``, and values that are numbers, booleans or None (``dumps`` writes
+    non-finite floats as plain strings)."""
+    return (all(type(step) is int for step in steps) and steps[0] >= 0
+            and all(map(int.__lt__, steps, steps[1:]))
+            and all(map(_PLAIN_NAME.fullmatch, columns))
+            and set(map(type, chain.from_iterable(columns.values()))) <= _PLAIN_TYPES)
+
+
+def _signed(seq: int, chunk: dict[str, Any]) -> str:
+    """A chunk line signed with the CRC-32 of its text after the ``"crc"`` member."""
+    text = dumps(chunk)[1:]
+    return f'{{"seq":{seq},"type":"metrics","crc":{zlib.crc32(text.encode())},{text}'
 
 
 # What the daemon decides on as soon as it is written: the searcher's input (validations, a

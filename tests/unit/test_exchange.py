@@ -5,7 +5,7 @@ import math
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 
@@ -290,4 +290,54 @@ def test_a_chunk_line_the_pattern_cannot_take_is_decoded_or_skipped(
     assert batch.metric_lines.seqs == []
     assert [(e.body["steps_completed"], e.body["metrics"]) for e in batch.others] == reports
     assert ("steps and values differ" in caplog.text) == (not reports)
+    assert batch.end_offset == path.stat().st_size
+
+
+def test_a_chunk_of_plain_values_is_signed_and_read_as_written(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    w = EventWriter(path)
+    emitted: list[dict[str, Any]] = []
+    for steps, metrics in (
+            ((1, 2, 3), lambda s: {"loss": 1 / s, "ok": s == 2, "no": None, "inf": math.inf}),
+            ((4, 5), lambda s: {"note": "a,b"}),  # not plain: decoded
+            ((7, 6), lambda s: {"loss": s})):  # falling steps: checked value by value
+        for step in steps:
+            emitted.append({"group": "training", "steps_completed": step,
+                            "metrics": metrics(step), "batch_metrics": None})
+            w.emit("metrics", emitted[-1])
+        w.flush()
+    lines = path.read_text().splitlines()
+    assert ['"crc":' in line for line in lines] == [True, False, False]
+    batch = read_event_batch(path, 0)
+    assert batch.metric_lines.seqs == [1, 3]
+    assert batch.metric_lines.chunks.steps == ["1,2,3", "7,6"]
+    assert [e.seq for e in batch.others] == [2, 2]
+    every = read_events(path, 0)
+    assert [{k: v for k, v in e.body.items() if k != "time"} for e in every] == [
+        {**r, "metrics": {k: "Infinity" if v == math.inf else v for k, v in r["metrics"].items()}}
+        for r in emitted]
+
+
+@pytest.mark.parametrize("damage, decoded", [
+    (lambda line: line.replace(b"0.5,", b"0.25,"), True),  # still JSON: decoded whole
+    (lambda line: line.replace(b"0.5,", b"0.5.5,"), False),  # not JSON: skipped
+    (lambda line: line.replace(b"3" * 16, b"\0" * 16), False),  # a block of zeros
+])
+def test_a_signed_line_whose_text_changed_is_not_read_as_written(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture,
+        damage: Callable[[bytes], bytes], decoded: bool) -> None:
+    path = tmp_path / "events.jsonl"
+    w = EventWriter(path)
+    for step in (1, 2, 3):
+        w.emit("metrics", {"group": "training", "steps_completed": step,
+                           "metrics": {"loss": 1 / step}})
+    w.close()
+    line = path.read_bytes()
+    assert b'"crc":' in line
+    path.write_bytes(damage(line))
+    batch = read_event_batch(path, 0)
+    assert batch.metric_lines.seqs == []
+    assert [e.body["metrics"]["loss"] for e in batch.others] == ([1.0, 0.25, 1 / 3] if decoded
+                                                                 else [])
+    assert ("a corrupt line" in caplog.text) == (not decoded)
     assert batch.end_offset == path.stat().st_size
