@@ -532,7 +532,7 @@ def read_events(path: str | Path, offset: int) -> list[Event]:
 
 # Events the daemon reads only at its sweeps of every live run (training metrics, progress:
 # all but what it decides on) wait in a trial's writer up to this long. The daemon's sweeps
-# come every second with a few live runs and every ten with a thousand; each flush is a line
+# come every second with a few live runs and every ~25 s with a thousand; each flush is a line
 # per metric group the daemon reads and stores, and lines, not reports, are most of what its
 # reading costs. A trial killed outright loses at most this much of them: steps after its last
 # checkpoint, which its restart reports again.

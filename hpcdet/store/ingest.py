@@ -196,8 +196,8 @@ def _append(rows: list[Row], trial_id: int, run_id: int, lines: MetricLines,
     each group's last ordinal after them. ``steps``: each group's steps in the lines, in
     order (``_steps_by_group``). Consecutive chunk lines of a group and the same
     metrics make one row of up to ROW_REPORTS reports: at a thousand live runs the daemon
-    reads each log every ten seconds, and ten lines a run in one row rather than ten cost it
-    a tenth of the inserts."""
+    reads each log every ~25 seconds, and the lines of a run in one row rather than one each
+    cost it a fraction of the inserts."""
     if not lines.chunks:  # a row per line, made in bulk
         counters = {g: count(last + 1) for g, (last, _) in ends.items()}
         ordinals = list(map(next, map(counters.__getitem__, lines.groups)))

@@ -85,7 +85,7 @@ class Metric(SQLModel, table=True):
     # One report per (trial, group, step), or a chunk of ``reports`` reports of new steps and
     # the same metrics that a trial wrote as one or more lines of one flush each: its steps in
     # ``steps_json``, its metrics as columns, ``{"loss": [0.5, 0.4, ...], ...}``, in
-    # ``metrics_json`` (the daemon stores a row every ten seconds rather than hundreds).
+    # ``metrics_json`` (the daemon stores a row a sweep, 1 to 30 s apart, rather than hundreds).
     # ``ordinal`` numbers a trial's reports of a group in order (a chunk's, its first), so a
     # curve of thousands of reports can be thinned to every k-th by the index. The store's
     # readers give a chunk's reports one by one, from the columns' text: a chunk's strings
