@@ -243,7 +243,7 @@ def _value(text: str) -> str:
 _MEMBER = rf'"{_TEXT}":{_value(_TEXT)}'
 _COLUMN = rf'"{_COLUMN_TEXT}":\[{_value(_COLUMN_TEXT)}(?:,{_value(_COLUMN_TEXT)})*+\]'
 _METRICS_LINE = (
-    rf'\{{"seq":({_INT}),"type":"metrics",(?:"crc":(?P<crc>[0-9]++),)?+"time":({_FLOAT}),'
+    rf'\{{"seq":({_INT}),"type":"metrics",(?:"crc":(?P<crc>[0-9]{{1,10}}+),)?+"time":({_FLOAT}),'
     rf'"group":"({_TEXT})",'
     rf'(?:"steps_completed":({_INT}),"metrics":(\{{(?:{_MEMBER}(?:,{_MEMBER})*+)?+\}})'
     r'(?:,"batch_metrics":null)?+'

@@ -322,6 +322,7 @@ def test_a_chunk_of_plain_values_is_signed_and_read_as_written(tmp_path: Path) -
     (lambda line: line.replace(b"0.5,", b"0.25,"), True),  # still JSON: decoded whole
     (lambda line: line.replace(b"0.5,", b"0.5.5,"), False),  # not JSON: skipped
     (lambda line: line.replace(b"3" * 16, b"\0" * 16), False),  # a block of zeros
+    (lambda line: line.replace(b'"crc":', b'"crc":' + b"9" * 5000), False),  # no int() takes
 ])
 def test_a_signed_line_whose_text_changed_is_not_read_as_written(
         tmp_path: Path, caplog: pytest.LogCaptureFixture,
