@@ -224,11 +224,12 @@ class Event(NamedTuple):
 # ``,[]{}``, so that its columns and their values are found by the text between them.
 #
 # A signed chunk line (``"crc"`` after its type) is one the writer made of plain values only
-# (``_signed``): its steps and columns are not checked value by value, which is most of what
-# reading a log costs, but its CRC-32 of the text after the ``"crc"`` member must match, or it
-# is decoded whole like any other line. The CRC guards against what a shared filesystem does
-# to a file (a block of zeros, a line from two writers), not against a trial that forges one:
-# a trial can spoil only its own rows, and the daemon survives them as it does a damaged log.
+# and rising steps (``_signed``): its columns are not checked value by value, which is most of
+# what reading a log costs, nor its steps parsed to find that they rise, but its CRC-32 of the
+# text after the ``"crc"`` member must match, or it is decoded whole like any other line. The
+# CRC guards against what a shared filesystem does to a file (a block of zeros, a line from
+# two writers), not against a trial that forges one: a trial can spoil only its own rows, and
+# the daemon survives them as it does a damaged log.
 _TEXT = r"[ !#-\[\]-~]*+"  # printable ASCII but " and \, so a JSON string's value is its text
 _COLUMN_TEXT = r"[ !#-+\--Z^-z|~]*+"  # the same without , [ ] { }
 _INT = r"(?:0|[1-9][0-9]*+)"
@@ -247,7 +248,7 @@ _METRICS_LINE = (
     rf'"group":"({_TEXT})",'
     rf'(?:"steps_completed":({_INT}),"metrics":(\{{(?:{_MEMBER}(?:,{_MEMBER})*+)?+\}})'
     r'(?:,"batch_metrics":null)?+'
-    rf'|"steps":\[((?(crc)[0-9,]++|{_INT}(?:,{_INT})*+))\],'
+    rf'|"steps":\[({_INT}(?:,{_INT})*+)\],'
     rf'"columns":((?(crc)\{{[^\n]*(?=\}}$)|\{{(?:{_COLUMN}(?:,{_COLUMN})*+)?+\}})))'
     r"\}"
 )
@@ -322,6 +323,10 @@ class Chunks(NamedTuple):
     starts: list[int]
     names: list[str]
     values: list[str]
+    rising: bool = False  # every line's steps rise (each was signed)
+
+    def last_step(self, k: int) -> int:
+        return int(self.steps[k].rpartition(",")[2])
 
     def steps_of(self, k: int) -> list[int]:
         return list(map(int, self.steps[k].split(",")))
@@ -403,7 +408,7 @@ def read_event_batch(path: str | Path, offset: int) -> EventBatch:
         _check_signed(lines, columns, crcs)
     chunks = _NO_CHUNKS
     if columns[5].count(None) != len(columns[5]):
-        chunks = _chunks(columns)
+        chunks = _chunks(columns, crcs)
         # A chunk line's step is its first, its metrics text its columns'.
         columns[3] = [step if steps is None else steps.partition(",")[0]
                       for step, steps in zip(columns[3], columns[5])]
@@ -470,14 +475,15 @@ def _check_signed(lines: list[str], columns: list[list[str | None]], crcs: list[
         seq, crc = cast(str, columns[0][i]), cast(str, crcs[i])
         signed = lines[i][_SIGNED_HEAD + len(seq) + len(crc):]
         if zlib.crc32(signed.encode("latin-1")) != int(crc):
-            for column in columns:
+            for column in (*columns, crcs):
                 column[i] = None
 
 
-def _chunks(columns: list[list[str | None]]) -> Chunks:
-    """The chunk lines the pattern matched. Those whose columns do not each hold a value per
-    step, and those of the group the feed reads (which it reads one report at a time), are
-    left to the decoder, as if the pattern had not matched them."""
+def _chunks(columns: list[list[str | None]], crcs: list[str | None]) -> Chunks:
+    """The chunk lines the pattern matched (``crcs``: each line's, if signed). Those whose
+    columns do not each hold a value per step, and those of the group the feed reads (which
+    it reads one report at a time), are left to the decoder, as if the pattern had not
+    matched them."""
     seqs, groups, chunk_steps, chunk_columns = columns[0], columns[2], columns[5], columns[6]
     lines = list(compress(range(len(chunk_steps)), chunk_steps))
     steps = cast("list[str]", list(map(chunk_steps.__getitem__, lines)))
@@ -491,13 +497,14 @@ def _chunks(columns: list[list[str | None]]) -> Chunks:
     if (list(map(str.count, values, repeat(","))) == list(per_value)
             and FED_GROUP not in map(groups.__getitem__, lines)):
         return Chunks(lines, steps, reports, list(accumulate(widths, initial=0)),
-                      list(map(itemgetter(0), pairs)), values)
+                      list(map(itemgetter(0), pairs)), values,
+                      None not in map(crcs.__getitem__, lines))
     for i, n, text, width in zip(lines, reports, texts, widths):
         found = COLUMNS.findall(text)
         if groups[i] == FED_GROUP or len(found) != width or any(
                 column.count(",") != n - 1 for _, column in found):
             seqs[i] = chunk_steps[i] = None
-    return _chunks(columns)
+    return _chunks(columns, crcs)
 
 
 def _chunk_reports(body: dict[str, Any]) -> list[dict[str, Any]] | None:

@@ -151,10 +151,14 @@ def store_metrics(writes: MetricWrites, trial_id: int, run_id: int, batch: Event
     if decoded or "validation" in lines.groups:
         best_value = _track_best(best_value, lines, decoded, best)
     if not decoded:
-        by_group = _steps_by_group(lines)
-        spans = {g: (min(steps), max(steps)) for g, steps in by_group.items()}
+        by_group = None  # each group's steps, parsed only if they may not rise
+        spans = _rising_spans(lines)
+        if spans is None:
+            by_group = _steps_by_group(lines)
+            spans = {g: (min(steps), max(steps)) for g, steps in by_group.items()}
         ends = {group: writes.end_of(trial_id, group) for group in spans}
-        if all(ends[g][1] < low and len(set(by_group[g])) == len(by_group[g])
+        if all(ends[g][1] < low and (
+                by_group is None or len(set(by_group[g])) == len(by_group[g]))
                for g, (low, _) in spans.items()):
             # Every report is of a step new to the trial: straight in, in file order.
             last = _append(writes.rows, trial_id, run_id, lines, ends, by_group)
@@ -191,10 +195,12 @@ def store_metrics(writes: MetricWrites, trial_id: int, run_id: int, batch: Event
 
 
 def _append(rows: list[Row], trial_id: int, run_id: int, lines: MetricLines,
-            ends: dict[str, tuple[int, int]], steps: dict[str, list[int]]) -> dict[str, int]:
+            ends: dict[str, tuple[int, int]], steps: dict[str, list[int]] | None
+            ) -> dict[str, int]:
     """Add the lines' rows, numbered on from each group's last ordinal in ``ends``; returns
     each group's last ordinal after them. ``steps``: each group's steps in the lines, in
-    order (``_steps_by_group``). Consecutive chunk lines of a group and the same
+    order (``_steps_by_group``), or None if they rise (``_rising_spans``). Consecutive chunk
+    lines of a group and the same
     metrics make one row of up to ROW_REPORTS reports: at a thousand live runs the daemon
     reads each log every ~25 seconds, and the lines of a run in one row rather than one each
     cost it a fraction of the inserts."""
@@ -218,6 +224,7 @@ def _append(rows: list[Row], trial_id: int, run_id: int, lines: MetricLines,
             ordinal = following[span_group]
             at_step = ordinal - ends[span_group][0] - 1  # its first report's index in steps
             rows.append(_chunk_row(trial_id, run_id, lines, span[0], span[-1] + 1, ordinal,
+                                   None if steps is None else
                                    steps[span_group][at_step:at_step + reports]))
             following[span_group] += reports
             span, reports = [], 0
@@ -246,11 +253,11 @@ def _same_names(chunks: Chunks, j: int, k: int) -> bool:
 
 
 def _chunk_row(trial_id: int, run_id: int, lines: MetricLines, first: int, end: int,
-               ordinal: int, steps: list[int]) -> Row:
+               ordinal: int, steps: list[int] | None) -> Row:
     """The row of chunk lines ``first`` to ``end`` (consecutive, of one group and the same
     metrics): their values joined column by column, a column at a time (the lines' values lie
     in ``values`` a line's width apart), and each line's time kept while they differ.
-    ``steps``: their steps, as read."""
+    ``steps``: their steps, as read, or None if they rise."""
     chunks = lines.chunks
     low, high = chunks.starts[first], chunks.starts[end]
     width = chunks.starts[first + 1] - low
@@ -259,10 +266,13 @@ def _chunk_row(trial_id: int, run_id: int, lines: MetricLines, first: int, end: 
         for j, name in enumerate(chunks.names[low:low + width])) + "}"
     steps_text = ",".join(chunks.steps[first:end])
     index = chunks.lines[first]
-    head = (trial_id, run_id, lines.seqs[index], lines.groups[index], min(steps), max(steps),
-            ordinal, len(steps))
+    low, high, reports = ((lines.steps[index], chunks.last_step(end - 1),
+                           sum(chunks.reports[first:end])) if steps is None else
+                          (min(steps), max(steps), len(steps)))
+    head = (trial_id, run_id, lines.seqs[index], lines.groups[index], low, high, ordinal,
+            reports)
     reported = lines.times[index]
-    if len(steps) == 1:  # a chunk line of one report
+    if reports == 1:  # a chunk line of one report
         return (*head, chunk_metrics(columns, 1)[0], "", "", "", reported)
     times = [lines.times[i] for i in chunks.lines[first:end]]
     times_json = "" if times.count(reported) == len(times) else (
@@ -356,6 +366,25 @@ def _merge(writes: MetricWrites, trial_id: int, run_id: int, reports: list[_Line
         writes.conn.executemany(
             "UPDATE metric SET run_id = ?, seq = ?, metrics_json = ?, batch_metrics_json = ?, "
             "reported = ? WHERE id = ?", old)
+
+
+def _rising_spans(lines: MetricLines) -> dict[str, tuple[int, int]] | None:
+    """Each group's lowest and highest step if its steps rise through the lines, found from
+    each line's first and last step without parsing the rest: a signed chunk line's rise
+    (``Chunks.rising``). None if they may not."""
+    chunks = lines.chunks
+    if not chunks.rising:
+        return None
+    lasts = lines.steps.copy()  # a report's line: its one step
+    for k, i in enumerate(chunks.lines):
+        lasts[i] = chunks.last_step(k)
+    spans: dict[str, tuple[int, int]] = {}
+    for group, first, last in zip(lines.groups, lines.steps, lasts):
+        span = spans.get(group)
+        if span is not None and first <= span[1]:
+            return None
+        spans[group] = (first if span is None else span[0], last)
+    return spans
 
 
 def _steps_by_group(lines: MetricLines) -> dict[str, list[int]]:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from hpcdet.rundir.exchange import read_event_batch
+from hpcdet.rundir.exchange import EventWriter, read_event_batch
 from hpcdet.store.ingest import ROW_REPORTS, BestOf
 from tests.unit.store.store_support import Journaled, one_run, write_events
 
@@ -160,3 +160,45 @@ def test_a_chunk_of_validations_reaches_the_feed_one_report_at_a_time(
     assert _stored(j) == [("validation", 1, 0, 1, {"loss": 0.5}),
                           ("validation", 2, 1, 1, {"loss": 0.25})]
     assert j.store.trial(1).best_validation == 0.25
+
+
+@pytest.mark.parametrize("flushes", [
+    [[1, 2, 3], [4, 5], [6], [7, 8, 9]],  # steps that rise: found from each line's ends
+    [[1, 2, 3], [3, 4, 5]],  # signed lines, a step again: each step parsed, step 3 merged
+    [[1, 2, 3], [6, 5]],  # steps that fall: each step parsed
+    [list(range(1, ROW_REPORTS)), list(range(ROW_REPORTS, ROW_REPORTS + 9))],
+])
+def test_signed_chunk_lines_are_stored_as_the_same_lines_unsigned(
+        tmp_path: Path, flushes: list[list[int]]) -> None:
+    signed, unsigned = tmp_path / "signed.jsonl", tmp_path / "unsigned.jsonl"
+    writer = EventWriter(signed)
+    lines = []
+    for seq, steps in enumerate(flushes, 1):
+        for step in steps:
+            writer.emit(*_report("training", step, loss=1 / step))
+        writer.flush()
+        lines.append(_chunk(seq, 1.5, steps, loss=[1 / step for step in steps])
+                     if len(steps) > 1 else
+                     f'{{"seq":{seq},"type":"metrics","time":1.5,"group":"training",'
+                     f'"steps_completed":{steps[0]},"metrics":{{"loss":{1 / steps[0]}}}}}')
+    writer.emit(*_report("validation", flushes[-1][-1], loss=0.5))
+    writer.close()
+    lines.append(f'{{"seq":{len(flushes) + 1},"type":"metrics","time":1.5,'
+                 f'"group":"validation","steps_completed":{flushes[-1][-1]},'
+                 '"metrics":{"loss":0.5}}')
+    unsigned.write_text("\n".join(lines) + "\n")
+    # A chunk line is signed if its steps rise; a lone report's line and a validation's not.
+    assert [line.count('"crc":') for line in signed.read_text().splitlines()] == [
+        *(int(len(steps) > 1 and steps == sorted(steps)) for steps in flushes), 0]
+    stored = []
+    for events in (signed, unsigned):
+        j = one_run(tmp_path / events.stem)
+        j.store.ingest_events(1, 1, events, LOSS)
+        with sqlite3.connect(j.store.path) as conn:
+            stored.append(conn.execute(
+                'SELECT "group", steps_completed, last_step, ordinal, reports, steps_json, '
+                "metrics_json FROM metric ORDER BY id").fetchall())
+        stored.append(_stored(j))
+    assert stored[:2] == stored[2:]
+    assert [step for group, step, *_ in stored[1] if group == "training"] == list(
+        dict.fromkeys(step for steps in flushes for step in steps))
