@@ -200,10 +200,9 @@ def _append(rows: list[Row], trial_id: int, run_id: int, lines: MetricLines,
     """Add the lines' rows, numbered on from each group's last ordinal in ``ends``; returns
     each group's last ordinal after them. ``steps``: each group's steps in the lines, in
     order (``_steps_by_group``), or None if they rise (``_rising_spans``). Consecutive chunk
-    lines of a group and the same
-    metrics make one row of up to ROW_REPORTS reports: at a thousand live runs the daemon
-    reads each log every ~25 seconds, and the lines of a run in one row rather than one each
-    cost it a fraction of the inserts."""
+    lines of a group and the same metrics make one row of up to ROW_REPORTS reports: at a
+    thousand live runs the daemon reads each log every ~25 seconds, and the lines of a run in
+    one row rather than one each cost it a fraction of the inserts."""
     if not lines.chunks:  # a row per line, made in bulk
         counters = {g: count(last + 1) for g, (last, _) in ends.items()}
         ordinals = list(map(next, map(counters.__getitem__, lines.groups)))
@@ -259,11 +258,11 @@ def _chunk_row(trial_id: int, run_id: int, lines: MetricLines, first: int, end: 
     in ``values`` a line's width apart), and each line's time kept while they differ.
     ``steps``: their steps, as read, or None if they rise."""
     chunks = lines.chunks
-    low, high = chunks.starts[first], chunks.starts[end]
-    width = chunks.starts[first + 1] - low
+    start, stop = chunks.starts[first], chunks.starts[end]
+    width = chunks.starts[first + 1] - start
     columns = "{" + ",".join(
-        f'"{name}":[' + ",".join(chunks.values[low + j:high:width]) + "]"
-        for j, name in enumerate(chunks.names[low:low + width])) + "}"
+        f'"{name}":[' + ",".join(chunks.values[start + j:stop:width]) + "]"
+        for j, name in enumerate(chunks.names[start:start + width])) + "}"
     steps_text = ",".join(chunks.steps[first:end])
     index = chunks.lines[first]
     low, high, reports = ((lines.steps[index], chunks.last_step(end - 1),
