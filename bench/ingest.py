@@ -140,7 +140,12 @@ NOTE = ("41,600 rows/s before this issue (26,000-43,000 on this loaded machine);
         "(here the 9 between two validations): 294,000-361,000 reports/s, 1.0-1.2x SQLite's "
         "raw insert of a row per report, but ~0.3x its insert of the same chunk rows, which "
         "skips reading and checking the 100,000 reports' text (the regular expression alone "
-        "~0.05 s) and the 10,000 validations, each an event the feed reads")
+        "~0.05 s) and the 10,000 validations, each an event the feed reads. Since 2026-11-27 "
+        "a writer's chunk of plain numbers is signed (CRC-32) and read without the pattern's "
+        "value-by-value check, and its steps are not parsed to find that they rise: 3.0e5 "
+        "reports/s, 0.27x the same chunk rows, 1.14x a row per report (82eb5a3). What is left "
+        "is Python's per line (10,000 chunk lines and 10,000 validations, ~20 us a pair) and "
+        "SQLite's insert and commit (~0.09 s)")
 
 
 if __name__ == "__main__":
