@@ -243,17 +243,20 @@ def _value(text: str) -> str:
 
 _MEMBER = rf'"{_TEXT}":{_value(_TEXT)}'
 _COLUMN = rf'"{_COLUMN_TEXT}":\[{_value(_COLUMN_TEXT)}(?:,{_value(_COLUMN_TEXT)})*+\]'
+# A report and a chunk share the groups of their (first) step and of their metrics' text, so
+# that the split gives each field of either in one column.
 _METRICS_LINE = (
     rf'\{{"seq":({_INT}),"type":"metrics",(?:"crc":(?P<crc>[0-9]{{1,10}}+),)?+"time":({_FLOAT}),'
-    rf'"group":"({_TEXT})",'
-    rf'(?:"steps_completed":({_INT}),"metrics":(\{{(?:{_MEMBER}(?:,{_MEMBER})*+)?+\}})'
-    r'(?:,"batch_metrics":null)?+'
-    rf'|"steps":\[({_INT}(?:,{_INT})*+)\],'
-    rf'"columns":((?(crc)\{{[^\n]*(?=\}}$)|\{{(?:{_COLUMN}(?:,{_COLUMN})*+)?+\}})))'
+    rf'"group":"({_TEXT})","steps(?:_completed":|(?P<chunk>":\[))({_INT})'
+    rf'(?(chunk)((?:,{_INT})*+)\],"columns":|,"metrics":)'
+    rf'((?(chunk)(?(crc)\{{[^\n]*(?=\}}$)|\{{(?:{_COLUMN}(?:,{_COLUMN})*+)?+\}})'
+    rf'|\{{(?:{_MEMBER}(?:,{_MEMBER})*+)?+\}}))'
+    r'(?(chunk)|(?:,"batch_metrics":null)?+)'
     r"\}"
 )
 # Matches each line: the line, then its eight fields if it is such a metrics line (seq, CRC,
-# time, group, then the step and metrics of a report or the steps and columns of a chunk).
+# time, group, the chunk's mark, the (first) step, the rest of a chunk's steps from their
+# first comma, the metrics' text or the chunk's columns').
 _LINES = re.compile(rf"^({_METRICS_LINE}|[^\n]*+)$", re.MULTILINE)
 _STRIDE = 10  # what its split gives of each line: the text before it, the line, eight fields
 # A column of a chunk's text the pattern let in: its metric's name and its values' text.
@@ -265,15 +268,13 @@ def _member(name: str) -> re.Pattern[str]:
     return re.compile(rf'[{{,]"{re.escape(name)}":({_NUMBER})[,}}]')
 
 
-def metric_value(metrics_json: str, name: str) -> float | None:
-    """The finite number metric ``name`` has in a report's metrics as the pattern read them
-    (``MetricLines.metrics_json``), or None: found in the text, not decoded. The pattern lets
-    no quote into a key or value, so ``"name":`` after a brace or comma is that key."""
-    found = _member(name).search(metrics_json)
-    if found is None:
-        return None
-    value = float(found.group(1))
-    return value if math.isfinite(value) else None
+def metric_values(metrics_json: list[str], name: str) -> list[float]:
+    """The finite numbers metric ``name`` has in reports' metrics as the pattern read them
+    (``MetricLines.metrics_json``): found in their text, not decoded. The pattern lets no
+    quote into a key or value, so ``"name":`` after a brace or comma is that key; and each
+    text is an object, so their joined text is searched at once."""
+    return [value for value in map(float, _member(name).findall("".join(metrics_json)))
+            if math.isfinite(value)]
 
 
 class _MetricsBody(Mapping[str, Any]):
@@ -310,29 +311,45 @@ class _MetricsBody(Mapping[str, Any]):
         return self._body
 
 
+class ChunkColumns(NamedTuple):
+    """Chunk lines' columns as flat lists: the name of each metric and the text of its values
+    ('0.5,0.25,0.125'), a line's from ``starts[k]`` to ``starts[k + 1]``. Flat, so that a
+    run's lines of the same metrics are checked and joined a column at a time, not a line at
+    a time."""
+
+    starts: list[int]
+    names: list[str]
+    values: list[str]
+
+
+def chunk_columns(texts: list[str]) -> ChunkColumns:
+    """The columns of chunk lines' texts the pattern let in (or that their writer signed),
+    whose names and values hold none of ``"[]``: each column is one ``":[`` and one match."""
+    pairs = COLUMNS.findall("".join(texts))
+    return ChunkColumns(list(accumulate(map(str.count, texts, repeat('":[')), initial=0)),
+                        list(map(itemgetter(0), pairs)), list(map(itemgetter(1), pairs)))
+
+
 class Chunks(NamedTuple):
-    """A batch's chunk lines as flat columns, one entry per line in file order: its index
-    among the batch's metric lines, its steps' text ("1,2,3") and their number; and, for all
-    of them in order, the name of each metric and the text of its values ('0.5,0.25,0.125'),
-    a line's from ``starts[k]`` to ``starts[k + 1]``. Flat, so that a run's lines of the same
-    metrics are checked and joined a column at a time, not a line at a time."""
+    """A batch's chunk lines, one entry per line in file order: its index among the batch's
+    metric lines, its steps' text ("1,2,3") and their number, and its columns' text
+    ('{"loss":[0.5,0.25],"lr":[0.1,0.1]}'), which a row of one line keeps as it stands."""
 
     lines: list[int]
     steps: list[str]
     reports: list[int]
-    starts: list[int]
-    names: list[str]
-    values: list[str]
+    texts: list[str]
     rising: bool = False  # every line's steps rise (each was signed)
+    checked: ChunkColumns | None = None  # their columns, if reading them parsed them
 
-    def last_step(self, k: int) -> int:
-        return int(self.steps[k].rpartition(",")[2])
+    def columns(self) -> ChunkColumns:
+        return self.checked or chunk_columns(self.texts)
 
     def steps_of(self, k: int) -> list[int]:
         return list(map(int, self.steps[k].split(",")))
 
 
-_NO_CHUNKS = Chunks([], [], [], [0], [], [])
+_NO_CHUNKS = Chunks([], [], [], [])
 
 
 class MetricLines(NamedTuple):
@@ -342,15 +359,16 @@ class MetricLines(NamedTuple):
     seqs: list[int]
     times: list[float]
     groups: list[str]
-    steps: list[int]
+    steps: list[int]  # a chunk line's first
+    lasts: list[int]  # each line's last step (a report's one)
     metrics_json: list[str]  # each line's metrics as the trial wrote them (a chunk's columns)
     end_offsets: list[int]
     texts: list[str]  # each whole line
-    # The chunk lines (``steps`` holds each one's first step).
+    # The chunk lines, whose reports are also in steps, lasts and metrics_json.
     chunks: Chunks = _NO_CHUNKS
 
 
-_NO_LINES = MetricLines([], [], [], [], [], [], [])
+_NO_LINES = MetricLines([], [], [], [], [], [], [], [])
 
 # The one group of reports the daemon's feed reads (the searcher's validations); the others
 # are stored and never looked at one by one.
@@ -402,18 +420,14 @@ def read_event_batch(path: str | Path, offset: int) -> EventBatch:
     lines = cast("list[str]", parts[1::_STRIDE])
     # The end of each line: the sum of the lengths before it, each with its newline.
     ends = list(accumulate(map((1).__add__, map(len, lines)), initial=offset))[1:]
-    columns = [parts[i::_STRIDE] for i in (2, *range(4, _STRIDE))]
+    # seq, time, group, (first) step, metrics' or columns' text, and the rest of a chunk's steps
+    columns = [parts[i::_STRIDE] for i in (2, 4, 5, 7, 9, 8)]
     crcs = parts[3::_STRIDE]
     if crcs.count(None) != len(crcs):
         _check_signed(lines, columns, crcs)
     chunks = _NO_CHUNKS
     if columns[5].count(None) != len(columns[5]):
         chunks = _chunks(columns, crcs)
-        # A chunk line's step is its first, its metrics text its columns'.
-        columns[3] = [step if steps is None else steps.partition(",")[0]
-                      for step, steps in zip(columns[3], columns[5])]
-        columns[4] = [text if columns_text is None else columns_text
-                      for text, columns_text in zip(columns[4], columns[6])]
     matched = columns[0]
     odd = [i for i, seq in enumerate(matched) if seq is None] if None in matched else []
     fast_lines, fast_ends = lines, ends
@@ -426,9 +440,10 @@ def read_event_batch(path: str | Path, offset: int) -> EventBatch:
     seq_texts, time_texts, groups, step_texts, metrics_json = cast(
         "list[list[str]]", columns[:5])
     seqs = list(map(int, seq_texts))
-    fed = compress(range(len(groups)), map(FED_GROUP.__eq__, groups))
-    events = [Event(seqs[i], "metrics", _MetricsBody(groups[i], fast_lines[i]), fast_ends[i])
-              for i in fed]
+    fed = list(map(FED_GROUP.__eq__, groups))
+    events: list[Event] = list(map(
+        Event, compress(seqs, fed), repeat("metrics"),
+        map(_MetricsBody, repeat(FED_GROUP), compress(fast_lines, fed)), compress(fast_ends, fed)))
     end = fast_ends[-1] if fast_ends else offset
     others: list[Event] = []
     for i in odd:
@@ -457,9 +472,13 @@ def read_event_batch(path: str | Path, offset: int) -> EventBatch:
     bounds = [(fast_ends[0], seqs[0]), (fast_ends[-1], seqs[-1])] if seqs else []
     if others:
         bounds += [(others[0].end_offset, others[0].seq), (others[-1].end_offset, others[-1].seq)]
-    metric_lines = MetricLines(seqs, list(map(float, time_texts)), groups,
-                               list(map(int, step_texts)), metrics_json, fast_ends, fast_lines,
-                               chunks)
+    steps = lasts = list(map(int, step_texts))
+    if chunks.lines:
+        lasts = steps.copy()
+        for i, text in zip(chunks.lines, chunks.steps):
+            lasts[i] = int(text.rpartition(",")[2])
+    metric_lines = MetricLines(seqs, list(map(float, time_texts)), groups, steps, lasts,
+                               metrics_json, fast_ends, fast_lines, chunks)
     return EventBatch(events, end, min(bounds)[1] if bounds else None,
                       max(bounds)[1] if bounds else None, metric_lines, others)
 
@@ -480,31 +499,42 @@ def _check_signed(lines: list[str], columns: list[list[str | None]], crcs: list[
 
 
 def _chunks(columns: list[list[str | None]], crcs: list[str | None]) -> Chunks:
-    """The chunk lines the pattern matched (``crcs``: each line's, if signed). Those whose
-    columns do not each hold a value per step, and those of the group the feed reads (which
-    it reads one report at a time), are left to the decoder, as if the pattern had not
-    matched them."""
-    seqs, groups, chunk_steps, chunk_columns = columns[0], columns[2], columns[5], columns[6]
-    lines = list(compress(range(len(chunk_steps)), chunk_steps))
-    steps = cast("list[str]", list(map(chunk_steps.__getitem__, lines)))
-    texts = cast("list[str]", list(map(chunk_columns.__getitem__, lines)))
-    reports = list(map((1).__add__, map(str.count, steps, repeat(","))))
-    # Names and values hold none of " [ ], so each column is one '":[' and one match.
-    widths = list(map(str.count, texts, repeat('":[')))
-    pairs = COLUMNS.findall("".join(texts))
-    values = list(map(itemgetter(1), pairs))
-    per_value = chain.from_iterable(map(repeat, map((-1).__add__, reports), widths))
-    if (list(map(str.count, values, repeat(","))) == list(per_value)
-            and FED_GROUP not in map(groups.__getitem__, lines)):
-        return Chunks(lines, steps, reports, list(accumulate(widths, initial=0)),
-                      list(map(itemgetter(0), pairs)), values,
-                      None not in map(crcs.__getitem__, lines))
-    for i, n, text, width in zip(lines, reports, texts, widths):
-        found = COLUMNS.findall(text)
-        if groups[i] == FED_GROUP or len(found) != width or any(
-                column.count(",") != n - 1 for _, column in found):
-            seqs[i] = chunk_steps[i] = None
-    return _chunks(columns, crcs)
+    """The chunk lines the pattern matched (``crcs``: each line's, if signed). Those of the
+    group the feed reads (which it reads one report at a time), and unsigned ones whose
+    columns do not each hold a value per step, are left to the decoder, as if the pattern had
+    not matched them. A signed line's columns are as its writer made them: its CRC matched."""
+    seqs, groups, firsts, texts, rests = columns[0], columns[2], columns[3], columns[4], columns[5]
+    lines = [i for i, rest in enumerate(rests) if rest is not None]
+    fed = [i for i in lines if groups[i] == FED_GROUP]
+    unsigned = [i for i in lines if crcs[i] is None]
+    checked = None
+    if unsigned:
+        checked, wrong = _check_counts(
+            [cast(str, texts[i]) for i in unsigned], [cast(str, rests[i]) for i in unsigned])
+        fed += map(unsigned.__getitem__, wrong)
+        if wrong or len(unsigned) < len(lines):
+            checked = None
+    if fed:
+        for i in fed:
+            seqs[i] = rests[i] = None
+        return _chunks(columns, crcs)
+    rest_texts = cast("list[str]", list(map(rests.__getitem__, lines)))
+    steps = list(map(str.__add__, cast("list[str]", map(firsts.__getitem__, lines)), rest_texts))
+    return Chunks(lines, steps, list(map((1).__add__, map(str.count, rest_texts, repeat(",")))),
+                  cast("list[str]", list(map(texts.__getitem__, lines))), not unsigned, checked)
+
+
+def _check_counts(texts: list[str], rests: list[str]) -> tuple[ChunkColumns, list[int]]:
+    """Chunk lines' columns, and which of the lines (their indices in ``texts``) have a column
+    that does not hold a value per step (``rests``: their steps after the first)."""
+    found = chunk_columns(texts)
+    commas = list(map(str.count, rests, repeat(",")))
+    per_value = chain.from_iterable(map(repeat, commas, map(int.__sub__, found.starts[1:],
+                                                             found.starts[:-1])))
+    if list(map(str.count, found.values, repeat(","))) == list(per_value):
+        return found, []
+    return found, [k for k, (text, n) in enumerate(zip(texts, commas))
+                   if any(values.count(",") != n for _, values in COLUMNS.findall(text))]
 
 
 def _chunk_reports(body: dict[str, Any]) -> list[dict[str, Any]] | None:

@@ -20,7 +20,14 @@ from typing import Any, Callable
 
 from sqlmodel import Session
 
-from hpcdet.rundir.exchange import COLUMNS, Chunks, Event, EventBatch, MetricLines, metric_value
+from hpcdet.rundir.exchange import (
+    COLUMNS,
+    ChunkColumns,
+    Event,
+    EventBatch,
+    MetricLines,
+    metric_values,
+)
 from hpcdet.states import CheckpointState
 from hpcdet.store.limits import SQL_VARIABLES
 from hpcdet.store.models import Checkpoint, Trial
@@ -203,28 +210,24 @@ def _append(rows: list[Row], trial_id: int, run_id: int, lines: MetricLines,
     lines of a group and the same metrics make one row of up to ROW_REPORTS reports: at a
     thousand live runs the daemon reads each log every ~25 seconds, and the lines of a run in
     one row rather than one each cost it a fraction of the inserts."""
-    if not lines.chunks:  # a row per line, made in bulk
-        counters = {g: count(last + 1) for g, (last, _) in ends.items()}
-        ordinals = list(map(next, map(counters.__getitem__, lines.groups)))
-        rows.extend(zip(
-            repeat(trial_id), repeat(run_id), lines.seqs, lines.groups, lines.steps, lines.steps,
-            ordinals, repeat(1), lines.metrics_json, repeat(""), repeat(""), repeat(""),
-            lines.times))
-        return {g: next(counter) - 1 for g, counter in counters.items()}
     chunks = lines.chunks
     following = {g: last + 1 for g, (last, _) in ends.items()}
+    if not chunks.lines or (steps is None and not _joining(lines)):
+        _append_each(rows, trial_id, run_id, lines, following)
+        return {g: n - 1 for g, n in following.items()}
+    columns = cache(chunks.columns)  # parsed only if lines join
     at = dict(zip(chunks.lines, count()))
     span: list[int] = []  # the chunk lines (k) of the row being made, all of span_group's
     span_group, reports = "", 0
     for i, group in enumerate([*lines.groups, None]):  # None: past the last line
         k = at.get(i)
         if span and (k is None or group != span_group or reports + chunks.reports[k] > ROW_REPORTS
-                     or not _same_names(chunks, span[0], k)):
+                     or not _same_names(columns(), span[0], k)):
             ordinal = following[span_group]
             at_step = ordinal - ends[span_group][0] - 1  # its first report's index in steps
             rows.append(_chunk_row(trial_id, run_id, lines, span[0], span[-1] + 1, ordinal,
                                    None if steps is None else
-                                   steps[span_group][at_step:at_step + reports]))
+                                   steps[span_group][at_step:at_step + reports], columns))
             following[span_group] += reports
             span, reports = [], 0
         if group is None:
@@ -241,42 +244,75 @@ def _append(rows: list[Row], trial_id: int, run_id: int, lines: MetricLines,
     return {g: n - 1 for g, n in following.items()}
 
 
+def _joining(lines: MetricLines) -> bool:
+    """Whether a chunk line follows one of its group's, which it may join in a row."""
+    at, groups = lines.chunks.lines, lines.groups
+    return any(j == i + 1 and groups[i] == groups[j] for i, j in zip(at, at[1:]))
+
+
+def _append_each(rows: list[Row], trial_id: int, run_id: int, lines: MetricLines,
+                 following: dict[str, int]) -> None:
+    """Add a row per line, made in bulk (reports, or chunk lines whose steps rise), numbered
+    from each group's ordinal in ``following``, which it moves on past them."""
+    chunks = lines.chunks
+    reports, steps_json = [1] * len(lines.groups), [""] * len(lines.groups)
+    texts = lines.metrics_json
+    for i, n, steps in zip(chunks.lines, chunks.reports, chunks.steps):
+        reports[i], steps_json[i] = n, f"[{steps}]"
+        if n == 1:  # a chunk line of one report: a report's row
+            if texts is lines.metrics_json:
+                texts = texts.copy()
+            texts[i], steps_json[i] = chunk_metrics(texts[i], 1)[0], ""
+    ordinals = []
+    for group, n in zip(lines.groups, reports):
+        ordinals.append(following[group])
+        following[group] += n
+    rows.extend(zip(
+        repeat(trial_id), repeat(run_id), lines.seqs, lines.groups, lines.steps, lines.lasts,
+        ordinals, reports, texts, steps_json, repeat(""), repeat(""), lines.times))
+
+
 # Reports a row holds at most: a curve's point is read from its row's text, which SQLite
 # parses up to the point's report.
 ROW_REPORTS = 250
 
 
-def _same_names(chunks: Chunks, j: int, k: int) -> bool:
-    starts = chunks.starts
-    return chunks.names[starts[j]:starts[j + 1]] == chunks.names[starts[k]:starts[k + 1]]
+def _same_names(columns: ChunkColumns, j: int, k: int) -> bool:
+    starts = columns.starts
+    return columns.names[starts[j]:starts[j + 1]] == columns.names[starts[k]:starts[k + 1]]
 
 
 def _chunk_row(trial_id: int, run_id: int, lines: MetricLines, first: int, end: int,
-               ordinal: int, steps: list[int] | None) -> Row:
+               ordinal: int, steps: list[int] | None, columns: Callable[[], ChunkColumns]
+               ) -> Row:
     """The row of chunk lines ``first`` to ``end`` (consecutive, of one group and the same
-    metrics): their values joined column by column, a column at a time (the lines' values lie
-    in ``values`` a line's width apart), and each line's time kept while they differ.
-    ``steps``: their steps, as read, or None if they rise."""
+    metrics): one line's text as it stands, or their values joined column by column, a
+    column at a time (the lines' values lie in ``columns().values`` a line's width apart),
+    and each line's time kept while they differ. ``steps``: their steps, as read, or None if
+    they rise."""
     chunks = lines.chunks
-    start, stop = chunks.starts[first], chunks.starts[end]
-    width = chunks.starts[first + 1] - start
-    columns = "{" + ",".join(
-        f'"{name}":[' + ",".join(chunks.values[start + j:stop:width]) + "]"
-        for j, name in enumerate(chunks.names[start:start + width])) + "}"
-    steps_text = ",".join(chunks.steps[first:end])
     index = chunks.lines[first]
-    low, high, reports = ((lines.steps[index], chunks.last_step(end - 1),
+    low, high, reports = ((lines.steps[index], lines.lasts[chunks.lines[end - 1]],
                            sum(chunks.reports[first:end])) if steps is None else
                           (min(steps), max(steps), len(steps)))
     head = (trial_id, run_id, lines.seqs[index], lines.groups[index], low, high, ordinal,
             reports)
     reported = lines.times[index]
-    if reports == 1:  # a chunk line of one report
-        return (*head, chunk_metrics(columns, 1)[0], "", "", "", reported)
+    if end == first + 1:
+        if reports == 1:  # a chunk line of one report
+            return (*head, chunk_metrics(chunks.texts[first], 1)[0], "", "", "", reported)
+        return (*head, chunks.texts[first], f"[{chunks.steps[first]}]", "", "", reported)
+    found = columns()
+    start, stop = found.starts[first], found.starts[end]
+    width = found.starts[first + 1] - start
+    text = "{" + ",".join(
+        f'"{name}":[' + ",".join(found.values[start + j:stop:width]) + "]"
+        for j, name in enumerate(found.names[start:start + width])) + "}"
     times = [lines.times[i] for i in chunks.lines[first:end]]
     times_json = "" if times.count(reported) == len(times) else (
         "[" + ",".join(f"[{n},{t!r}]" for n, t in zip(chunks.reports[first:end], times)) + "]")
-    return (*head, columns, f"[{steps_text}]", times_json, "", reported)
+    return (*head, text, "[" + ",".join(chunks.steps[first:end]) + "]", times_json, "",
+            reported)
 
 
 def _reports(lines: MetricLines) -> list[_Line]:
@@ -371,18 +407,18 @@ def _rising_spans(lines: MetricLines) -> dict[str, tuple[int, int]] | None:
     """Each group's lowest and highest step if its steps rise through the lines, found from
     each line's first and last step without parsing the rest: a signed chunk line's rise
     (``Chunks.rising``). None if they may not."""
-    chunks = lines.chunks
-    if not chunks.rising:
+    if not lines.chunks.rising:
         return None
-    lasts = lines.steps.copy()  # a report's line: its one step
-    for k, i in enumerate(chunks.lines):
-        lasts[i] = chunks.last_step(k)
     spans: dict[str, tuple[int, int]] = {}
-    for group, first, last in zip(lines.groups, lines.steps, lasts):
-        span = spans.get(group)
-        if span is not None and first <= span[1]:
+    groups = set(lines.groups)
+    for group in groups:
+        firsts, lasts = lines.steps, lines.lasts
+        if len(groups) > 1:
+            mask = list(map(group.__eq__, lines.groups))
+            firsts, lasts = list(compress(firsts, mask)), list(compress(lasts, mask))
+        if not all(map(int.__lt__, lasts, firsts[1:])):  # each line starts past the last
             return None
-        spans[group] = (first if span is None else span[0], last)
+        spans[group] = (firsts[0], lasts[-1])
     return spans
 
 
@@ -407,14 +443,17 @@ def _track_best(value: float | None, lines: MetricLines, decoded: list[Event], b
                 ) -> float | None:
     # Only the validations' metric is looked for, in their text where the pattern read them;
     # what the feed asks of them (rarely) is decoded from the line if it asks.
-    validations = compress(lines.metrics_json, map("validation".__eq__, lines.groups))
-    candidates = chain(
-        map(metric_value, validations, repeat(best.metric)),
-        (_as_float(ev.body["metrics"].get(best.metric)) for ev in decoded
-         if ev.body["group"] == "validation"))
-    for candidate in candidates:
-        if candidate is not None and best.better(candidate, value):
-            value = candidate
+    validations = list(compress(lines.metrics_json, map("validation".__eq__, lines.groups)))
+    candidates = metric_values(validations, best.metric)
+    for ev in decoded:
+        if ev.body["group"] == "validation":
+            candidate = _as_float(ev.body["metrics"].get(best.metric))
+            if candidate is not None:
+                candidates.append(candidate)
+    if candidates:
+        found = min(candidates) if best.smaller_is_better else max(candidates)
+        if best.better(found, value):
+            value = found
     return value
 
 

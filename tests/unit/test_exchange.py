@@ -11,11 +11,12 @@ import pytest
 
 from hpcdet.rundir.exchange import (
     MAX_HELD,
+    ChunkColumns,
     Chunks,
     EventWriter,
     FileWatch,
     append_line,
-    metric_value,
+    metric_values,
     read_event_batch,
     read_events,
     read_lines,
@@ -235,9 +236,13 @@ def test_a_metric_value_is_found_in_the_text_the_pattern_read(tmp_path: Path) ->
     w.emit("metrics", {"group": "validation", "steps_completed": 1, "metrics": metrics})
     w.flush()
     [text] = read_event_batch(path, 0).metric_lines.metrics_json
-    found = {name: metric_value(text, name) for name in [*metrics, "missing", 'lo"ss']}
-    assert found == {"myloss": 9.0, "note": None, "loss": -2.5e-3, "acc": 1.0, "ok": None,
-                     "bad": None, "huge": None, "last": 7.0, "missing": None, 'lo"ss': None}
+    found = {name: metric_values([text], name) for name in [*metrics, "missing", 'lo"ss']}
+    assert found == {"myloss": [9.0], "note": [], "loss": [-2.5e-3], "acc": [1.0], "ok": [],
+                     "bad": [], "huge": [], "last": [7.0], "missing": [], 'lo"ss': []}
+    assert metric_values([text, '{"loss":1}', "{}", text], "loss") == [-2.5e-3, 1.0, -2.5e-3]
+    assert metric_values([text, '{"last":1}'], "last") == [7.0, 1.0]
+    # Numbers past a float's range, as a line the trial did not write through json may hold.
+    assert metric_values(['{"loss":1e999}', '{"loss":-1e999,"x":1}'], "loss") == []
 
 
 def test_a_chunk_line_holds_the_consecutive_plain_reports_of_a_group(tmp_path: Path) -> None:
@@ -264,8 +269,11 @@ def test_a_chunk_line_holds_the_consecutive_plain_reports_of_a_group(tmp_path: P
         (1, [1, 2, 3]), (2, 3), (3, [3, 4]), (4, 4), (5, None)]
     assert lines[0]["columns"] == {"loss": [1, 2, 3]}
     batch = read_event_batch(path, 0)
+    # The first is signed, the second checked value by value: not all of them checked.
     assert batch.metric_lines.chunks == Chunks(
-        [0, 2], ["1,2,3", "3,4"], [3, 2], [0, 1, 2], ["loss", "x"], ["1,2,3", '"a b","c"'])
+        [0, 2], ["1,2,3", "3,4"], [3, 2], ['{"loss":[1,2,3]}', '{"x":["a b","c"]}'])
+    assert batch.metric_lines.chunks.columns() == ChunkColumns(
+        [0, 1, 2], ["loss", "x"], ["1,2,3", '"a b","c"'])
     assert [batch.metric_lines.chunks.steps_of(k) for k in (0, 1)] == [[1, 2, 3], [3, 4]]
     assert batch.metric_lines.seqs == [1, 2, 3]  # the batch-metrics report (4) is decoded
     every = read_events(path, 0)

@@ -162,6 +162,7 @@ def test_a_chunk_of_validations_reaches_the_feed_one_report_at_a_time(
     assert j.store.trial(1).best_validation == 0.25
 
 
+@pytest.mark.parametrize("between", [False, True])  # a validation after each flush, or at the end
 @pytest.mark.parametrize("flushes", [
     [[1, 2, 3], [4, 5], [6], [7, 8, 9]],  # steps that rise: found from each line's ends
     [[1, 2, 3], [3, 4, 5]],  # signed lines, a step again: each step parsed, step 3 merged
@@ -169,27 +170,33 @@ def test_a_chunk_of_validations_reaches_the_feed_one_report_at_a_time(
     [list(range(1, ROW_REPORTS)), list(range(ROW_REPORTS, ROW_REPORTS + 9))],
 ])
 def test_signed_chunk_lines_are_stored_as_the_same_lines_unsigned(
-        tmp_path: Path, flushes: list[list[int]]) -> None:
+        tmp_path: Path, flushes: list[list[int]], between: bool) -> None:
     signed, unsigned = tmp_path / "signed.jsonl", tmp_path / "unsigned.jsonl"
     writer = EventWriter(signed)
-    lines = []
-    for seq, steps in enumerate(flushes, 1):
+    lines: list[str] = []
+    signs = []  # whether each line is signed: a chunk line whose steps rise
+    losses = []  # of the validations
+    for k, steps in enumerate(flushes):
         for step in steps:
             writer.emit(*_report("training", step, loss=1 / step))
         writer.flush()
-        lines.append(_chunk(seq, 1.5, steps, loss=[1 / step for step in steps])
+        lines.append(_chunk(len(lines) + 1, 1.5, steps, loss=[1 / step for step in steps])
                      if len(steps) > 1 else
-                     f'{{"seq":{seq},"type":"metrics","time":1.5,"group":"training",'
+                     f'{{"seq":{len(lines) + 1},"type":"metrics","time":1.5,"group":"training",'
                      f'"steps_completed":{steps[0]},"metrics":{{"loss":{1 / steps[0]}}}}}')
-    writer.emit(*_report("validation", flushes[-1][-1], loss=0.5))
+        signs.append(len(steps) > 1 and steps == sorted(set(steps)))
+        if between or k == len(flushes) - 1:
+            losses.append(0.5 + abs(k - 1))  # the best neither the first nor the last
+            writer.emit(*_report("validation", steps[-1], loss=losses[-1]))
+            writer.flush()
+            lines.append(f'{{"seq":{len(lines) + 1},"type":"metrics","time":1.5,'
+                         f'"group":"validation","steps_completed":{steps[-1]},'
+                         f'"metrics":{{"loss":{losses[-1]}}}}}')
+            signs.append(False)
     writer.close()
-    lines.append(f'{{"seq":{len(flushes) + 1},"type":"metrics","time":1.5,'
-                 f'"group":"validation","steps_completed":{flushes[-1][-1]},'
-                 '"metrics":{"loss":0.5}}')
     unsigned.write_text("\n".join(lines) + "\n")
     # A chunk line is signed if its steps rise; a lone report's line and a validation's not.
-    assert [line.count('"crc":') for line in signed.read_text().splitlines()] == [
-        *(int(len(steps) > 1 and steps == sorted(steps)) for steps in flushes), 0]
+    assert ['"crc":' in line for line in signed.read_text().splitlines()] == signs
     stored = []
     for events in (signed, unsigned):
         j = one_run(tmp_path / events.stem)
@@ -199,6 +206,8 @@ def test_signed_chunk_lines_are_stored_as_the_same_lines_unsigned(
                 'SELECT "group", steps_completed, last_step, ordinal, reports, steps_json, '
                 "metrics_json FROM metric ORDER BY id").fetchall())
         stored.append(_stored(j))
+        assert j.store.trial(1).best_validation == min(losses)
     assert stored[:2] == stored[2:]
     assert [step for group, step, *_ in stored[1] if group == "training"] == list(
         dict.fromkeys(step for steps in flushes for step in steps))
+
