@@ -225,11 +225,12 @@ class Event(NamedTuple):
 #
 # A signed chunk line (``"crc"`` after its type) is one the writer made of plain values only
 # and rising steps (``_signed``): its columns are not checked value by value, which is most of
-# what reading a log costs, nor its steps parsed to find that they rise, but its CRC-32 of the
-# text after the ``"crc"`` member must match, or it is decoded whole like any other line. The
-# CRC guards against what a shared filesystem does to a file (a block of zeros, a line from
-# two writers), not against a trial that forges one: a trial can spoil only its own rows, and
-# the daemon survives them as it does a damaged log.
+# what reading a log costs, nor counted, nor its steps parsed to find that they rise, and a row
+# of that one line keeps its text; but its CRC-32 of the text after the ``"crc"`` member must
+# match, or it is decoded whole like any other line. The CRC guards against what a shared
+# filesystem does to a file (a block of zeros, a line from two writers), not against a trial
+# that forges one: a trial can spoil only its own rows and experiment, and the daemon survives
+# it as it does a damaged log.
 _TEXT = r"[ !#-\[\]-~]*+"  # printable ASCII but " and \, so a JSON string's value is its text
 _COLUMN_TEXT = r"[ !#-+\--Z^-z|~]*+"  # the same without , [ ] { }
 _INT = r"(?:0|[1-9][0-9]*+)"
