@@ -506,17 +506,17 @@ def _chunks(columns: list[list[str | None]], crcs: list[str | None]) -> Chunks:
     not matched them. A signed line's columns are as its writer made them: its CRC matched."""
     seqs, groups, firsts, texts, rests = columns[0], columns[2], columns[3], columns[4], columns[5]
     lines = [i for i, rest in enumerate(rests) if rest is not None]
-    fed = [i for i in lines if groups[i] == FED_GROUP]
+    decoded = [i for i in lines if groups[i] == FED_GROUP]
     unsigned = [i for i in lines if crcs[i] is None]
     checked = None
     if unsigned:
         checked, wrong = _check_counts(
             [cast(str, texts[i]) for i in unsigned], [cast(str, rests[i]) for i in unsigned])
-        fed += map(unsigned.__getitem__, wrong)
+        decoded += map(unsigned.__getitem__, wrong)
         if wrong or len(unsigned) < len(lines):
             checked = None
-    if fed:
-        for i in fed:
+    if decoded:
+        for i in decoded:
             seqs[i] = rests[i] = None
         return _chunks(columns, crcs)
     rest_texts = cast("list[str]", list(map(rests.__getitem__, lines)))
