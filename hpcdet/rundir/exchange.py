@@ -234,6 +234,9 @@ class Event(NamedTuple):
 _TEXT = r"[ !#-\[\]-~]*+"  # printable ASCII but " and \, so a JSON string's value is its text
 _COLUMN_TEXT = r"[ !#-+\--Z^-z|~]*+"  # the same without , [ ] { }
 _INT = r"(?:0|[1-9][0-9]*+)"
+# A seq or a step: up to 18 digits fit SQLite's integer; a line with more is decoded whole, and
+# kept if its numbers fit (``_is_int64``).
+_SHORT_INT = r"(?:0|[1-9][0-9]{0,17}+)"
 _NUMBER = rf"-?+{_INT}(?:\.[0-9]++)?+(?:[eE][-+]?+[0-9]++)?+"
 _FLOAT = rf"-?+{_INT}(?:\.[0-9]++(?:[eE][-+]?+[0-9]++)?+|[eE][-+]?+[0-9]++)"
 
@@ -247,9 +250,9 @@ _COLUMN = rf'"{_COLUMN_TEXT}":\[{_value(_COLUMN_TEXT)}(?:,{_value(_COLUMN_TEXT)}
 # A report and a chunk share the groups of their (first) step and of their metrics' text, so
 # that the split gives each field of either in one column.
 _METRICS_LINE = (
-    rf'\{{"seq":({_INT}),"type":"metrics",(?:"crc":(?P<crc>[0-9]{{1,10}}+),)?+"time":({_FLOAT}),'
-    rf'"group":"({_TEXT})","steps(?:_completed":|(?P<chunk>":\[))({_INT})'
-    rf'(?(chunk)((?:,{_INT})*+)\],"columns":|,"metrics":)'
+    rf'\{{"seq":({_SHORT_INT}),"type":"metrics",(?:"crc":(?P<crc>[0-9]{{1,10}}+),)?+'
+    rf'"time":({_FLOAT}),"group":"({_TEXT})","steps(?:_completed":|(?P<chunk>":\[))({_SHORT_INT})'
+    rf'(?(chunk)((?:,{_SHORT_INT})*+)\],"columns":|,"metrics":)'
     rf'((?(chunk)(?(crc)\{{[^\n]*(?=\}}$)|\{{(?:{_COLUMN}(?:,{_COLUMN})*+)?+\}})'
     rf'|\{{(?:{_MEMBER}(?:,{_MEMBER})*+)?+\}}))'
     r'(?(chunk)|(?:,"batch_metrics":null)?+)'
@@ -457,13 +460,17 @@ def read_event_batch(path: str | Path, offset: int) -> EventBatch:
         if body is None:
             continue
         seq, type_ = body.pop("seq", None), body.pop("type", None)
-        if not isinstance(seq, int) or isinstance(seq, bool) or not isinstance(type_, str):
+        if not _is_int64(seq) or not isinstance(type_, str):
             report_skipped(path, start, "an event without seq or type")
             continue
-        if type_ == "metrics" and "columns" in body:
-            reports = _chunk_reports(body)
+        if type_ == "metrics":
+            reports = _chunk_reports(body) if "columns" in body else [body]
             if reports is None:
                 report_skipped(path, start, "a chunk of metrics whose steps and values differ")
+            elif not all(map(_is_report, reports)):
+                report_skipped(path, start, "a metrics report without its group, step, metrics "
+                               "or time")
+                reports = None
             others += (Event(seq, type_, report, ends[i]) for report in reports or ())
             continue
         others.append(Event(seq=seq, type=type_, body=body, end_offset=ends[i]))
@@ -536,6 +543,17 @@ def _check_counts(texts: list[str], rests: list[str]) -> tuple[ChunkColumns, lis
         return found, []
     return found, [k for k, (text, n) in enumerate(zip(texts, commas))
                    if any(values.count(",") != n for _, values in COLUMNS.findall(text))]
+
+
+def _is_int64(value: Any) -> bool:
+    """Whether ``value`` is an int SQLite can store, as a seq or a step must be."""
+    return type(value) is int and -(2**63) <= value < 2**63
+
+
+def _is_report(body: Mapping[str, Any]) -> bool:
+    """Whether a decoded metrics report holds what storing it needs."""
+    return (isinstance(body.get("group"), str) and _is_int64(body.get("steps_completed"))
+            and isinstance(body.get("metrics"), dict) and type(body.get("time")) in (int, float))
 
 
 def _chunk_reports(body: dict[str, Any]) -> list[dict[str, Any]] | None:

@@ -30,7 +30,7 @@ def test_events_round_trip_with_offsets(tmp_path: Path) -> None:
     path = tmp_path / "events.jsonl"
     w = EventWriter(path)
     for i in range(3):
-        w.emit("metrics", {"steps_completed": i, "v": math.inf if i == 2 else i})
+        w.emit("status", {"steps_completed": i, "v": math.inf if i == 2 else i})
     w.flush()
     events = read_events(path, 0)
     assert [e.seq for e in events] == [1, 2, 3]
@@ -130,12 +130,12 @@ def test_write_atomic_and_filewatch(tmp_path: Path) -> None:
 def test_a_writer_resumed_after_a_torn_write_cuts_the_torn_tail(tmp_path: Path) -> None:
     path = tmp_path / "events.jsonl"
     w = EventWriter(path)
-    w.emit("metrics", {"v": 1})
+    w.emit("status", {"v": 1})
     w.flush()
     with open(path, "a") as f:
         f.write('{"seq": 2, "type": "metr')  # the trial was killed mid-write
     resumed = EventWriter(path)
-    resumed.emit("metrics", {"v": 2})
+    resumed.emit("status", {"v": 2})
     resumed.flush()
     events = read_events(path, 0)
     assert [(e.seq, e.body["v"]) for e in events] == [(1, 1), (2, 2)]

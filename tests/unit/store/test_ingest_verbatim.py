@@ -112,3 +112,46 @@ def test_events_come_back_in_file_order_with_their_bodies(
         "training", "training", "validation"]
     assert [dict(e.body) for e in every] == [
         {k: v for k, v in w.items() if k not in ("seq", "type")} for w in written]
+
+
+_HEAD = '{"seq":2,"type":"metrics","time":1.5,"group":"training",'
+
+
+@pytest.mark.parametrize("line", [
+    # Numbers SQLite cannot store: 19 digits (the pattern takes 18), past 2**63, past the
+    # 4,300 digits int() takes.
+    '{"seq":9223372036854775808,"type":"metrics","time":1.5,"group":"training",'
+    '"steps_completed":2,"metrics":{"loss":2}}',
+    _HEAD + '"steps_completed":9223372036854775808,"metrics":{"loss":2}}',
+    _HEAD + '"steps_completed":' + "9" * 5000 + ',"metrics":{"loss":2}}',
+    _HEAD + '"steps":[2,9223372036854775808],"columns":{"loss":[2,3]}}',
+    # A report without what storing it needs.
+    _HEAD + '"metrics":{"loss":2}}',
+    _HEAD + '"steps_completed":2,"metrics":[2]}',
+    _HEAD + '"steps_completed":2.0,"metrics":{"loss":2}}',
+    '{"seq":2,"type":"metrics","group":"training","steps_completed":2,"metrics":{"loss":2}}',
+    '{"seq":2,"type":"metrics","time":1.5,"steps_completed":2,"metrics":{"loss":2}}',
+], ids=["seq", "step", "step-5000-digits", "chunk-step", "no-step", "metrics-list",
+        "float-step", "no-time", "no-group"])
+def test_a_report_the_store_cannot_take_is_skipped_and_said_so(
+        j: Journaled, tmp_path: Path, caplog: pytest.LogCaptureFixture, line: str) -> None:
+    events = tmp_path / "events.jsonl"
+    write_events(events, _report("training", 1, loss=1))
+    start = events.stat().st_size
+    with events.open("a") as f:
+        f.write(line + "\n")
+    write_events(events, _report("validation", 3, loss=3))
+    batch = j.store.ingest_events(1, 1, events, LOSS)
+    assert batch.end_offset == events.stat().st_size
+    assert "skipped a" in caplog.text and f"{events} at byte offset {start}" in caplog.text
+    assert _stored(j) == [("training", 1, 0, 1, {"loss": 1}, None),
+                          ("validation", 3, 0, 1, {"loss": 3}, None)]
+    assert j.store.trial(1).best_validation == 3
+
+
+def test_a_report_of_a_negative_step_is_stored(j: Journaled, tmp_path: Path) -> None:
+    events = tmp_path / "events.jsonl"
+    write_events(events, _report("training", -(2**63), loss=1), _report("training", 1, loss=2))
+    j.store.ingest_events(1, 1, events, LOSS)
+    assert _stored(j) == [("training", -(2**63), 0, 1, {"loss": 1}, None),
+                          ("training", 1, 1, 1, {"loss": 2}, None)]
