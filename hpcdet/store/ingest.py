@@ -23,6 +23,7 @@ from sqlmodel import Session
 from hpcdet.rundir.exchange import (
     COLUMNS,
     ChunkColumns,
+    Chunks,
     Event,
     EventBatch,
     MetricLines,
@@ -256,13 +257,10 @@ def _append_each(rows: list[Row], trial_id: int, run_id: int, lines: MetricLines
     from each group's ordinal in ``following``, which it moves on past them."""
     chunks = lines.chunks
     reports, steps_json = [1] * len(lines.groups), [""] * len(lines.groups)
-    texts = lines.metrics_json
-    for i, n, steps in zip(chunks.lines, chunks.reports, chunks.steps):
-        reports[i], steps_json[i] = n, f"[{steps}]"
-        if n == 1:  # a chunk line of one report: a report's row
-            if texts is lines.metrics_json:
-                texts = texts.copy()
-            texts[i], steps_json[i] = chunk_metrics(texts[i], 1)[0], ""
+    texts = lines.metrics_json.copy()
+    for k, i in enumerate(chunks.lines):
+        reports[i] = chunks.reports[k]
+        texts[i], steps_json[i] = _line_texts(chunks, k)
     ordinals = []
     for group, n in zip(lines.groups, reports):
         ordinals.append(following[group])
@@ -299,9 +297,7 @@ def _chunk_row(trial_id: int, run_id: int, lines: MetricLines, first: int, end: 
             reports)
     reported = lines.times[index]
     if end == first + 1:
-        if reports == 1:  # a chunk line of one report
-            return (*head, chunk_metrics(chunks.texts[first], 1)[0], "", "", "", reported)
-        return (*head, chunks.texts[first], f"[{chunks.steps[first]}]", "", "", reported)
+        return (*head, *_line_texts(chunks, first), "", "", reported)
     found = columns()
     start, stop = found.starts[first], found.starts[end]
     width = found.starts[first + 1] - start
@@ -313,6 +309,14 @@ def _chunk_row(trial_id: int, run_id: int, lines: MetricLines, first: int, end: 
         "[" + ",".join(f"[{n},{t!r}]" for n, t in zip(chunks.reports[first:end], times)) + "]")
     return (*head, text, "[" + ",".join(chunks.steps[first:end]) + "]", times_json, "",
             reported)
+
+
+def _line_texts(chunks: Chunks, k: int) -> tuple[str, str]:
+    """The metrics text and steps JSON of a row of chunk line ``k`` alone: its text as it
+    stands, or a report's if it holds one report."""
+    if chunks.reports[k] == 1:
+        return chunk_metrics(chunks.texts[k], 1)[0], ""
+    return chunks.texts[k], f"[{chunks.steps[k]}]"
 
 
 def _reports(lines: MetricLines) -> list[_Line]:
