@@ -99,14 +99,14 @@ def _create(raw: dict[str, Any], context: Path, paused: bool, includes: list[Pat
                       f"{files} files")
 
     created = connect(paths()).create(raw, context, on_snapshot=announce, warn=_warn,
-                                      paused=paused, includes=includes)
+                                      paused=paused, includes=includes, convert_image=True)
     console.print(f"Created {kind}experiment {created.experiment_id}")
     for line in created.warning.splitlines():
         console.print(f"Warning: {line}")
     if created.image:
         from hpcdet.containers import ContainerSpec
 
-        _convert(ContainerSpec.from_dict(created.image))
+        _convert(ContainerSpec.from_dict(created.image), created.image_reserved)
     return created
 
 
@@ -132,20 +132,23 @@ def submit(
     console.print(f"  wait for its end: hpcdet experiment wait {exp}")
 
 
-def _convert(spec: "ContainerSpec") -> None:
+def _convert(spec: "ContainerSpec", reserved: str) -> None:
     """Convert the trials' image here, on the login node, where the registry is reachable and
-    the progress shows; jobs that start meanwhile wait for it."""
+    the progress shows; jobs that start meanwhile wait for it (on the pull lock the daemon
+    took for this CLI, ``reserved``, from before they were submitted)."""
     from hpcdet import images
 
-    if spec.image.pull_from is None or (Path(spec.image.file).exists() and not spec.force_pull):
+    if not images.needs_pull(spec, spec.force_pull):
+        images.release(spec, reserved)
         return
     if shutil.which(spec.runtime) is None:  # the jobs may have it at the path the daemon found
+        images.release(spec, reserved)
         console.print(f"{spec.runtime} is not on PATH here: the first job converts "
                       f"{spec.image.pull_from} (its progress is in `hpcdet trial logs`)")
         return
     try:
         images.ensure(spec, lambda line: console.print(line, markup=False, highlight=False),
-                      force=spec.force_pull)
+                      force=spec.force_pull, reserved=reserved)
     except ImageError as e:
         raise ImageError(f"{e}\nThe experiment's trials end with this error unless the image "
                          "is there when they start.") from e

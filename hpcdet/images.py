@@ -6,6 +6,11 @@ start together take one lock, one pulls and the others wait and use the file. Th
 directory (``mkdir`` is atomic on every shared filesystem, unlike ``flock`` on some Lustre
 mounts) whose holder touches a heartbeat file; a lock whose heartbeat stops (a pull killed with
 its node) is taken over after ``STALE_AFTER`` seconds.
+
+The daemon submits an experiment's jobs before the CLI hears it was created, so it takes the
+lock for the CLI first (``reserve``): a job that starts at once waits for the login node's pull
+rather than pull on a compute node, which often cannot reach the registry. The CLI adopts the
+lock (``ensure(..., reserved=holder)``); one that never comes lets it go stale.
 """
 
 from __future__ import annotations
@@ -46,12 +51,59 @@ def locate(spec: ContainerSpec) -> ContainerSpec:
     return replace(spec, executable=found)
 
 
-def ensure(spec: ContainerSpec, say: Callable[[str], None], force: bool = False) -> Path:
-    """The image file, converted first if it is not there (or ``force``).
+def ensure(spec: ContainerSpec, say: Callable[[str], None], force: bool = False,
+           reserved: str = "") -> Path:
+    """The image file, converted first if it is not there (or ``force``). ``reserved``: the
+    holder ``reserve`` wrote, whose lock this call adopts (and lets go of, whatever happens).
 
     Raises:
         ImageError: with what to do.
     """
+    try:
+        return _ensure(spec, say, force, reserved)
+    finally:
+        if reserved:
+            release(spec, reserved)
+
+
+def needs_pull(spec: ContainerSpec, force: bool = False) -> bool:
+    """Whether ``spec``'s image is one hpcdet converts and is not there yet (or ``force``)."""
+    image = spec.image
+    return (image.pull_from is not None and spec.runtime != "podman"
+            and (force or not Path(image.file).exists()))
+
+
+def reserve(spec: ContainerSpec, holder: str, force: bool = False) -> bool:
+    """Take the pull lock of ``spec``'s image for a converter that comes later, which passes
+    ``holder`` to ``ensure``; False (and nothing taken) when there is nothing to convert or
+    the lock is held already."""
+    if not needs_pull(spec, force):
+        return False
+    target = Path(spec.image.file)
+    lock = _lock_path(target)
+    try:
+        private_dir(target.parent, None)
+        lock.mkdir()
+    except (OSError, PrivacyError):
+        return False
+    (lock / "holder").write_text(holder + "\n")
+    (lock / "heartbeat").touch()
+    return True
+
+
+def release(spec: ContainerSpec, holder: str) -> None:
+    """Let go of a lock ``reserve`` took, if ``holder`` still holds it."""
+    lock = _lock_path(Path(spec.image.file))
+    if holder and _read(lock / "holder") == holder:
+        shutil.rmtree(lock, ignore_errors=True)
+
+
+def _lock_path(target: Path) -> Path:
+    return target.with_name(target.name + ".lock")
+
+
+def _ensure(spec: ContainerSpec, say: Callable[[str], None], force: bool,
+            reserved: str) -> Path:
     image = spec.image
     target = Path(image.file)
     if image.pull_from is None or spec.runtime == "podman":
@@ -70,9 +122,9 @@ def ensure(spec: ContainerSpec, say: Callable[[str], None], force: bool = False)
         spec = locate(spec)
     except ImageError as e:
         raise ImageError(f"cannot convert {image.pull_from}: {e}") from None
-    lock = target.with_name(target.name + ".lock")
+    lock = _lock_path(target)
     started = os.stat(target).st_mtime if target.exists() else None
-    with _Lock(lock, say):
+    with _Lock(lock, say, reserved):
         done = target.exists() and (not force or os.stat(target).st_mtime != started)
         if not done:
             _pull(spec, target, say)
@@ -120,16 +172,19 @@ def _pull(spec: ContainerSpec, target: Path, say: Callable[[str], None]) -> None
 
 
 class _Lock:
-    def __init__(self, path: Path, say: Callable[[str], None]) -> None:
+    """``reserved``: the holder of a lock taken for this one by ``reserve``, which it adopts."""
+
+    def __init__(self, path: Path, say: Callable[[str], None], reserved: str = "") -> None:
         self.path = path
         self.say = say
+        self.reserved = reserved
         self._stop = threading.Event()
         self._beat: threading.Thread | None = None
 
     def __enter__(self) -> _Lock:
         told = False
         deadline = time.monotonic() + PULL_TIMEOUT
-        while True:
+        while not (self.reserved and _read(self.path / "holder") == self.reserved):
             try:
                 self.path.mkdir()
                 break

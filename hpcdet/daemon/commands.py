@@ -67,7 +67,7 @@ class Commands:
         if isinstance(operation, ops.Create):
             return self.creation.create(operation.config, operation.staging,
                                         operation.request_id, operation.python,
-                                        operation.paused)
+                                        operation.paused, operation.convert)
         if isinstance(operation, ops.Pause):
             return self.pause(operation.exp_id)
         if isinstance(operation, ops.Activate):

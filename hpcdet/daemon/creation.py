@@ -10,9 +10,10 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from hpcdet import trialside
+from hpcdet import images, trialside
 from hpcdet.config import ExperimentConfig
 from hpcdet.config.unapplied import not_applied, other_sections
+from hpcdet.containers import ContainerSpec
 from hpcdet.daemon.configs import Configs
 from hpcdet.daemon.guard import Guard
 from hpcdet.daemon.jobspec import container_problems, container_spec, container_warnings
@@ -27,7 +28,7 @@ from hpcdet.errors import (
     disk_full_cause,
     disk_full_reason,
 )
-from hpcdet.paths import StatePaths
+from hpcdet.paths import StatePaths, hostname
 from hpcdet.rundir.exchange import whole_lines, write_atomic
 from hpcdet.states import ExperimentState, TrialState
 from hpcdet.store.repository import Store
@@ -55,16 +56,18 @@ class Creation:
 
     def create(
         self, config: dict[str, Any], staging: str, request_id: str = "", python: str = "",
-        paused: bool = False,
+        paused: bool = False, convert: bool = False,
     ) -> dict[str, Any]:
         """``request_id``: the CLI's; the same request carried out again (a daemon that died
-        before its reply was written) answers with the experiment it created.
+        before its reply was written) answers with the experiment it created. ``convert``:
+        the CLI converts the trials' image, and the pull lock is taken for it before the jobs
+        are submitted (``hpcdet.images.reserve``).
 
         Once the request is taken the snapshot in ``staging`` is the daemon's (the CLI may have
         stopped waiting): it is moved into the experiment, or removed with any other answer.
         """
         try:
-            return self._create(config, staging, request_id, python, paused)
+            return self._create(config, staging, request_id, python, paused, convert)
         finally:
             self._drop_staging(Path(staging))
 
@@ -74,7 +77,7 @@ class Creation:
             shutil.rmtree(staging, ignore_errors=True)
 
     def _create(self, config: dict[str, Any], staging: str, request_id: str,
-                python: str, paused: bool = False) -> dict[str, Any]:
+                python: str, paused: bool = False, convert: bool = False) -> dict[str, Any]:
         given = ExperimentConfig.from_dict(config)
         raw = given.to_dict()
         storage = raw.get("checkpoint_storage") or {}
@@ -116,6 +119,10 @@ class Creation:
                 raise
             raise DiskFullError(f"experiment {exp_id} in {exp_dir}", e,
                                 "experiment not created: ") from e
+        container = self._container(cfg)
+        holder = f"hpcdet experiment create of experiment {exp_id} on {hostname()}"
+        reserved = convert and container is not None and images.reserve(
+            container, holder, container.force_pull)
         waiting = ""
         try:
             self.submission.submit_queued()
@@ -124,7 +131,7 @@ class Creation:
                 raise
             waiting = (f"its trials wait to be submitted: {disk_full_reason(e)} while writing "
                        "their run directories; they go once space is freed")
-        return self._create_reply(exp_id, cfg, waiting)
+        return self._create_reply(exp_id, cfg, waiting, holder if reserved else "")
 
     def _choose_python(self, environment: dict[str, Any], submitted: str) -> None:
         """Fill in ``environment.python`` of a config without an image: the config's own, the
@@ -148,7 +155,9 @@ class Creation:
                                "run with, e.g. /opt/venvs/train/bin/python3"])
         environment["python"] = trialside.probe(chosen, said).path
 
-    def _create_reply(self, exp_id: int, cfg: ExperimentConfig, waiting: str) -> dict[str, Any]:
+    def _create_reply(self, exp_id: int, cfg: ExperimentConfig, waiting: str,
+                      reserved: str = "") -> dict[str, Any]:
+        """``reserved``: the holder of the image's pull lock taken for the CLI."""
         trials = self.store.trials(exp_id)
         reasons = [self.store.experiment(exp_id).error, waiting]
         reasons += [t.end_reason for t in trials if t.state == TrialState.ERROR]
@@ -161,10 +170,14 @@ class Creation:
         reasons += container_warnings(cfg, self.submission.cluster)
         warning = "\n".join([r for r in reasons if r] + not_applied(cfg.raw, cfg.is_trial_class)
                              + other_sections(cfg.raw, section, self.backend))
-        sub = self.submission
-        container = container_spec(cfg, sub.cluster, sub.site.placement(cfg), self.paths)
+        container = self._container(cfg)
         return {"experiment_id": exp_id, "trial_ids": [t.id for t in trials],
-                "warning": warning, "image": container.to_dict() if container else None}
+                "warning": warning, "image": container.to_dict() if container else None,
+                "image_reserved": reserved}
+
+    def _container(self, cfg: ExperimentConfig) -> ContainerSpec | None:
+        sub = self.submission
+        return container_spec(cfg, sub.cluster, sub.site.placement(cfg), self.paths)
 
     def _created_by(self, request_id: str, staging: str) -> dict[str, Any]:
         for exp_id in reversed(self.journal.experiment_ids()):

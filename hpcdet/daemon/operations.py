@@ -27,7 +27,8 @@ class Create:
     ``request_id``: the CLI's, so that the request carried out again answers the same;
     ``python``: the ``python3`` on the CLI's PATH, which trials run with when neither the
     config nor the cluster config names one; ``paused``: created paused (`create --paused`),
-    its trials wait for `experiment activate`."""
+    its trials wait for `experiment activate`; ``convert``: the CLI converts the trials'
+    image on the login node once created (the daemon takes the pull lock for it)."""
 
     NAME: ClassVar[str] = "create"
     config: dict[str, Any]
@@ -35,6 +36,7 @@ class Create:
     request_id: str = ""
     python: str = ""
     paused: bool = False
+    convert: bool = False
 
 
 @dataclass(frozen=True)

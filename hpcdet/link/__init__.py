@@ -23,11 +23,14 @@ class Created:
     # The image its trials run in (hpcdet.containers.ContainerSpec as a dict), which the CLI
     # converts on the login node while the jobs wait for it.
     image: dict[str, Any] | None = None
+    # The holder of the image's pull lock the daemon took for the CLI (hpcdet.images.reserve).
+    image_reserved: str = ""
 
     @classmethod
     def from_reply(cls, reply: dict[str, Any]) -> Created:
         return cls(int(reply["experiment_id"]), [int(t) for t in reply.get("trial_ids", [])],
-                   str(reply.get("warning") or ""), reply.get("image"))
+                   str(reply.get("warning") or ""), reply.get("image"),
+                   str(reply.get("image_reserved") or ""))
 
 
 @dataclass(frozen=True)
@@ -47,10 +50,12 @@ class DaemonClient(Protocol):
     def create(self, config: dict[str, Any], context: Path,
                on_snapshot: Callable[[int, int], None] | None = None,
                warn: Callable[[str], None] | None = None, paused: bool = False,
-               includes: Sequence[Path] = ()) -> Created:
+               includes: Sequence[Path] = (), convert_image: bool = False) -> Created:
         """Snapshot ``context`` and each of ``includes`` (a file or directory, put at the
         context's top under its own name; ``on_snapshot(files, bytes)`` once they are taken)
-        and create the experiment of the validated ``config``, ``paused`` if asked."""
+        and create the experiment of the validated ``config``, ``paused`` if asked.
+        ``convert_image``: the caller converts the trials' image next (``Created.image``),
+        so the jobs wait for it."""
         ...
 
     def pause(self, exp_id: int) -> str: ...

@@ -37,7 +37,7 @@ class FileClient:
     def create(self, config: dict[str, Any], context: Path,
                on_snapshot: Callable[[int, int], None] | None = None,
                warn: Callable[[str], None] | None = None, paused: bool = False,
-               includes: Sequence[Path] = ()) -> Created:
+               includes: Sequence[Path] = (), convert_image: bool = False) -> Created:
         """The snapshot goes into the request area, where the daemon moves it into the
         experiment; a create given up on (a timeout, Ctrl-C) is withdrawn or left to the
         daemon, never half done (``give_up``)."""
@@ -52,8 +52,8 @@ class FileClient:
                 on_snapshot(files, size)
             # Trials run with the python3 the user has at hand, unless the config says otherwise.
             python = shutil.which("python3") or ""
-            reply = self._send(ops.Create(config, str(staging), rid, python, paused),
-                               request_id=rid)
+            reply = self._send(ops.Create(config, str(staging), rid, python, paused,
+                                          convert_image), request_id=rid)
         except BaseException as e:
             outcome = give_up(self.paths, rid, staging, e)
             if outcome is e:

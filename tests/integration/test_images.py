@@ -44,13 +44,16 @@ def _pulls(tmp_path: Path) -> list[dict[str, object]]:
     return [c for c in calls if c.get("subcommand") == "pull"]
 
 
+# What a job's harness does before its trial starts (argv[1]: the ContainerSpec as JSON).
+_ENSURE = ("import sys, json; from hpcdet import images; from hpcdet.containers import "
+           "ContainerSpec; spec = ContainerSpec.from_dict(json.loads(sys.argv[1])); "
+           "print(images.ensure(spec, lambda line: print(line, flush=True)))")
+
+
 def test_ten_jobs_at_once_share_one_pull(registry: Path, tmp_path: Path) -> None:
     spec = _spec(tmp_path / "cache")
-    script = ("import sys, json; from hpcdet import images; from hpcdet.containers import "
-              "ContainerSpec; spec = ContainerSpec.from_dict(json.loads(sys.argv[1])); "
-              "print(images.ensure(spec, lambda line: print(line, flush=True)))")
     env = {**os.environ, "HPCDET_APPTAINER_DOUBLE_PULL_SECONDS": "2"}
-    procs = [subprocess.Popen([sys.executable, "-c", script, json.dumps(spec.to_dict())],
+    procs = [subprocess.Popen([sys.executable, "-c", _ENSURE, json.dumps(spec.to_dict())],
                               env=env, stdout=subprocess.PIPE, text=True) for _ in range(10)]
     outs = [p.communicate(timeout=60)[0] for p in procs]
     assert [p.returncode for p in procs] == [0] * 10
@@ -59,6 +62,40 @@ def test_ten_jobs_at_once_share_one_pull(registry: Path, tmp_path: Path) -> None
     assert sum("waiting for" in out for out in outs) >= 1
     assert Path(spec.image.file).read_text().startswith("HPCDET-APPTAINER-DOUBLE-SIF")
     assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == [Path(spec.image.file).name]
+
+
+def test_a_job_that_starts_before_the_cli_converts_waits_for_it(registry: Path,
+                                                                  tmp_path: Path) -> None:
+    """The daemon takes the pull lock for the CLI before it submits the jobs: a job that starts
+    at once waits for the login node's pull, rather than pull on its compute node."""
+    spec = _spec(tmp_path / "cache")
+    holder = "hpcdet experiment create of experiment 1 on login1"
+    assert images.reserve(spec, holder)
+    assert not images.reserve(spec, "another create")  # held already
+    job = subprocess.Popen([sys.executable, "-c", _ENSURE, json.dumps(spec.to_dict())],
+                           stdout=subprocess.PIPE, text=True)
+    assert job.stdout is not None
+    assert job.stdout.readline().startswith(f"waiting for {holder} to finish converting")
+    assert _pulls(tmp_path) == []
+    said: list[str] = []
+    assert images.ensure(spec, said.append, reserved=holder).exists()
+    assert job.communicate(timeout=60)[0].strip() == spec.image.file
+    assert job.returncode == 0 and len(_pulls(tmp_path)) == 1
+    assert not Path(spec.image.file + ".lock").exists()
+    assert not images.reserve(spec, holder)  # nothing left to convert
+
+
+def test_a_reserved_lock_is_let_go_only_by_its_holder(registry: Path, tmp_path: Path) -> None:
+    """A CLI that does not convert (no runtime on the login node) lets the first job do it."""
+    spec = _spec(tmp_path / "cache")
+    lock = Path(spec.image.file + ".lock")
+    assert images.reserve(spec, "create of experiment 1")
+    images.release(spec, "create of experiment 2")
+    images.release(spec, "")
+    assert lock.exists()
+    images.release(spec, "create of experiment 1")
+    assert not lock.exists()
+    assert _pulls(tmp_path) == []
 
 
 def test_a_failed_pull_says_what_to_do_and_leaves_nothing(registry: Path,

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -52,12 +54,39 @@ def test_create_moves_the_context_into_the_experiment_and_submits(tmp_path: Path
     reply = built.commands.handle("create", {"config": CONFIG, "staging": _staging(w),
                                              "request_id": "r1"})
     assert {k: v for k, v in reply.items() if k != "warning"} == {
-        "experiment_id": 1, "trial_ids": [1], "image": None}
+        "experiment_id": 1, "trial_ids": [1], "image": None, "image_reserved": ""}
     assert (w.paths.context(1) / "train.py").read_text() == "print(1)\n"
     assert w.store.runs()[0].job_id == "101"
     # The same request carried out again (its reply was lost) answers with what it made.
     again = built.creation.create(CONFIG, str(w.paths.requests / "req.context"), "r1")
     assert again["experiment_id"] == 1 and len(w.store.experiments()) == 1
+
+
+def test_an_image_to_convert_is_locked_for_the_cli_before_its_jobs_go(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A job that starts before the CLI converts the image waits for it (hpcdet.images)."""
+    w = World(tmp_path)
+    built = Built(w)
+    lock = w.paths.images / "acme+x+1.sif.lock"
+    locked_at_sbatch: list[bool] = []
+    run = w.runner.run
+
+    def sbatch_sees_the_lock(cmd: list[str], check: bool = True, stdin: str | None = None) -> Any:
+        if cmd[0] == "sbatch":
+            locked_at_sbatch.append(lock.is_dir())
+        return run(cmd, check, stdin)
+
+    monkeypatch.setattr(w.runner, "run", sbatch_sees_the_lock)
+    config = {**CONFIG, "environment": {"image": "acme/x:1"}}
+    reply = built.commands.handle("create", {"config": config, "staging": _staging(w, "a"),
+                                             "request_id": "a", "convert": True})
+    assert reply["image"]["image"]["file"] == str(lock.with_suffix(""))
+    assert reply["image_reserved"] == (lock / "holder").read_text().strip()
+    assert "experiment 1" in reply["image_reserved"] and locked_at_sbatch == [True]
+    # A caller that does not convert (the SDK) leaves it to the jobs.
+    shutil.rmtree(lock)
+    reply = built.creation.create(config, _staging(w, "b"), "b", convert=False)
+    assert reply["image_reserved"] == "" and locked_at_sbatch == [True, False]
 
 
 def test_a_create_whose_snapshot_is_gone_says_so(tmp_path: Path) -> None:
