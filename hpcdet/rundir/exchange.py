@@ -230,7 +230,8 @@ class Event(NamedTuple):
 # match, or it is decoded whole like any other line. The CRC guards against what a shared
 # filesystem does to a file (a block of zeros, a line from two writers), not against a trial
 # that forges one: a trial can spoil only its own rows and experiment, and the daemon survives
-# it as it does a damaged log.
+# it as it does a damaged log (a forged line's columns of the wrong length are stored as they
+# are, and read back cut or filled with null: ``hpcdet.store.ingest.chunk_metrics``).
 _TEXT = r"[ !#-\[\]-~]*+"  # printable ASCII but " and \, so a JSON string's value is its text
 _COLUMN_TEXT = r"[ !#-+\--Z^-z|~]*+"  # the same without , [ ] { }
 _INT = r"(?:0|[1-9][0-9]*+)"

@@ -338,8 +338,10 @@ def _reports(lines: MetricLines) -> list[_Line]:
 def chunk_metrics(columns_json: str, reports: int) -> list[str]:
     """The metrics text of each report of a chunk row's columns. The pattern that let the
     chunk in admits none of ``,[]{}`` inside its strings, so its columns are found by their
-    brackets and their values split at commas."""
-    columns = [(name, values.split(",")) for name, values in COLUMNS.findall(columns_json)]
+    brackets and their values split at commas. A column of another length than the row's
+    steps (only a trial that forged a signed line writes one) is cut or filled with null."""
+    columns = [(name, (values.split(",") + ["null"] * reports)[:reports])
+               for name, values in COLUMNS.findall(columns_json)]
     return ["{" + ",".join(f'"{name}":{values[k]}' for name, values in columns) + "}"
             for k in range(reports)]
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -211,3 +212,26 @@ def test_signed_chunk_lines_are_stored_as_the_same_lines_unsigned(
     assert [step for group, step, *_ in stored[1] if group == "training"] == list(
         dict.fromkeys(step for steps in flushes for step in steps))
 
+
+
+def test_a_forged_signed_line_fails_no_reader(j: Journaled, tmp_path: Path) -> None:
+    """Signed lines whose columns have fewer or more values than steps (their CRCs made to
+    match: a trial's forgery, not a filesystem's damage) are stored as written, joined into
+    one row, and read back as the row's steps with the values in its columns' order, cut or
+    filled with null: the forger spoils its own trial's reports, never a reader."""
+    events = tmp_path / "events.jsonl"
+    forged = [_chunk(0, 1.5, [1, 2, 3], loss=[0.5, 0.4], acc=[1, 2, 3, 4]),
+              _chunk(1, 1.6, [4, 5], loss=[0.3, 0.2], acc=[5, 6])]
+    head = '"type":"metrics",'
+    events.write_text("".join(  # each signed as EventWriter signs: the CRC-32 of what follows
+        line.replace(head, f'{head}"crc":{zlib.crc32(line.split(head)[1].encode())},') + "\n"
+        for line in forged))
+    assert read_event_batch(events, 0).metric_lines.chunks.rising  # taken as signed
+    j.store.ingest_events(1, 1, events, LOSS)
+    assert _rows(j) == [("training", 1, 0, 5)]
+    assert [(step, metrics) for _, step, _, _, metrics in _stored(j)] == [
+        (1, {"loss": 0.5, "acc": 1}), (2, {"loss": 0.4, "acc": 2}),
+        (3, {"loss": 0.3, "acc": 3}), (4, {"loss": 0.2, "acc": 4}),
+        (5, {"loss": None, "acc": 5})]
+    assert j.store.metric_series([1], "training", "loss", 10) == [
+        (1, 1, 0.5), (1, 2, 0.4), (1, 3, 0.3), (1, 4, 0.2), (1, 5, None)]
