@@ -129,16 +129,18 @@ def submit(paths: StatePaths, op: str, args: dict[str, Any], request_id: str | N
     return rid
 
 
-# A woken daemon answers most requests within tens of milliseconds: the reply is looked for
-# soon at first, then every REPLY_PAUSE.
-REPLY_FIRST_PAUSE = 0.005
+# A woken daemon answers most requests within tens to hundreds of milliseconds, which the
+# CLI's user waits through: for the first REPLY_SOON seconds the reply is looked for every
+# REPLY_SOON_PAUSE (a look is one failed open, ~10 us), then every REPLY_PAUSE.
+REPLY_SOON = 1.0
+REPLY_SOON_PAUSE = 0.005
 REPLY_PAUSE = 0.05
 
 
 def wait_reply(paths: StatePaths, rid: str, timeout: float, where: str) -> Any:
     path = reply_path(paths, rid)
-    deadline = time.monotonic() + timeout
-    pause = REPLY_FIRST_PAUSE
+    started = time.monotonic()
+    deadline = started + timeout
     while time.monotonic() < deadline:
         reply = read_json(path)
         if reply is not None:
@@ -146,8 +148,8 @@ def wait_reply(paths: StatePaths, rid: str, timeout: float, where: str) -> Any:
             if reply["ok"]:
                 return reply["result"]
             raise HpcdetError(reply["error"])
-        time.sleep(pause)
-        pause = min(REPLY_PAUSE, pause * 1.5)
+        soon = time.monotonic() - started < REPLY_SOON
+        time.sleep(REPLY_SOON_PAUSE if soon else REPLY_PAUSE)
     if (paths.requests / f"{rid}{TAKEN}").exists():
         raise DaemonError(
             f"the hpcdet daemon ({where}) took the request but did not answer within "
