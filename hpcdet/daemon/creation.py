@@ -120,18 +120,21 @@ class Creation:
             raise DiskFullError(f"experiment {exp_id} in {exp_dir}", e,
                                 "experiment not created: ") from e
         container = self._container(cfg)
-        holder = f"hpcdet experiment create of experiment {exp_id} on {hostname()}"
-        reserved = convert and container is not None and images.reserve(
-            container, holder, container.force_pull)
+        reserved = ""  # the holder of the image's pull lock, taken for the CLI
+        if convert and container is not None:
+            holder = f"hpcdet experiment create of experiment {exp_id} on {hostname()}"
+            reserved = holder if images.reserve(container, holder, container.force_pull) else ""
         waiting = ""
         try:
             self.submission.submit_queued()
         except Exception as e:  # the experiment exists: saying the create failed would be wrong
             if disk_full_cause(e) is None:
+                if container is not None:  # no CLI comes for it: the jobs pull
+                    images.release(container, reserved)
                 raise
             waiting = (f"its trials wait to be submitted: {disk_full_reason(e)} while writing "
                        "their run directories; they go once space is freed")
-        return self._create_reply(exp_id, cfg, waiting, holder if reserved else "")
+        return self._create_reply(exp_id, cfg, waiting, reserved)
 
     def _choose_python(self, environment: dict[str, Any], submitted: str) -> None:
         """Fill in ``environment.python`` of a config without an image: the config's own, the

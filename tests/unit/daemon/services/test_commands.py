@@ -87,6 +87,15 @@ def test_an_image_to_convert_is_locked_for_the_cli_before_its_jobs_go(
     shutil.rmtree(lock)
     reply = built.creation.create(config, _staging(w, "b"), "b", convert=False)
     assert reply["image_reserved"] == "" and locked_at_sbatch == [True, False]
+    # A create that fails after the lock was taken lets it go: no CLI comes to convert.
+
+    def broken() -> None:
+        raise RuntimeError("a bug in submission")
+
+    monkeypatch.setattr(built.creation.submission, "submit_queued", broken)
+    with pytest.raises(RuntimeError):
+        built.creation.create(config, _staging(w, "c"), "c", convert=True)
+    assert not lock.exists()
 
 
 def test_a_create_whose_snapshot_is_gone_says_so(tmp_path: Path) -> None:
