@@ -98,8 +98,10 @@ def _create(raw: dict[str, Any], context: Path, paused: bool, includes: list[Pat
         console.print(f"Preparing files to send to the daemon... {size / 1e3:.1f}KB and "
                       f"{files} files")
 
+    # Asked only with an image, so that a daemon older than the question takes the others.
+    image = bool((raw.get("environment") or {}).get("image"))
     created = connect(paths()).create(raw, context, on_snapshot=announce, warn=_warn,
-                                      paused=paused, includes=includes, convert_image=True)
+                                      paused=paused, includes=includes, convert_image=image)
     console.print(f"Created {kind}experiment {created.experiment_id}")
     for line in created.warning.splitlines():
         console.print(f"Warning: {line}")

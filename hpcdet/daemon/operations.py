@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from typing import Any, ClassVar, Union
 
 from hpcdet.errors import HpcdetError
@@ -127,7 +127,11 @@ _ID_ARGS = frozenset({"exp_id", "trial_id"})
 
 
 def encode(operation: Operation) -> tuple[str, dict[str, Any]]:
-    return operation.NAME, asdict(operation)
+    """The request's name and the fields that differ from their defaults: a request that asks
+    nothing newer than a running daemon knows is one that daemon takes (``decode`` refuses an
+    argument it does not know)."""
+    return operation.NAME, {f.name: getattr(operation, f.name) for f in fields(operation)
+                            if f.default is MISSING or getattr(operation, f.name) != f.default}
 
 
 def decode(op: str, args: dict[str, Any]) -> Operation:
