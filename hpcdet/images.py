@@ -116,7 +116,7 @@ def _ensure(spec: ContainerSpec, say: Callable[[str], None], force: bool,
         private_dir(target.parent, None)
     except PrivacyError as e:
         raise ImageError(f"the image cache will not do: {e}") from None
-    if target.exists() and not force:
+    if not needs_pull(spec, force):
         return target
     try:
         spec = locate(spec)

@@ -134,7 +134,7 @@ class Creation:
                 raise
             waiting = (f"its trials wait to be submitted: {disk_full_reason(e)} while writing "
                        "their run directories; they go once space is freed")
-        return self._create_reply(exp_id, cfg, waiting, reserved)
+        return self._create_reply(exp_id, cfg, container, waiting, reserved)
 
     def _choose_python(self, environment: dict[str, Any], submitted: str) -> None:
         """Fill in ``environment.python`` of a config without an image: the config's own, the
@@ -158,9 +158,10 @@ class Creation:
                                "run with, e.g. /opt/venvs/train/bin/python3"])
         environment["python"] = trialside.probe(chosen, said).path
 
-    def _create_reply(self, exp_id: int, cfg: ExperimentConfig, waiting: str,
-                      reserved: str = "") -> dict[str, Any]:
-        """``reserved``: the holder of the image's pull lock taken for the CLI."""
+    def _create_reply(self, exp_id: int, cfg: ExperimentConfig, container: ContainerSpec | None,
+                      waiting: str, reserved: str = "") -> dict[str, Any]:
+        """``container``: the trials' image (``_container``); ``reserved``: the holder of its
+        pull lock taken for the CLI."""
         trials = self.store.trials(exp_id)
         reasons = [self.store.experiment(exp_id).error, waiting]
         reasons += [t.end_reason for t in trials if t.state == TrialState.ERROR]
@@ -173,7 +174,6 @@ class Creation:
         reasons += container_warnings(cfg, self.submission.cluster)
         warning = "\n".join([r for r in reasons if r] + not_applied(cfg.raw, cfg.is_trial_class)
                              + other_sections(cfg.raw, section, self.backend))
-        container = self._container(cfg)
         return {"experiment_id": exp_id, "trial_ids": [t.id for t in trials],
                 "warning": warning, "image": container.to_dict() if container else None,
                 "image_reserved": reserved}
@@ -186,8 +186,8 @@ class Creation:
         for exp_id in reversed(self.journal.experiment_ids()):
             if request_id and _first_entry(self.paths.journal(exp_id)).get(
                     "request_id") == request_id:
-                return self._create_reply(
-                    exp_id, self.configs.get(self.store.experiment(exp_id)), "")
+                cfg = self.configs.get(self.store.experiment(exp_id))
+                return self._create_reply(exp_id, cfg, self._container(cfg), "")
         raise StateError(f"the context snapshot {staging} is gone: the CLI gave up on this "
                          "request before the daemon took it. Create the experiment again.")
 

@@ -340,10 +340,14 @@ def chunk_metrics(columns_json: str, reports: int) -> list[str]:
     chunk in admits none of ``,[]{}`` inside its strings, so its columns are found by their
     brackets and their values split at commas. A column of another length than the row's
     steps (only a trial that forged a signed line writes one) is cut or filled with null."""
-    columns = [(name, (values.split(",") + ["null"] * reports)[:reports])
-               for name, values in COLUMNS.findall(columns_json)]
+    columns = [(name, _values(values, reports)) for name, values in COLUMNS.findall(columns_json)]
     return ["{" + ",".join(f'"{name}":{values[k]}' for name, values in columns) + "}"
             for k in range(reports)]
+
+
+def _values(text: str, reports: int) -> list[str]:
+    values = text.split(",")
+    return values if len(values) == reports else (values + ["null"] * reports)[:reports]
 
 
 def _split_chunks(conn: sqlite3.Connection, trial_id: int, group: str, low: int, high: int
