@@ -18,6 +18,9 @@ def start() -> None:
 
     current = process.start(paths())
     console.print(f"daemon running on {current.record['host']}, pid {current.record['pid']}")
+    other = current.other_version()
+    if other:
+        console.print(f"note: {other}", markup=False)
 
 
 @app.command()
@@ -57,7 +60,11 @@ def status() -> None:
         raise typer.Exit(1)
     rec, st = current.record, current.status
     state = "running" if current.alive else "not running"
-    console.print(f"daemon: {state} on host {rec.get('host')}, pid {rec.get('pid')}")
+    console.print(f"daemon: {state} on host {rec.get('host')}, pid {rec.get('pid')}, "
+                  f"hpcdet {rec.get('version') or '(earlier, unrecorded)'}")
+    other = current.other_version()
+    if other:
+        console.print(f"note: {other}", markup=False)
     if not current.here:
         console.print(f"last heartbeat: {when(rec.get('heartbeat'))}")
     if current.alive and st:

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from hpcdet import __version__
 from hpcdet.rundir.exchange import read_events
 from tests.support import EXAMPLES, FIXTURES, Hpcdet, copy_examples
 
@@ -203,6 +204,7 @@ def rebuild_on_network_fs(h: Hpcdet, tmp: Path) -> None:
     exp2 = h.create(ctx / "1_metrics.yaml", ctx, "-f")
     status = h.run("daemon", "status").stdout
     assert "nfs4" in status and "local disk" in status and str(local) in status, status
+    assert f"hpcdet {__version__}" in status and "note:" not in status, status
     dbs = list(local.rglob("hpcdet.db"))
     assert len(dbs) == 1 and not (h.state / "hpcdet.db").exists()
     before = [_snapshot(h, exp1), _snapshot(h, exp2)]

@@ -16,6 +16,7 @@ import os
 import time
 from typing import Any
 
+from hpcdet import __version__
 from hpcdet.config.cluster import ClusterConfig
 from hpcdet.daemon import requests as req
 from hpcdet.daemon.bell import Bell
@@ -285,13 +286,14 @@ class Daemon:
             "backend": self.backend, "live_jobs": live_jobs,
             "database": str(self.store.path), "state_dir": str(self.paths.root),
             "stopping": self.stopping,
-            "submissions_held": self.submission.held_reason,
+            "submissions_held": self.submission.held_reason, "version": __version__,
         }
         # Rewritten every sweep, and at every start: not worth forcing to disk each time.
         write_atomic(self.local_dir / STATUS_FILE, status, durable=False)
         if time.time() - self.last_heartbeat > HEARTBEAT_SECONDS or self.stopping:
             self.last_heartbeat = time.time()
-            record = {k: status[k] for k in ("pid", "host", "started", "database", "backend")}
+            record = {k: status[k] for k in ("pid", "host", "started", "database", "backend",
+                                              "version")}
             record["heartbeat"] = self.last_heartbeat
             record["local_dir"] = str(self.local_dir)
             record["running"] = not self.stopping

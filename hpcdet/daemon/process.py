@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import IO, Any
 
+from hpcdet import __version__
 from hpcdet.errors import DaemonError
 from hpcdet.paths import StatePaths, hostname
 from hpcdet.private import hpcdet_command
@@ -32,6 +33,20 @@ class DaemonInfo:
     status: dict[str, Any]
     alive: bool
     here: bool
+
+    def other_version(self) -> str | None:
+        """How the running daemon's hpcdet differs from this process's, or None if it is the
+        same (or none runs). After ``pip install -U hpcdet`` the daemon started before runs
+        on until it is restarted: requests this CLI makes may be new to it."""
+        if not self.alive:
+            return None
+        theirs = self.record.get("version")
+        if theirs == __version__:
+            return None
+        started_by = f"hpcdet {theirs}" if theirs else "an earlier hpcdet"
+        return (f"the daemon (pid {self.record.get('pid')}) was started by {started_by}, and "
+                f"this is hpcdet {__version__}: `hpcdet daemon stop`, then `hpcdet daemon "
+                "start`, runs this version's daemon (jobs keep running meanwhile)")
 
 
 def acquire_lock(paths: StatePaths) -> IO[str] | None:

@@ -116,7 +116,13 @@ def call(
     rid = submit(paths, op, args, request_id)
     if current.here:
         ring(paths)
-    return wait_reply(paths, rid, timeout, where)
+    try:
+        return wait_reply(paths, rid, timeout, where)
+    except HpcdetError as e:
+        other = current.other_version()
+        if other is None or type(e) is not HpcdetError:
+            raise
+        raise HpcdetError(f"{e}\n({other})") from None
 
 
 def new_request_id() -> str:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from hpcdet import __version__
 from hpcdet.daemon import process
 from hpcdet.errors import DaemonError
 from hpcdet.paths import StatePaths
@@ -47,3 +48,15 @@ def test_a_daemon_that_dies_while_it_starts_is_reported(
     with pytest.raises(DaemonError, match=r"exited at start \(code -9\)"):
         process.start(paths)
     assert not process.info(paths).alive
+
+
+def test_a_daemon_of_another_version_is_named_only_while_it_runs() -> None:
+    def info(record: dict[str, object], alive: bool = True) -> process.DaemonInfo:
+        return process.DaemonInfo({"pid": 7, **record}, {}, alive, True)
+
+    assert info({"version": __version__}).other_version() is None
+    assert info({"version": "0.0.9"}, alive=False).other_version() is None
+    said = info({"version": "0.0.9"}).other_version()
+    assert said is not None and said.startswith(
+        f"the daemon (pid 7) was started by hpcdet 0.0.9, and this is hpcdet {__version__}")
+    assert "started by an earlier hpcdet" in str(info({}).other_version())

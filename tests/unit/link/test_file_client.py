@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from hpcdet import __version__
 from hpcdet.daemon import process
 from hpcdet.daemon import requests as req
 from hpcdet.errors import HpcdetError
@@ -25,7 +26,8 @@ def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     paths = StatePaths(tmp_path / "state")
     paths.requests.mkdir(parents=True)
     seen: list[Any] = []
-    alive = process.DaemonInfo({"host": "here", "pid": 1}, {}, True, True)
+    alive = process.DaemonInfo({"host": "here", "pid": 1, "version": __version__}, {}, True,
+                               True)
     monkeypatch.setattr(process, "info", lambda p: alive)
     stop = threading.Event()
 
@@ -70,6 +72,23 @@ def test_the_daemons_error_is_raised_as_it_said_it(served: tuple[StatePaths, lis
     paths, _ = served
     with pytest.raises(HpcdetError, match="experiment 404 not found"):
         connect(paths).pause(404)
+
+
+def test_an_error_from_a_daemon_of_another_version_says_how_to_restart_it(
+        served: tuple[StatePaths, list[Any]], monkeypatch: pytest.MonkeyPatch) -> None:
+    """After `pip install -U hpcdet` the daemon started before runs on: an error it answers
+    may come from its being older, and the message says how to run this version's."""
+    paths, _ = served
+    for record, said in (({"version": "0.0.9"}, "started by hpcdet 0.0.9"),
+                         ({}, "started by an earlier hpcdet")):
+        other = process.DaemonInfo({"host": "here", "pid": 1, **record}, {}, True, True)
+        monkeypatch.setattr(process, "info", lambda p, info=other: info)
+        assert connect(paths).pause(1) == "pause done"  # an answer is left as it is
+        with pytest.raises(HpcdetError) as raised:
+            connect(paths).pause(404)
+        message = str(raised.value)
+        assert message.startswith("experiment 404 not found\n(the daemon (pid 1) was " + said)
+        assert f"this is hpcdet {__version__}: `hpcdet daemon stop`" in message
 
 
 def test_create_sends_the_snapshot_and_announces_it(
