@@ -227,7 +227,7 @@ def _append(rows: list[Row], trial_id: int, run_id: int, lines: MetricLines,
             ordinal = following[span_group]
             at_step = ordinal - ends[span_group][0] - 1  # its first report's index in steps
             rows.append(_chunk_row(trial_id, run_id, lines, span[0], span[-1] + 1, ordinal,
-                                   None if steps is None else
+                                   reports, None if steps is None else
                                    steps[span_group][at_step:at_step + reports], columns))
             following[span_group] += reports
             span, reports = [], 0
@@ -281,18 +281,17 @@ def _same_names(columns: ChunkColumns, j: int, k: int) -> bool:
 
 
 def _chunk_row(trial_id: int, run_id: int, lines: MetricLines, first: int, end: int,
-               ordinal: int, steps: list[int] | None, columns: Callable[[], ChunkColumns]
-               ) -> Row:
+               ordinal: int, reports: int, steps: list[int] | None,
+               columns: Callable[[], ChunkColumns]) -> Row:
     """The row of chunk lines ``first`` to ``end`` (consecutive, of one group and the same
-    metrics): one line's text as it stands, or their values joined column by column, a
-    column at a time (the lines' values lie in ``columns().values`` a line's width apart),
-    and each line's time kept while they differ. ``steps``: their steps, as read, or None if
-    they rise."""
+    metrics), which hold ``reports`` reports: one line's text as it stands, or their values
+    joined column by column, a column at a time (the lines' values lie in ``columns().values``
+    a line's width apart), and each line's time kept while they differ. ``steps``: their
+    steps, as read, or None if they rise."""
     chunks = lines.chunks
     index = chunks.lines[first]
-    low, high, reports = ((lines.steps[index], lines.lasts[chunks.lines[end - 1]],
-                           sum(chunks.reports[first:end])) if steps is None else
-                          (min(steps), max(steps), len(steps)))
+    low, high = ((lines.steps[index], lines.lasts[chunks.lines[end - 1]]) if steps is None
+                 else (min(steps), max(steps)))
     head = (trial_id, run_id, lines.seqs[index], lines.groups[index], low, high, ordinal,
             reports)
     reported = lines.times[index]
