@@ -1,5 +1,5 @@
-"""Checkpoints of 1 GiB: the Core API's ``store_path``, ``upload`` and ``download`` against
-``dd`` of the same bytes to the same filesystem.
+"""Checkpoints of 1 GiB: the Core API's ``store_path``, ``restore_path``, ``upload`` and
+``download`` against ``dd`` of the same bytes on the same filesystem.
 
 Usage: ``python -m bench.checkpoint_io [MIB] [REPEATS]`` (default 1024 3).
 
@@ -8,6 +8,9 @@ run directory), with the checkpoint storage in a directory of the current filesy
 repeat times:
 - ``store_path``: the trial writes MIB MiB into the yielded directory in 1 MiB blocks and
   fsyncs it; hpcdet then lists it, writes metadata.json and reports it;
+- ``restore_path``: the checkpoint ``store_path`` wrote, out of the page cache, opened where
+  it lies and every byte read by the trial, against ``dd`` reading it to /dev/null (out of
+  the page cache too: ``posix_fadvise`` drops a file's clean pages without privileges);
 - ``upload``: a MIB MiB file already written elsewhere, copied into a new checkpoint;
 - ``download``: a checkpoint copied out to a new directory;
 against ``dd if=/dev/zero bs=1M count=MIB conv=fsync`` to the same filesystem (written) and
@@ -39,15 +42,32 @@ def _write(path: Path, mib: int) -> None:
         os.fsync(f.fileno())
 
 
-def _dd(args: list[str]) -> float:
+def _read(path: Path) -> None:
+    buffer = bytearray(len(BLOCK))
+    with open(path, "rb", buffering=0) as f:
+        while f.readinto(buffer):
+            pass
+
+
+def _uncache(path: Path) -> None:
+    """Drop the file's pages from the page cache (they are clean: it was fsynced)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def _dd(args: list[str], fsync: bool = True) -> float:
     start = time.perf_counter()
-    subprocess.run(["dd", *args, "bs=1M", "conv=fsync", "status=none"], check=True)
+    subprocess.run(["dd", *args, "bs=1M", *(["conv=fsync"] if fsync else []), "status=none"],
+                   check=True)
     return time.perf_counter() - start
 
 
 def measure(mib: int, repeats: int) -> list[Figure]:
-    times: dict[str, list[float]] = {k: [] for k in ("store", "upload", "download", "dd",
-                                                     "dd copy")}
+    times: dict[str, list[float]] = {k: [] for k in ("store", "restore", "upload", "download",
+                                                     "dd", "dd read", "dd copy")}
     with tempfile.TemporaryDirectory(prefix="hpcdet-bench-", dir=Path.cwd()) as tmp:
         root = Path(tmp)
         with on_the_cluster(root), core.init() as ctx:
@@ -56,6 +76,15 @@ def measure(mib: int, repeats: int) -> list[Figure]:
                 with ctx.checkpoint.store_path({"steps_completed": i + 1}) as (path, stored):
                     _write(path / "weights.bin", mib)
                 times["store"].append(time.perf_counter() - start)
+
+                written = path / "weights.bin"
+                _uncache(written)
+                start = time.perf_counter()
+                with ctx.checkpoint.restore_path(stored) as restored:
+                    _read(restored / "weights.bin")
+                times["restore"].append(time.perf_counter() - start)
+                _uncache(written)
+                times["dd read"].append(_dd([f"if={written}", "of=/dev/null"], fsync=False))
 
                 source = root / "local"
                 source.mkdir(exist_ok=True)
@@ -81,6 +110,9 @@ def measure(mib: int, repeats: int) -> list[Figure]:
         Figure("checkpoint_io", f"store_path of {size} (trial writes, hpcdet reports)",
                rate["store"], "MiB/s", "dd of the same bytes, fsynced", rate["dd"], "≥ 90%",
                rate["store"] >= 0.9 * rate["dd"]),
+        Figure("checkpoint_io", f"restore_path of {size}, every byte read by the trial "
+               "(not cached)", rate["restore"], "MiB/s", "dd of the same file to /dev/null "
+               "(not cached)", rate["dd read"], "≥ 90%", rate["restore"] >= 0.9 * rate["dd read"]),
         Figure("checkpoint_io", f"upload of {size} (not fsynced)", rate["upload"], "MiB/s",
                "dd copy of a file, fsynced", rate["dd copy"], "≥ 90%",
                rate["upload"] >= 0.9 * rate["dd copy"]),
