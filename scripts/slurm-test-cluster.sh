@@ -407,12 +407,14 @@ ctld_up() { scontrol ping 2>/dev/null | grep -q 'is UP'; }
 # "node state" lines; sinfo state codes with a suffix (*, ~, #, !, %, $, @) are not usable.
 node_states() { sinfo -h -N -o '%N %t' 2>/dev/null | sort -u; }
 
-# Up: free, in use, finishing, or held for a pending job by the backfill scheduler (plnd).
+# Up: free, in use, finishing, or held for a pending job by the backfill scheduler (plnd, or
+# the "-" suffix sinfo(1) gives a node "planned by the backfill scheduler for a higher
+# priority job": "mix-" when a 4-slot trial waits for CPUs a running job holds).
 nodes_up() {
     local states node
     states=$(node_states) || return 1
     for node in "${NODES[@]}"; do
-        grep -qE "^$node (idle|mix|alloc|comp|plnd|resv)$" <<<"$states" || return 1
+        grep -qE "^$node (idle|mix|alloc|comp|plnd|resv)-?$" <<<"$states" || return 1
     done
 }
 
