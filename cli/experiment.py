@@ -80,7 +80,8 @@ def create(
     if test:
         console.print("Experiment configuration validation succeeded!")
     p = paths()
-    created = _create(raw, context, paused, includes or [], "test " if test else "")
+    created = _create(raw, context, paused, includes or [], cfg.environment.has_image,
+                      "test " if test else "")
     if follow or test:
         code = follow_trial(p, created.trial_ids[0])
         if test:
@@ -90,7 +91,7 @@ def create(
 
 
 def _create(raw: dict[str, Any], context: Path, paused: bool, includes: list[Path],
-            kind: str = "") -> "Created":
+            image: bool, kind: str = "") -> "Created":
     """The create `experiment create` and `submit` share: snapshot, create, say so (before the
     image, whose conversion may fail while the experiment exists), and convert the image."""
 
@@ -99,7 +100,6 @@ def _create(raw: dict[str, Any], context: Path, paused: bool, includes: list[Pat
                       f"{files} files")
 
     # Asked only with an image, so that a daemon older than the question takes the others.
-    image = bool((raw.get("environment") or {}).get("image"))
     created = connect(paths()).create(raw, context, on_snapshot=announce, warn=_warn,
                                       paused=paused, includes=includes, convert_image=image)
     console.print(f"Created {kind}experiment {created.experiment_id}")
@@ -127,7 +127,8 @@ def submit(
     from hpcdet.config import load_experiment_config
 
     cfg = load_experiment_config(config_file, config or [])
-    exp = _create(cfg.raw, context or config_file.parent, False, includes or []).experiment_id
+    exp = _create(cfg.raw, context or config_file.parent, False, includes or [],
+                  cfg.environment.has_image).experiment_id
     console.print(f"  follow its logs:  hpcdet experiment logs {exp} -f")
     console.print(f"  see its trials:   hpcdet experiment describe {exp}")
     console.print("  its jobs:         hpcdet job list")
