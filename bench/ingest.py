@@ -1,4 +1,5 @@
-"""Daemon ingest: metric reports per second from a run's event log into SQLite.
+"""Daemon ingest: metric reports per second from a run's event log into SQLite, and the memory
+that reading a backlog costs.
 
 Usage: ``python -m bench.ingest [ROWS] [REPEATS]`` (default 100000 3).
 
@@ -8,11 +9,16 @@ writes it: a validation every 10th report, a flush every 1,000), stored by
 baselines, in the same run: the same rows (a chunk row holds the training reports of a flush
 between two validations) put into the same table of a fresh database by one raw
 ``executemany``; and a row for each report, as the store kept them before chunks.
+
+Backlog: a log of ten times ROWS reports that grew while the daemon was stopped, ingested in a
+fresh process as the daemon's start does (``Feed.ingest``: batches of ``BATCH_BYTES`` until the
+end); the baseline reads it in one batch, as every ingest did before 2026-11-27.
 """
 
 from __future__ import annotations
 
 import sqlite3
+import subprocess
 import sys
 import tempfile
 import time
@@ -20,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.figures import Figure, median
+from bench.sandbox import REPO
+from hpcdet.rundir import exchange
 from hpcdet.rundir.exchange import EventWriter
 from hpcdet.store.ingest import BestOf
 from hpcdet.store.repository import Store
@@ -115,9 +123,41 @@ def _raw_rows(root: Path, batch: list[tuple[Any, ...]], reports: int) -> float:
     return reports / elapsed
 
 
+def backlog(root: Path, limit: int) -> tuple[float, float]:
+    """(peak RSS growth in bytes, seconds) of a fresh process ingesting ``root``'s
+    events.jsonl in batches of ``limit`` bytes."""
+    out = subprocess.run([sys.executable, "-m", "bench.ingest", "--backlog", str(root),
+                          str(limit)], capture_output=True, text=True, check=True, cwd=REPO)
+    grown, seconds = out.stdout.split()
+    return float(grown), float(seconds)
+
+
+def _backlog_child(root: Path, limit: int) -> None:
+    store = _store(root / f"backlog-{limit}.db")
+    best = BestOf("loss", smaller_is_better=True)
+    exchange.BATCH_BYTES = limit
+    before = _peak_rss()
+    start = time.perf_counter()
+    while store.ingest_events(1, 1, root / "events.jsonl", best).last_seq is not None:
+        pass
+    seconds = time.perf_counter() - start
+    grown = _peak_rss() - before
+    store.close()
+    print(grown, seconds)
+
+
+def _peak_rss() -> int:
+    """This process's peak RSS in bytes: VmHWM, which (unlike ru_maxrss) starts anew at exec."""
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
+
+
 def measure(rows: int, repeats: int) -> list[Figure]:
     with tempfile.TemporaryDirectory(prefix="hpcdet-bench-") as tmp:
         runs = [once(Path(tmp), rows) for _ in range(repeats)]
+        _events(Path(tmp) / "events.jsonl", 10 * rows)
+        size = (Path(tmp) / "events.jsonl").stat().st_size
+        bounded, whole = backlog(Path(tmp), exchange.BATCH_BYTES), backlog(Path(tmp), size)
     ours, raw, one_each = (median([r[k] for r in runs]) for k in range(3))
     measured = f"metric reports/s, event log to SQLite ({rows:,} reports)"
     return [Figure("ingest", measured, ours, "reports/s", "raw executemany of the same rows",
@@ -125,7 +165,13 @@ def measure(rows: int, repeats: int) -> list[Figure]:
                    note=NOTE),
             Figure("ingest", measured, ours, "reports/s",
                    "raw executemany of a row per report (the store before chunks)", one_each,
-                   "", None)]
+                   "", None),
+            Figure("ingest", f"daemon RSS growth reading a backlog of {10 * rows:,} reports "
+                   f"({size / 2**20:.0f} MiB of log), in batches of "
+                   f"{exchange.BATCH_BYTES / 2**20:g} MiB", bounded[0] / 1e6, "MB",
+                   "the same log read in one batch (before 2026-11-27)", whole[0] / 1e6,
+                   note=f"{10 * rows / bounded[1]:.3g} reports/s in batches, "
+                   f"{10 * rows / whole[1]:.3g} in one")]
 
 
 NOTE = ("41,600 rows/s before this issue (26,000-43,000 on this loaded machine); "
@@ -170,5 +216,8 @@ NOTE = ("41,600 rows/s before this issue (26,000-43,000 on this loaded machine);
 if __name__ == "__main__":
     from bench.figures import table
 
+    if sys.argv[1:2] == ["--backlog"]:
+        _backlog_child(Path(sys.argv[2]), int(sys.argv[3]))
+        sys.exit()
     print(table(measure(int(sys.argv[1]) if len(sys.argv) > 1 else 100_000,
                         int(sys.argv[2]) if len(sys.argv) > 2 else 3)))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterable
 
 from hpcdet.config import ExperimentConfig
 from hpcdet.daemon.configs import Configs
@@ -13,7 +14,7 @@ from hpcdet.daemon.guard import Guard
 from hpcdet.daemon.searching import SearchDriver, searcher_source
 from hpcdet.errors import StoreError
 from hpcdet.paths import StatePaths
-from hpcdet.rundir.exchange import EventBatch, read_events
+from hpcdet.rundir.exchange import Event, EventBatch, iter_events
 from hpcdet.rundir.layout import run_files
 from hpcdet.search.base import (
     EXIT_CANCELED,
@@ -85,14 +86,21 @@ class Feed:
         self.guard.each_run("ingest", feed, due)
 
     def ingest(self, run: Run | LiveRun, exps: dict[int, Experiment] | None = None) -> None:
-        """Store the run's new events. ``exps``: the experiments as last read, kept current."""
+        """Store all the run's new events, a batch at a time (a run's end, a rebuilt database:
+        what is decided next needs all of them; a sweep takes a batch a run). ``exps``: the
+        experiments as last read, kept current."""
         path = self._events_file(run)
         if not self._due(run, path):
             return
         exps = {} if exps is None else exps
         exp, cfg, best = self._experiment(self.store.experiment_of(run.trial_id), exps)
-        new = self.store.ingest_events(run.trial_id, run.run_id, path, best)
-        exps[exp.id] = self._feed_trial_events(exp, cfg, run, path, new)
+        offset = -1
+        while True:
+            new = self.store.ingest_events(run.trial_id, run.run_id, path, best)
+            exp = exps[exp.id] = self._feed_trial_events(exp, cfg, run, path, new)
+            if new.end_offset == offset:  # nothing more to read (a torn last line at most)
+                return
+            offset = new.end_offset
 
     def _due(self, run: Run | LiveRun, path: str) -> bool:
         """Whether the run's log has grown since ``run`` was read, or the searcher has not
@@ -138,7 +146,7 @@ class Feed:
             return exp
         key = (run.trial_id, run.run_id)
         seen = self.considered.get(key, run.searcher_seq)
-        events = new.events
+        events: Iterable[Event] = new.events
         if new.first_seq == seen + 1 and new.last_seq is not None:
             stored = new.last_seq  # what this ingest stored follows what was heard
         else:
@@ -151,7 +159,7 @@ class Feed:
             if seen >= stored:
                 return exp
             if current.state in LIVE_RUN_STATES:
-                events = read_events(path, 0)
+                events = iter_events(path, 0)
         wants_validations = bool(cfg.searcher.time_metric)
         decisive = [ev for ev in events if seen < ev.seq <= stored and (
             ev.type == "searcher_completed" or (wants_validations and ev.type == "metrics"

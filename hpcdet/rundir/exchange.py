@@ -401,16 +401,29 @@ class EventBatch(NamedTuple):
         return self._replace(metric_lines=_NO_LINES)
 
 
-def read_event_batch(path: str | Path, offset: int) -> EventBatch:
-    """Events after byte ``offset``, each with the offset just past its line.
+# The most a batch reads, but for the one line that crosses it: what reading a log costs the
+# daemon's memory (~6x the bytes read), whatever the log has grown to while it was stopped.
+BATCH_BYTES = 2 << 20
+
+
+def read_event_batch(path: str | Path, offset: int, limit: int | None = None) -> EventBatch:
+    """Events of the whole lines in the ``limit`` bytes (``BATCH_BYTES``) after byte
+    ``offset``, at least one line however long, each with the offset just past its line; a
+    reader goes on from ``end_offset``.
 
     Corrupt lines are skipped (and logged); ``end_offset`` goes past them too, so a reader that
     stores it reports each one once.
     """
     try:
-        with open(path, "rb", buffering=0) as f:  # one read to the end: no buffer wanted
+        with open(path, "rb", buffering=0) as f:  # reads of known sizes: no buffer wanted
             f.seek(offset)
-            data = f.read()
+            limit = limit or BATCH_BYTES
+            data = f.read(limit)
+            if len(data) == limit and b"\n" not in data:  # one line longer than the limit
+                pieces = [data]
+                while (piece := f.read(_READ_CHUNK)) and b"\n" not in piece:
+                    pieces.append(piece)
+                data = b"".join([*pieces, piece])
     except FileNotFoundError:
         return EventBatch([], offset)
     size = data.rfind(b"\n") + 1
@@ -449,14 +462,12 @@ def read_event_batch(path: str | Path, offset: int) -> EventBatch:
     events: list[Event] = list(map(
         Event, compress(seqs, fed), repeat("metrics"),
         map(_MetricsBody, repeat(FED_GROUP), compress(fast_lines, fed)), compress(fast_ends, fed)))
-    end = fast_ends[-1] if fast_ends else offset
     others: list[Event] = []
     for i in odd:
         start = ends[i] - len(lines[i]) - 1
         raw = data[start - offset:ends[i] - offset - 1]
         if not raw.strip():
             continue
-        end = max(end, ends[i])
         body = _parse(path, start, raw)
         if body is None:
             continue
@@ -488,7 +499,7 @@ def read_event_batch(path: str | Path, offset: int) -> EventBatch:
             lasts[i] = int(text.rpartition(",")[2])
     metric_lines = MetricLines(seqs, list(map(float, time_texts)), groups, steps, lasts,
                                metrics_json, fast_ends, fast_lines, chunks)
-    return EventBatch(events, end, min(bounds)[1] if bounds else None,
+    return EventBatch(events, offset + size, min(bounds)[1] if bounds else None,
                       max(bounds)[1] if bounds else None, metric_lines, others)
 
 
@@ -573,18 +584,24 @@ def _chunk_reports(body: dict[str, Any]) -> list[dict[str, Any]] | None:
             for k, step in enumerate(steps)]
 
 
+def iter_events(path: str | Path, offset: int) -> Iterator[Event]:
+    """Every event after byte ``offset``, in file order, a chunk's reports one by one, read a
+    batch at a time; each carries the offset just past its line."""
+    while (batch := read_event_batch(path, offset)).end_offset != offset:
+        lines = batch.metric_lines
+        bodies: list[Mapping[str, Any]] = list(map(_MetricsBody, lines.groups, lines.texts))
+        reports = list(map(Event, lines.seqs, repeat("metrics"), bodies, lines.end_offsets))
+        for i in reversed(lines.chunks.lines):
+            whole = dict(bodies[i])
+            reports[i:i + 1] = [Event(lines.seqs[i], "metrics", body, lines.end_offsets[i])
+                                for body in _chunk_reports(whole) or ()]
+        yield from sorted([*reports, *batch.others], key=attrgetter("end_offset"))
+        offset = batch.end_offset
+
+
 def read_events(path: str | Path, offset: int) -> list[Event]:
-    """Every event after byte ``offset``, in file order, a chunk's reports one by one; each
-    carries the offset just past its line."""
-    batch = read_event_batch(path, offset)
-    lines = batch.metric_lines
-    bodies: list[Mapping[str, Any]] = list(map(_MetricsBody, lines.groups, lines.texts))
-    reports = list(map(Event, lines.seqs, repeat("metrics"), bodies, lines.end_offsets))
-    for i in reversed(lines.chunks.lines):
-        whole = dict(bodies[i])
-        reports[i:i + 1] = [Event(lines.seqs[i], "metrics", body, lines.end_offsets[i])
-                            for body in _chunk_reports(whole) or ()]
-    return sorted([*reports, *batch.others], key=attrgetter("end_offset"))
+    """``iter_events`` as a list."""
+    return list(iter_events(path, offset))
 
 
 # Events the daemon reads only at its sweeps of every live run (training metrics, progress:
@@ -770,9 +787,10 @@ def _truncate(path: Path, size: int) -> None:
 
 
 def _last_seq(path: Path) -> int:
-    last = 0
-    for event in read_events(path, 0):
-        last = event.seq
+    last = offset = 0
+    while (batch := read_event_batch(path, offset)).end_offset != offset:
+        last = last if batch.last_seq is None else batch.last_seq
+        offset = batch.end_offset
     return last
 
 

@@ -611,22 +611,26 @@ class Store:
     @staticmethod
     def _apply(s: Session, writes: ingest.MetricWrites, trial_id: int, run_id: int,
                batch: EventBatch, best: BestOf) -> None:
-        """One run's batch of events onto its trial's rows."""
+        """One run's batch of events onto its trial's rows. The trial is loaded only for the
+        events that change it; its best validation, which validations change, is read and
+        written on its own (the ORM never sets it here)."""
         changes = [ev for ev in batch.others if ev.type in ingest.APPLIERS]
-        validations = "validation" in batch.metric_lines.groups or any(
-            ev.type == "metrics" for ev in batch.others)
-        if not changes and not validations:
+        if changes:
+            trial = s.get(Trial, trial_id)
+            assert trial is not None
+            for ev in changes:  # in order; the batch's metric_lines are metrics only
+                ingest.APPLIERS[ev.type](s, trial, run_id, ev)
+            s.add(trial)
+        if "validation" not in batch.metric_lines.groups and not any(
+                ev.type == "metrics" for ev in batch.others):
             ingest.store_metrics(writes, trial_id, run_id, batch, best, None)
             return
-        trial = s.get(Trial, trial_id)
-        assert trial is not None
-        for ev in changes:  # in order; the batch's metric_lines are metrics only
-            ingest.APPLIERS[ev.type](s, trial, run_id, ev)
-        value = ingest.store_metrics(writes, trial_id, run_id, batch, best,
-                                     trial.best_validation)
-        if value != trial.best_validation:
-            trial.best_validation = value
-        s.add(trial)
+        [before] = writes.conn.execute(
+            "SELECT best_validation FROM trial WHERE id = ?", (trial_id,)).fetchone()
+        value = ingest.store_metrics(writes, trial_id, run_id, batch, best, before)
+        if value != before:
+            writes.conn.execute("UPDATE trial SET best_validation = ? WHERE id = ?",
+                                (value, trial_id))
 
     def set_run_states(self, states: dict[str, tuple[RunState, str]]) -> None:
         """What the scheduler says of submitted runs (pending, running, and why), by job id,

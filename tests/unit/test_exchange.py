@@ -350,3 +350,24 @@ def test_a_signed_line_whose_text_changed_is_not_read_as_written(
                                                                  else [])
     assert ("a corrupt line" in caplog.text) == (not decoded)
     assert batch.end_offset == path.stat().st_size
+
+
+def test_a_batch_reads_whole_lines_up_to_its_limit_and_the_rest_follows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A log that grew while the daemon was stopped is read a bounded batch at a time: whole
+    lines within the limit, or the one line that is longer than it; blank lines are passed."""
+    path = tmp_path / "events.jsonl"
+    long = json.dumps({"seq": 2, "type": "status", "text": "x" * 300})
+    path.write_text('{"seq":1,"type":"a"}\n' + long + '\n\n\n{"seq":3,"type":"b"}\n')
+    monkeypatch.setattr("hpcdet.rundir.exchange.BATCH_BYTES", 64)
+    first = read_event_batch(path, 0)
+    assert [e.seq for e in first.events] == [1]
+    second = read_event_batch(path, first.end_offset)  # read on to the long line's end
+    assert second.events[0].body["text"] == "x" * 300
+    assert second.end_offset == path.stat().st_size  # past the blank lines too
+    path.write_text("\n" * 100)
+    assert read_event_batch(path, 0).end_offset == 64  # blank lines alone are passed
+    path.write_text('{"seq":1,"type":"a"}\n' + long + '\n\n\n{"seq":3,"type":"b"}\n')
+    assert [e.seq for e in read_events(path, 0)] == [1, 2, 3]
+    assert EventWriter(path)._seq == 3  # a writer reopening the log finds its last seq

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from hpcdet.daemon.feed import Feed
 from tests.unit.daemon.services.support import World
 
@@ -94,3 +96,26 @@ def test_the_gc_policy_keeps_the_best_and_deletes_the_rest(tmp_path: Path) -> No
     retention.collect(w.store.experiment(1))
     assert [c.uuid for c in w.store.checkpoints(exp_id=1)] == ["c2"]
     assert sorted(p.name for p in (tmp_path / "ckpts").iterdir()) == ["c2"]
+
+
+def test_a_sweep_reads_a_batch_a_run_and_a_runs_end_reads_all_of_its_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A log that grew while the daemon was stopped is read a bounded batch at a time: a
+    sweep takes one a run (the next sweep goes on), a run's end or a rebuild all of them, in
+    order, each validation fed to the searcher once."""
+    monkeypatch.setattr("hpcdet.rundir.exchange.BATCH_BYTES", 200)
+    w = _started(tmp_path, ADAPTIVE)
+    trial = w.store.trials(1)[0]
+    w.report(w.run(1, trial.id, job_id="101"), *[
+        ("metrics", {"group": "validation", "steps_completed": step,
+                     "metrics": {"loss": 1 / step, "batches": step}}) for step in range(1, 7)])
+    feed = _feed(w)
+    feed.ingest_all(w.store.live_runs())
+    assert 0 < len(w.store.metrics(trial.id)) < 6
+    feed.ingest(w.store.runs()[0])
+    assert [m.steps_completed for m in w.store.metrics(trial.id)] == [1, 2, 3, 4, 5, 6]
+    fed = [e["metrics"]["batches"] for e in w.store.searcher_events(1)
+           if e["kind"] == "validation"]
+    assert fed == [1, 2, 3, 4, 5, 6]
+    assert w.store.trial(trial.id).best_validation == 1 / 6
