@@ -146,7 +146,10 @@ class Feed:
             return exp
         key = (run.trial_id, run.run_id)
         seen = self.considered.get(key, run.searcher_seq)
-        events: Iterable[Event] = new.events
+        # A searcher that does not read validations decides only on completed operations,
+        # which are never metrics lines.
+        wants_validations = bool(cfg.searcher.time_metric)
+        events: Iterable[Event] = new.events if wants_validations else new.others
         if new.first_seq == seen + 1 and new.last_seq is not None:
             stored = new.last_seq  # what this ingest stored follows what was heard
         else:
@@ -160,7 +163,6 @@ class Feed:
                 return exp
             if current.state in LIVE_RUN_STATES:
                 events = iter_events(path, 0)
-        wants_validations = bool(cfg.searcher.time_metric)
         decisive = [ev for ev in events if seen < ev.seq <= stored and (
             ev.type == "searcher_completed" or (wants_validations and ev.type == "metrics"
                                                 and ev.body["group"] == "validation"))]

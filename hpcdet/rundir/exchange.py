@@ -380,6 +380,18 @@ _NO_LINES = MetricLines([], [], [], [], [], [], [], [])
 FED_GROUP = "validation"
 
 
+class FedLines(NamedTuple):
+    """A batch's reports of ``FED_GROUP`` that the pattern read: their seqs, lines and the
+    offsets just past them, in file order."""
+
+    seqs: list[int]
+    texts: list[str]
+    end_offsets: list[int]
+
+
+_NO_FED = FedLines([], [], [])
+
+
 # Tuples, not dataclasses: the daemon reads a batch of every live run on every tick.
 class EventBatch(NamedTuple):
     """A run's events after an offset, as the daemon stores and feeds them.
@@ -387,14 +399,22 @@ class EventBatch(NamedTuple):
     ``events`` are those the feed reads, in file order: every event but the metric reports of
     groups other than ``FED_GROUP`` the pattern read, which are in ``metric_lines`` only (an
     Event each for a hundred thousand training reports cost the ingest a tenth of its time).
-    ``read_events`` gives them all."""
+    Those of ``FED_GROUP`` are made only when asked for: a searcher that does not read
+    validations needs only ``others``. ``read_events`` gives them all."""
 
-    events: list[Event]
+    fed: FedLines
     end_offset: int  # just past the last whole line read, corrupt or not
     first_seq: int | None = None  # of the first event read, whichever kind; None if none
     last_seq: int | None = None
     metric_lines: MetricLines = _NO_LINES
     others: list[Event] = []  # the events not in metric_lines; read, never changed
+
+    @property
+    def events(self) -> list[Event]:
+        seqs, texts, ends = self.fed
+        fed = list(map(Event, seqs, repeat("metrics"),
+                       map(_MetricsBody, repeat(FED_GROUP), texts), ends))
+        return sorted(fed + self.others, key=attrgetter("end_offset")) if self.others else fed
 
     def for_feed(self) -> EventBatch:
         """The batch without the text of its reports, which only the store reads."""
@@ -425,10 +445,10 @@ def read_event_batch(path: str | Path, offset: int, limit: int | None = None) ->
                     pieces.append(piece)
                 data = b"".join([*pieces, piece])
     except FileNotFoundError:
-        return EventBatch([], offset)
+        return EventBatch(_NO_FED, offset)
     size = data.rfind(b"\n") + 1
     if size == 0:
-        return EventBatch([], offset)
+        return EventBatch(_NO_FED, offset)
     # A batch can be a hundred thousand lines, and a Python loop over them costs more than
     # storing them: all lines are matched by one regular expression, and the columns of their
     # fields are slices of its split. Latin-1 gives one character per byte, so a position in
@@ -459,9 +479,6 @@ def read_event_batch(path: str | Path, offset: int, limit: int | None = None) ->
         "list[list[str]]", columns[:5])
     seqs = list(map(int, seq_texts))
     fed = list(map(FED_GROUP.__eq__, groups))
-    events: list[Event] = list(map(
-        Event, compress(seqs, fed), repeat("metrics"),
-        map(_MetricsBody, repeat(FED_GROUP), compress(fast_lines, fed)), compress(fast_ends, fed)))
     others: list[Event] = []
     for i in odd:
         start = ends[i] - len(lines[i]) - 1
@@ -486,8 +503,6 @@ def read_event_batch(path: str | Path, offset: int, limit: int | None = None) ->
             others += (Event(seq, type_, report, ends[i]) for report in reports or ())
             continue
         others.append(Event(seq=seq, type=type_, body=body, end_offset=ends[i]))
-    if others:
-        events = sorted(events + others, key=attrgetter("end_offset"))
     # The first and last events in file order, of either kind.
     bounds = [(fast_ends[0], seqs[0]), (fast_ends[-1], seqs[-1])] if seqs else []
     if others:
@@ -497,9 +512,13 @@ def read_event_batch(path: str | Path, offset: int, limit: int | None = None) ->
         lasts = steps.copy()
         for i, text in zip(chunks.lines, chunks.steps):
             lasts[i] = int(text.rpartition(",")[2])
-    metric_lines = MetricLines(seqs, list(map(float, time_texts)), groups, steps, lasts,
-                               metrics_json, fast_ends, fast_lines, chunks)
-    return EventBatch(events, offset + size, min(bounds)[1] if bounds else None,
+    # The lines of one flush share its time: each text is parsed once.
+    times = {text: float(text) for text in dict.fromkeys(time_texts)}
+    metric_lines = MetricLines(seqs, list(map(times.__getitem__, time_texts)), groups, steps,
+                               lasts, metrics_json, fast_ends, fast_lines, chunks)
+    fed_lines = FedLines(list(compress(seqs, fed)), list(compress(fast_lines, fed)),
+                         list(compress(fast_ends, fed))) if any(fed) else _NO_FED
+    return EventBatch(fed_lines, offset + size, min(bounds)[1] if bounds else None,
                       max(bounds)[1] if bounds else None, metric_lines, others)
 
 
