@@ -223,7 +223,13 @@ NOTE = ("Before 2026-11-26 hpcdet's torch_distributed launcher started the worke
         "pairs' ratios, not on the ratio of the two medians: in the full run at 4292c71 the "
         "medians gave 0.93x (hpcdet 119, 106, 99, 106, 105; srun 116, 103, 93, 114, 115) while "
         "the pairs gave 1.03, 1.03, 1.06, 0.93, 0.91 (median 1.03x); in the one at 60b2cfd "
-        "0.98x and 0.98x")
+        "0.98x and 0.98x; in the one at 7bb05dc 0.98x and 0.968x (0.96, 0.97, 0.98, 0.94, "
+        "0.97). Since then the full run takes 9 pairs, not 5: a pair's ratio spreads "
+        "0.91-1.12 here, and 5 pairs' median moved 0.97-1.03 between full runs. Six rounds "
+        "of three on 2026-11-27 to find where a gap would be: PyTorchTrial over srun 1.02, "
+        "0.99, 1.01, 1.02, 1.12, 0.98 (median 1.016); the plain loop itself run by hpcdet (a "
+        "Core API experiment under its torch_distributed launcher) over srun 1.00, 0.89, "
+        "1.09, 1.06, 1.04, 0.96 (median 1.02): no gap in the launch, nor in the Trial's loop")
 
 
 if __name__ == "__main__":

@@ -63,14 +63,14 @@ def _lazy(module: str, *args: object) -> Callable[[], list[Figure]]:
 
 BENCHES = [
     Bench("report_metrics", _report_metrics(20_000, True), _report_metrics(300, False)),
-    Bench("ingest", _lazy("ingest", 100_000, 3), _lazy("ingest", 2_000, 1)),
+    Bench("ingest", _lazy("ingest", 100_000, 5), _lazy("ingest", 2_000, 1)),
     Bench("checkpoint_io", _lazy("checkpoint_io", 1024, 3), _lazy("checkpoint_io", 8, 1)),
     Bench("asha_sim", _lazy("asha_sim", 10_000), _lazy("asha_sim", 300)),
     Bench("ui_page", _lazy("ui_experiment_page", 200, 10_000, 5),
           _lazy("ui_experiment_page", 5, 200, 1)),
     Bench("cli_listing", _lazy("cli_listing", 10_000, 5), _lazy("cli_listing", 50, 1)),
     Bench("pytorch", _lazy("pytorch_throughput", 20, 11), _lazy("pytorch_throughput", 1, 1)),
-    Bench("pytorch_ddp", _lazy("pytorch_ddp", 20, 5), _lazy("pytorch_ddp", 1, 1)),
+    Bench("pytorch_ddp", _lazy("pytorch_ddp", 20, 9), _lazy("pytorch_ddp", 1, 1)),
     Bench("slurm_submit", _lazy("slurm_submit", 1000, 5), _lazy("slurm_submit", 20)),
     Bench("daemon_load", _lazy("daemon_load", 60), _lazy("daemon_load", 4, (10, 20), 10)),
     Bench("decision_latency", _lazy("decision_latency", 16), _lazy("decision_latency", 2)),
