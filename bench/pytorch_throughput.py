@@ -84,9 +84,15 @@ def measure(epochs: int, repeats: int) -> list[Figure]:
     base: list[float] = []
     with tempfile.TemporaryDirectory() as storage:
         with_trainer(1, storage), plain(1, storage)  # warm up imports and data
-        for _ in range(repeats):  # alternating, so both see the same machine
-            ours.append(with_trainer(epochs, storage))
-            base.append(plain(epochs, storage))
+        for n in range(repeats):
+            # Alternating, so both see the same machine, and taking turns going first, so a
+            # machine that speeds up or slows down over the run favours neither.
+            if n % 2:
+                base.append(plain(epochs, storage))
+                ours.append(with_trainer(epochs, storage))
+            else:
+                ours.append(with_trainer(epochs, storage))
+                base.append(plain(epochs, storage))
     batches = epochs * 45
     rate, plain_rate = batches / median(ours), batches / median(base)
     return [Figure("pytorch", f"PyTorchTrial (Trainer) throughput, 1 slot, {batches} batches",
@@ -106,7 +112,10 @@ def measure(epochs: int, repeats: int) -> list[Figure]:
                    "the same Python calls per batch (cProfile: 1.62M against 1.64M calls in "
                    "60 epochs), and a process of its own alternating them gave 0.98-0.99x "
                    "in either order; in full runs 0.96-0.97x, so 11 repeats, not 5, and each "
-                   "benchmark in its own process since")]
+                   "benchmark in its own process since. On 2026-11-27 the full run gave 0.965x "
+                   "(1,518 against 1,573) while three runs of the bench alone gave 0.98-0.99x "
+                   "and two after ui_page and cli_listing 0.99x and 0.97x: since then 21 "
+                   "repeats, each pair taking turns going first")]
 
 
 if __name__ == "__main__":

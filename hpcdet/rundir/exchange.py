@@ -422,7 +422,7 @@ class EventBatch(NamedTuple):
 
 
 # The most a batch reads, but for the one line that crosses it: what reading a log costs the
-# daemon's memory (~6x the bytes read), whatever the log has grown to while it was stopped.
+# daemon's memory (~10x the bytes read), whatever the log has grown to while it was stopped.
 BATCH_BYTES = 2 << 20
 
 

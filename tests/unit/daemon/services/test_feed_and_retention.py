@@ -89,6 +89,9 @@ def test_the_gc_policy_keeps_the_best_and_deletes_the_rest(tmp_path: Path) -> No
                    ("checkpoint", {"uuid": f"c{steps}", "steps_completed": steps})]
     w.report(run_dir, *events)
     _feed(w).ingest(w.store.runs()[0])
+    trial = w.store.trial(1)  # a batch of validations and checkpoints: both kept
+    assert (trial.best_validation, trial.latest_checkpoint, trial.steps_completed) == (
+        0.1, "c3", 3)
     retention = w.retention()
     retention.collect(w.store.experiment(1))
     assert len(w.store.checkpoints(exp_id=1)) == 3  # the trial still runs
