@@ -64,7 +64,7 @@ def _lazy(module: str, *args: object) -> Callable[[], list[Figure]]:
 BENCHES = [
     Bench("report_metrics", _report_metrics(20_000, True), _report_metrics(300, False)),
     Bench("ingest", _lazy("ingest", 100_000, 5), _lazy("ingest", 2_000, 1)),
-    Bench("checkpoint_io", _lazy("checkpoint_io", 1024, 3), _lazy("checkpoint_io", 8, 1)),
+    Bench("checkpoint_io", _lazy("checkpoint_io", 1024, 4), _lazy("checkpoint_io", 8, 1)),
     Bench("asha_sim", _lazy("asha_sim", 10_000), _lazy("asha_sim", 300)),
     Bench("ui_page", _lazy("ui_experiment_page", 200, 10_000, 5),
           _lazy("ui_experiment_page", 5, 200, 1)),

@@ -438,7 +438,9 @@ def read_event_batch(path: str | Path, offset: int, limit: int | None = None) ->
         with open(path, "rb", buffering=0) as f:  # reads of known sizes: no buffer wanted
             f.seek(offset)
             limit = limit or BATCH_BYTES
-            data = f.read(limit)
+            # No more than the file holds: a read of ``limit`` allocates it all first, and
+            # the daemon reads a thousand logs a sweep that have grown by a line or two.
+            data = f.read(min(limit, max(os.fstat(f.fileno()).st_size - offset, 0)))
             if len(data) == limit and b"\n" not in data:  # one line longer than the limit
                 pieces = [data]
                 while (piece := f.read(_READ_CHUNK)) and b"\n" not in piece:
