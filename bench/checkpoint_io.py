@@ -121,7 +121,10 @@ def measure(mib: int, repeats: int) -> list[Figure]:
                "(not cached)", rate["dd read"], "≥ 90%", rate["restore"] >= 0.9 * rate["dd read"],
                note="0.97x in the full run at 7bb05dc, 0.90x in the one at dc52620 (2,156 "
                "against 2,396 MiB/s), of 3 repeats, in two of which restore went first; since "
-               "then 4, each read going first in two"),
+               "then 4, each read going first in two: 0.89x at 876322a (1,574 against 1,763 "
+               "MiB/s). restore_path of shared_fs yields the directory where it lies and reads "
+               "nothing itself (core/_checkpoint.py), so what differs is the trial's read loop "
+               "against dd's, both 1 MiB reads of the same uncached file: not hpcdet's cost"),
         Figure("checkpoint_io", f"upload of {size} (not fsynced)", rate["upload"], "MiB/s",
                "dd copy of a file, fsynced", rate["dd copy"], "≥ 90%",
                rate["upload"] >= 0.9 * rate["dd copy"]),
