@@ -605,10 +605,17 @@ def _chunk_reports(body: dict[str, Any]) -> list[dict[str, Any]] | None:
             for k, step in enumerate(steps)]
 
 
+def event_batches(path: str | Path, offset: int) -> Iterator[EventBatch]:
+    """The log's batches after byte ``offset``, one after another to its last whole line."""
+    while (batch := read_event_batch(path, offset)).end_offset != offset:
+        yield batch
+        offset = batch.end_offset
+
+
 def iter_events(path: str | Path, offset: int) -> Iterator[Event]:
     """Every event after byte ``offset``, in file order, a chunk's reports one by one, read a
     batch at a time; each carries the offset just past its line."""
-    while (batch := read_event_batch(path, offset)).end_offset != offset:
+    for batch in event_batches(path, offset):
         lines = batch.metric_lines
         bodies: list[Mapping[str, Any]] = list(map(_MetricsBody, lines.groups, lines.texts))
         reports = list(map(Event, lines.seqs, repeat("metrics"), bodies, lines.end_offsets))
@@ -617,7 +624,6 @@ def iter_events(path: str | Path, offset: int) -> Iterator[Event]:
             reports[i:i + 1] = [Event(lines.seqs[i], "metrics", body, lines.end_offsets[i])
                                 for body in _chunk_reports(whole) or ()]
         yield from sorted([*reports, *batch.others], key=attrgetter("end_offset"))
-        offset = batch.end_offset
 
 
 def read_events(path: str | Path, offset: int) -> list[Event]:
@@ -808,10 +814,9 @@ def _truncate(path: Path, size: int) -> None:
 
 
 def _last_seq(path: Path) -> int:
-    last = offset = 0
-    while (batch := read_event_batch(path, offset)).end_offset != offset:
+    last = 0
+    for batch in event_batches(path, 0):
         last = last if batch.last_seq is None else batch.last_seq
-        offset = batch.end_offset
     return last
 
 
