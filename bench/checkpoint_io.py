@@ -9,8 +9,9 @@ repeat times:
 - ``store_path``: the trial writes MIB MiB into the yielded directory in 1 MiB blocks and
   fsyncs it; hpcdet then lists it, writes metadata.json and reports it;
 - ``restore_path``: the checkpoint ``store_path`` wrote, out of the page cache, opened where
-  it lies and every byte read by the trial, against ``dd`` reading it to /dev/null (out of
-  the page cache too: ``posix_fadvise`` drops a file's clean pages without privileges);
+  it lies and every byte read by the trial, against ``dd`` reading it to /dev/null and the
+  trial's read loop on the file without ``restore_path`` (all out of the page cache:
+  ``posix_fadvise`` drops a file's clean pages without privileges), READS rounds a repeat;
 - ``upload``: a MIB MiB file already written elsewhere, copied into a new checkpoint;
 - ``download``: a checkpoint copied out to a new directory;
 against ``dd if=/dev/zero bs=1M count=MIB conv=fsync`` to the same filesystem (written) and
@@ -25,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from bench.figures import Figure, median, table
@@ -32,6 +34,7 @@ from bench.report_metrics import on_the_cluster
 from hpcdet import core
 
 BLOCK = b"\0" * (1 << 20)
+READS = 3  # rounds of the three uncached reads a repeat: a read costs a second, a store ten
 
 
 def _write(path: Path, mib: int) -> None:
@@ -57,6 +60,18 @@ def _restore(ctx: core.Context, storage_id: str) -> float:
     return time.perf_counter() - start
 
 
+READERS = ("restore", "dd read", "read")
+
+
+def _uncached_read(reader: str, ctx: core.Context, storage_id: str, path: Path) -> float:
+    """Seconds for one of READERS to read every byte of the checkpoint at ``path``."""
+    if reader == "restore":
+        return _restore(ctx, storage_id)
+    if reader == "dd read":
+        return _dd([f"if={path / 'weights.bin'}", "of=/dev/null"], fsync=False)
+    return _timed(lambda: _read(path / "weights.bin"))
+
+
 def _uncache(path: Path) -> None:
     """Drop the file's pages from the page cache (they are clean: it was fsynced)."""
     fd = os.open(path, os.O_RDONLY)
@@ -66,16 +81,20 @@ def _uncache(path: Path) -> None:
         os.close(fd)
 
 
-def _dd(args: list[str], fsync: bool = True) -> float:
+def _timed(run: Callable[[], object]) -> float:
     start = time.perf_counter()
-    subprocess.run(["dd", *args, "bs=1M", *(["conv=fsync"] if fsync else []), "status=none"],
-                   check=True)
+    run()
     return time.perf_counter() - start
 
 
+def _dd(args: list[str], fsync: bool = True) -> float:
+    return _timed(lambda: subprocess.run(
+        ["dd", *args, "bs=1M", *(["conv=fsync"] if fsync else []), "status=none"], check=True))
+
+
 def measure(mib: int, repeats: int) -> list[Figure]:
-    times: dict[str, list[float]] = {k: [] for k in ("store", "restore", "upload", "download",
-                                                     "dd", "dd read", "dd copy")}
+    times: dict[str, list[float]] = {k: [] for k in ("store", "restore", "read", "upload",
+                                                     "download", "dd", "dd read", "dd copy")}
     with tempfile.TemporaryDirectory(prefix="hpcdet-bench-", dir=Path.cwd()) as tmp:
         root = Path(tmp)
         with on_the_cluster(root), core.init() as ctx:
@@ -85,12 +104,13 @@ def measure(mib: int, repeats: int) -> list[Figure]:
                     _write(path / "weights.bin", mib)
                 times["store"].append(time.perf_counter() - start)
 
-                # Each first on every other repeat: what a cache below the page cache (the
-                # disk's, a virtual machine's host's) keeps of the first read favours the second.
-                for read in (("restore", "dd read") if i % 2 == 0 else ("dd read", "restore")):
-                    _uncache(path / "weights.bin")
-                    times[read].append(_restore(ctx, stored) if read == "restore" else _dd(
-                        [f"if={path / 'weights.bin'}", "of=/dev/null"], fsync=False))
+                for r in range(READS):
+                    # Each first in turn: what a cache below the page cache (the disk's, a
+                    # virtual machine's host's) keeps of one read favours the next.
+                    shift = (i * READS + r) % len(READERS)
+                    for name in READERS[shift:] + READERS[:shift]:
+                        _uncache(path / "weights.bin")
+                        times[name].append(_uncached_read(name, ctx, stored, path))
 
                 source = root / "local"
                 source.mkdir(exist_ok=True)
@@ -119,12 +139,13 @@ def measure(mib: int, repeats: int) -> list[Figure]:
         Figure("checkpoint_io", f"restore_path of {size}, every byte read by the trial "
                "(not cached)", rate["restore"], "MiB/s", "dd of the same file to /dev/null "
                "(not cached)", rate["dd read"], "≥ 90%", rate["restore"] >= 0.9 * rate["dd read"],
-               note="0.97x in the full run at 7bb05dc, 0.90x in the one at dc52620 (2,156 "
-               "against 2,396 MiB/s), of 3 repeats, in two of which restore went first; since "
-               "then 4, each read going first in two: 0.89x at 876322a (1,574 against 1,763 "
-               "MiB/s). restore_path of shared_fs yields the directory where it lies and reads "
-               "nothing itself (core/_checkpoint.py), so what differs is the trial's read loop "
-               "against dd's, both 1 MiB reads of the same uncached file: not hpcdet's cost"),
+               note="0.89-1.04x over the full runs of 2026-11-27, with 3-4 reads of each. "
+               "restore_path of shared_fs yields the directory where it lies and reads nothing "
+               "itself (core/_checkpoint.py): what differs from dd is the trial's read loop, "
+               "as the next row measures"),
+        Figure("checkpoint_io", f"restore_path of {size}, every byte read by the trial "
+               "(not cached): hpcdet's own cost", rate["restore"], "MiB/s", "the same read "
+               "loop on the file, no restore_path (not cached)", rate["read"]),
         Figure("checkpoint_io", f"upload of {size} (not fsynced)", rate["upload"], "MiB/s",
                "dd copy of a file, fsynced", rate["dd copy"], "≥ 90%",
                rate["upload"] >= 0.9 * rate["dd copy"]),
