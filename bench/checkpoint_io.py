@@ -132,20 +132,29 @@ def measure(mib: int, repeats: int) -> list[Figure]:
     m = {k: median(v) for k, v in times.items()}
     rate = {k: mib / v for k, v in m.items()}
     size = f"{mib:,} MiB"
+    reads = len(times["restore"])
+
+    def paired(baseline: str) -> float:
+        """Each round's restore rate over its baseline's: a round shares its moment."""
+        return median([b / r for r, b in zip(times["restore"], times[baseline])])
+
     return [
         Figure("checkpoint_io", f"store_path of {size} (trial writes, hpcdet reports)",
                rate["store"], "MiB/s", "dd of the same bytes, fsynced", rate["dd"], "≥ 90%",
                rate["store"] >= 0.9 * rate["dd"]),
         Figure("checkpoint_io", f"restore_path of {size}, every byte read by the trial "
-               "(not cached)", rate["restore"], "MiB/s", "dd of the same file to /dev/null "
-               "(not cached)", rate["dd read"], "≥ 90%", rate["restore"] >= 0.9 * rate["dd read"],
-               note="0.89-1.04x over the full runs of 2026-11-27, with 3-4 reads of each. "
-               "restore_path of shared_fs yields the directory where it lies and reads nothing "
-               "itself (core/_checkpoint.py): what differs from dd is the trial's read loop, "
-               "as the next row measures"),
-        Figure("checkpoint_io", f"restore_path of {size}, every byte read by the trial "
-               "(not cached): hpcdet's own cost", rate["restore"], "MiB/s", "the same read "
-               "loop on the file, no restore_path (not cached)", rate["read"]),
+               f"(not cached), median of {reads} reads", rate["restore"], "MiB/s", "dd of the "
+               "same file to /dev/null (not cached)", rate["dd read"]),
+        Figure("checkpoint_io", f"the same, each restore over the dd read beside it: median "
+               f"of {reads} rounds' ratios", paired("dd read"), "x dd's", target="≥ 90%",
+               met=paired("dd read") >= 0.9,
+               note="0.89-1.04x as a ratio of medians over the full runs of 2026-11-27, of 3-4 "
+               "reads each. restore_path of shared_fs yields the directory where it lies and "
+               "reads nothing itself (core/_checkpoint.py): what differs from dd is the "
+               "trial's read loop, as the next row measures"),
+        Figure("checkpoint_io", f"the same, each restore over the trial's read loop on the "
+               f"file alone beside it (hpcdet's own cost): median of {reads} rounds' ratios",
+               paired("read"), "x the loop's"),
         Figure("checkpoint_io", f"upload of {size} (not fsynced)", rate["upload"], "MiB/s",
                "dd copy of a file, fsynced", rate["dd copy"], "≥ 90%",
                rate["upload"] >= 0.9 * rate["dd copy"]),
