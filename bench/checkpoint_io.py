@@ -52,12 +52,10 @@ def _read(path: Path) -> None:
             pass
 
 
-def _restore(ctx: core.Context, storage_id: str) -> float:
-    """Seconds to open the checkpoint where it lies and read every byte of it, as a trial."""
-    start = time.perf_counter()
+def _restore(ctx: core.Context, storage_id: str) -> None:
+    """Open the checkpoint where it lies and read every byte of it, as a trial."""
     with ctx.checkpoint.restore_path(storage_id) as restored:
         _read(restored / "weights.bin")
-    return time.perf_counter() - start
 
 
 READERS = ("restore", "dd read", "read")
@@ -66,7 +64,7 @@ READERS = ("restore", "dd read", "read")
 def _uncached_read(reader: str, ctx: core.Context, storage_id: str, path: Path) -> float:
     """Seconds for one of READERS to read every byte of the checkpoint at ``path``."""
     if reader == "restore":
-        return _restore(ctx, storage_id)
+        return _timed(lambda: _restore(ctx, storage_id))
     if reader == "dd read":
         return _dd([f"if={path / 'weights.bin'}", "of=/dev/null"], fsync=False)
     return _timed(lambda: _read(path / "weights.bin"))
