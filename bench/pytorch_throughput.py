@@ -95,9 +95,14 @@ def measure(epochs: int, repeats: int) -> list[Figure]:
                 base.append(plain(epochs, storage))
     batches = epochs * 45
     rate, plain_rate = batches / median(ours), batches / median(base)
-    return [Figure("pytorch", f"PyTorchTrial (Trainer) throughput, 1 slot, {batches} batches",
-                   rate, "batches/s", "the same model in a plain torch loop", plain_rate,
-                   "≥ 97% of plain", rate >= 0.97 * plain_rate,
+    # Each trainer run against the plain run beside it, which shares its moment of the machine.
+    paired = median([b / a for a, b in zip(ours, base)])
+    return [Figure("pytorch", f"PyTorchTrial (Trainer) throughput, 1 slot, {batches} batches, "
+                   f"median of {repeats} alternated runs", rate, "batches/s",
+                   "the same model in a plain torch loop", plain_rate),
+            Figure("pytorch", f"the same, each trainer run over the plain run beside it: median "
+                   f"of {repeats} pairs' ratios", paired, "x the plain loop's",
+                   target="≥ 97% of plain", met=paired >= 0.97,
                    note="median 0.91x before, 0.98x after over 14 alternating full runs on "
                    "2026-11-25 (single runs 0.85-1.2x: this 2-core machine was shared); in "
                    "instructions (callgrind) 0.96x -> 0.99x. The cost was Python on every "
@@ -115,7 +120,8 @@ def measure(epochs: int, repeats: int) -> list[Figure]:
                    "benchmark in its own process since. On 2026-11-27 the full run gave 0.965x "
                    "(1,518 against 1,573) while three runs of the bench alone gave 0.98-0.99x "
                    "and two after ui_page and cli_listing 0.99x and 0.97x: since then 21 "
-                   "repeats, each pair taking turns going first")]
+                   "repeats, each pair taking turns going first. Since 2026-11-28 judged on "
+                   "the median of the pairs' ratios, as the DDP, restore and ingest targets are")]
 
 
 if __name__ == "__main__":
