@@ -3,7 +3,9 @@ the same model in a plain torch DistributedDataParallel loop started by ``srun``
 rank), and the same loop started by a torchrun on each node (hpcdet's launch off Slurm).
 
 Usage: ``python -m bench.pytorch_ddp [EPOCHS [REPEATS]]`` (default 20 3), on a host whose ``sbatch``
-reaches a two-node Slurm cluster with torch and scikit-learn in this Python.
+reaches a two-node Slurm cluster with torch and scikit-learn in this Python. The smoke run
+(``bench/run --smoke``) takes 2 slots, one a node: the same multi-node path, with half the
+ranks importing torch on this machine's 2 cores.
 
 hpcdet: ``hpcdet experiment create`` of ``examples/pytorch_digits/distributed.yaml`` (4 slots,
 2 a node; hpcdet's torch_distributed launcher, gloo) for EPOCHS epochs, validating only at the
@@ -120,13 +122,15 @@ os._exit(0)
 """
 
 
-def _hpcdet(root: Path, epochs: int) -> dict[str, float]:
+def _hpcdet(root: Path, epochs: int, slots: int) -> dict[str, float]:
     ctx = root / "ctx"
     shutil.copytree(REPO / "examples" / "pytorch_digits", ctx)
     (ctx / "timed.py").write_text(TIMED_TRIAL)
     out = root / "hpcdet.json"
     config = (ctx / "distributed.yaml").read_text().replace(
         "model_def:DigitsTrial", "timed:TimedDigits").replace(
+        "slots_per_trial: 4", f"slots_per_trial: {slots}").replace(
+        "slots_per_node: 2", f"slots_per_node: {slots // 2}").replace(
         "epochs: 5", f"epochs: {epochs}").replace(
         "min_validation_period:\n  epochs: 1\n", f"min_validation_period:\n  epochs: {epochs}\n")
     config += f"environment:\n  environment_variables:\n    - BENCH_OUT={out}\n"
@@ -138,7 +142,7 @@ def _hpcdet(root: Path, epochs: int) -> dict[str, float]:
     return timed
 
 
-def _plain(root: Path, epochs: int, torchrun: bool = False) -> dict[str, float]:
+def _plain(root: Path, epochs: int, slots: int, torchrun: bool = False) -> dict[str, float]:
     """``torchrun``: the ranks are started by one torchrun a node (2 workers each, the chief's
     address), as hpcdet's launcher starts them off Slurm, not as one srun task each."""
     (root / "plain.py").write_text(PLAIN)
@@ -148,8 +152,8 @@ def _plain(root: Path, epochs: int, torchrun: bool = False) -> dict[str, float]:
     script = f"{sys.executable} {root / 'plain.py'} {epochs} {out}"
     if torchrun:
         launch = ("srun --nodes=2 --ntasks=2 --ntasks-per-node=1 bash -c 'exec "
-                  f"{sys.executable} -m torch.distributed.run --nnodes 2 --nproc_per_node 2 "
-                  "--node_rank $SLURM_NODEID --max_restarts 0 "
+                  f"{sys.executable} -m torch.distributed.run --nnodes 2 "
+                  f"--nproc_per_node {slots // 2} --node_rank $SLURM_NODEID --max_restarts 0 "
                   "--master_addr '$MASTER' --master_port 29518 "
                   f"{root / 'plain.py'} {epochs} {out}'")
     else:
@@ -160,7 +164,8 @@ def _plain(root: Path, epochs: int, torchrun: bool = False) -> dict[str, float]:
         'head -1)" | head -1 | cut -d" " -f1)\n'
         f"{launch}\n")
     log = root / f"plain-{name}.out"
-    done = subprocess.run(["sbatch", "--wait", "--nodes=2", "--ntasks-per-node=2", "--time=20",
+    done = subprocess.run(["sbatch", "--wait", "--nodes=2", f"--ntasks-per-node={slots // 2}",
+                           "--time=20",
                            f"--output={log}", "--job-name=hpcdet-bench-ddp", str(job)],
                           capture_output=True, text=True, timeout=1500,
                           env={**os.environ, "PYTHONPATH": ""})
@@ -171,7 +176,8 @@ def _plain(root: Path, epochs: int, torchrun: bool = False) -> dict[str, float]:
     return timed
 
 
-def measure(epochs: int, repeats: int = 3, torchrun: bool = True) -> list[Figure]:
+def measure(epochs: int, repeats: int = 3, torchrun: bool = True, slots: int = 4
+            ) -> list[Figure]:
     """``repeats`` runs of hpcdet and of the srun baseline, alternated (medians), and one of
     the torchrun loop (``torchrun``; the smoke run leaves out its third two-node job)."""
     with tempfile.TemporaryDirectory(prefix="hpcdet-bench-") as tmp:
@@ -182,19 +188,19 @@ def measure(epochs: int, repeats: int = 3, torchrun: bool = True) -> list[Figure
             # Each pair's two runs take turns going first: a machine that speeds up or slows
             # down over the minutes of a run favours neither.
             if n % 2:
-                base.append(_rate(_plain(root / str(n), epochs)))
-                ours.append(_rate(_hpcdet(root / str(n), epochs)))
+                base.append(_rate(_plain(root / str(n), epochs, slots)))
+                ours.append(_rate(_hpcdet(root / str(n), epochs, slots)))
             else:
-                ours.append(_rate(_hpcdet(root / str(n), epochs)))
-                base.append(_rate(_plain(root / str(n), epochs)))
-        torchrun_rate = _rate(_plain(root, epochs, torchrun=True)) if torchrun else None
+                ours.append(_rate(_hpcdet(root / str(n), epochs, slots)))
+                base.append(_rate(_plain(root / str(n), epochs, slots)))
+        torchrun_rate = _rate(_plain(root, epochs, slots, torchrun=True)) if torchrun else None
     rate, plain_rate = median(ours), median(base)
     # Each hpcdet run against the srun run beside it: this machine's speed drifts over the
     # minutes the runs take, and a pair shares its moment.
     paired = median([a / b for a, b in zip(ours, base)])
     runs = f"median of {repeats} alternated runs" if repeats > 1 else "one run"
     figures = [
-        Figure("pytorch", f"PyTorchTrial throughput, 4 slots on 2 nodes (gloo), {runs}",
+        Figure("pytorch", f"PyTorchTrial throughput, {slots} slots on 2 nodes (gloo), {runs}",
                rate, "batches/s", "the same model in a plain DDP loop under srun", plain_rate),
         Figure("pytorch", "the same, each hpcdet run over the srun run beside it: median of "
                f"{len(ours)} pairs' ratios", paired, "x the plain loop's", target="≥ 97% of plain",

@@ -71,7 +71,7 @@ BENCHES = [
           _lazy("ui_experiment_page", 5, 200, 1)),
     Bench("cli_listing", _lazy("cli_listing", 10_000, 5), _lazy("cli_listing", 50, 1)),
     Bench("pytorch", _lazy("pytorch_throughput", 20, 21), _lazy("pytorch_throughput", 1, 1)),
-    Bench("pytorch_ddp", _lazy("pytorch_ddp", 20, 9), _lazy("pytorch_ddp", 1, 1, False)),
+    Bench("pytorch_ddp", _lazy("pytorch_ddp", 20, 9), _lazy("pytorch_ddp", 1, 1, False, 2)),
     Bench("slurm_submit", _lazy("slurm_submit", 1000, 5), _lazy("slurm_submit", 20)),
     Bench("daemon_load", _lazy("daemon_load", 60), _lazy("daemon_load", 4, (10, 20), 10)),
     Bench("decision_latency", _lazy("decision_latency", 16), _lazy("decision_latency", 2)),
