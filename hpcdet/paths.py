@@ -20,7 +20,6 @@ The run directory's and the array directory's files: ``hpcdet.rundir.layout``.
 from __future__ import annotations
 
 import os
-import socket
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -191,4 +190,6 @@ def _default_local_base() -> str:
 
 
 def hostname() -> str:
-    return socket.gethostname()
+    # socket.gethostname()'s answer (the kernel's node name) without importing socket, which
+    # cost every CLI command ~2 ms.
+    return os.uname().nodename
