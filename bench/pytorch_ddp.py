@@ -250,7 +250,7 @@ NOTE = ("Before 2026-11-26 hpcdet's torch_distributed launcher started the worke
         "holding a boundary (an epoch's end or a report: an allgather to agree on stopping, "
         "the report's) took 0.96 ms more than the 872 others (median 8.3 ms), 0.3% of the run; "
         "the per-batch Python is ~15 us of ~8.3 ms (the 1-slot bench). Fourteen pairs that day "
-        "(4 runs pinned to a core each, 10 not) gave 0.89-1.17, median 0.97: a pair's ratio "
+        "(10 with each rank pinned to a core, 4 not) gave 0.89-1.17, median 0.97: a pair's ratio "
         "spreads ±8% on this 2-core machine, so the median of 9 moves ±3% between full runs")
 
 
