@@ -167,10 +167,7 @@ def metrics_survive_daemon_kills(h: Hpcdet, tmp: Path, kills: int = 4) -> None:
     exp = h.create(cfg, ctx)
     for _ in range(kills):
         time.sleep(1.5)
-        pid = int(h.daemon_status()["pid"])
-        os.kill(pid, signal.SIGKILL)
-        time.sleep(0.5)
-        h.run("daemon", "start")
+        h.kill_daemon()
     d = h.wait_state(exp, {"COMPLETED", "ERROR"}, timeout=300)
     assert d["experiment"]["state"] == "COMPLETED", d
     trial = d["trials"][0]["id"]
@@ -328,9 +325,7 @@ def asha_v037(h: Hpcdet, tmp: Path, kill_daemon: bool = False) -> dict[str, obje
     if kill_daemon:
         for _ in range(3):
             time.sleep(4)
-            os.kill(int(h.daemon_status()["pid"]), signal.SIGKILL)
-            time.sleep(0.5)
-            h.run("daemon", "start")
+            h.kill_daemon()
     d = h.wait_state(exp, {"COMPLETED", "ERROR"}, timeout=600)
     assert d["experiment"]["state"] == "COMPLETED", d
     assert len(d["trials"]) == 10

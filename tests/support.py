@@ -6,6 +6,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -145,6 +146,20 @@ class Hpcdet:
             return json.loads(path.read_text())
         return {}
 
+    def kill_daemon(self) -> None:
+        """SIGKILL the daemon, then start another, as a user whose daemon was killed does.
+        The kill lands when the process next leaves the kernel (a loaded disk can hold it in
+        an fsync for seconds); until then it holds the daemon lock and ``daemon start`` rightly
+        finds it running. So the start waits for it to be gone, and this for the new daemon's
+        status."""
+        pid = int(self.daemon_status()["pid"])
+        os.kill(pid, signal.SIGKILL)
+        self.wait_for(f"the killed daemon (pid {pid}) to exit", lambda: _exited(pid),
+                      timeout=60)
+        self.run("daemon", "start")
+        self.wait_for("the new daemon's status", lambda: self.daemon_status().get("pid") not in
+                      (None, pid), timeout=60)
+
     def daemon_log(self) -> str:
         for path in self.state.rglob("daemon.log"):
             return path.read_text(errors="replace")
@@ -251,3 +266,12 @@ def require_modules(*names: str) -> None:
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(reason, pytrace=False)
     pytest.skip(reason)
+
+
+def _exited(pid: int) -> bool:
+    """Whether process ``pid`` is gone or a zombie (which holds no file, nor any lock)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return stat.rpartition(")")[2].split()[0] in ("Z", "X")
