@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hpcdet.daemon.process import lock_held
+from hpcdet.paths import StatePaths
+
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples" / "core_api"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -150,12 +153,12 @@ class Hpcdet:
         """SIGKILL the daemon, then start another, as a user whose daemon was killed does.
         The kill lands when the process next leaves the kernel (a loaded disk can hold it in
         an fsync for seconds); until then it holds the daemon lock and ``daemon start`` rightly
-        finds it running. So the start waits for it to be gone, and this for the new daemon's
-        status."""
+        finds it running. So the start waits for the lock to be free, and this for the new
+        daemon's status."""
         pid = int(self.daemon_status()["pid"])
         os.kill(pid, signal.SIGKILL)
-        self.wait_for(f"the killed daemon (pid {pid}) to exit", lambda: _exited(pid),
-                      timeout=60)
+        self.wait_for(f"the killed daemon (pid {pid}) to let go of its lock",
+                      lambda: not lock_held(StatePaths(self.state)), timeout=60)
         self.run("daemon", "start")
         self.wait_for("the new daemon's status", lambda: self.daemon_status().get("pid") not in
                       (None, pid), timeout=60)
@@ -266,12 +269,3 @@ def require_modules(*names: str) -> None:
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(reason, pytrace=False)
     pytest.skip(reason)
-
-
-def _exited(pid: int) -> bool:
-    """Whether process ``pid`` is gone or a zombie (which holds no file, nor any lock)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return True
-    return stat.rpartition(")")[2].split()[0] in ("Z", "X")
