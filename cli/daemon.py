@@ -1,6 +1,7 @@
 """`hpcdet daemon start|stop|status`."""
 
 import time
+from typing import Any
 
 import typer
 
@@ -40,6 +41,15 @@ def _warn_if_open(p: StatePaths) -> None:
                           markup=False)
 
 
+def _print_faults(status: dict[str, Any]) -> None:
+    from hpcdet.views.experiments import faults_in
+
+    for fault in faults_in(status):
+        console.print(f"fault: {fault.where} fails since {when(fault.since)} ({fault.rounds} "
+                      f"rounds), skipped and retried every round; the other experiments go on: "
+                      f"{fault.error}", markup=False)
+
+
 @app.command()
 def status() -> None:
     """Where the daemon runs, since when, its last tick and the live jobs."""
@@ -72,6 +82,7 @@ def status() -> None:
         console.print(f"last tick: {when(st['last_tick'])}   scheduler polls: {st['polls']}   "
                       f"scheduler calls: {st['scheduler_calls']}")
         console.print(f"live jobs: {' '.join(st['live_jobs']) or 'none'}")
+        _print_faults(st)
         if st.get("submissions_held"):
             console.print(f"submissions held: the scheduler refused one for now "
                           f"({st['submissions_held']}); it is tried again shortly")

@@ -243,7 +243,7 @@ def describe(
 
 
 def _describe_json(reads: "Reads", experiment_id: int) -> dict[str, Any]:
-    from hpcdet.views.experiments import describe_experiment, experiment_dict
+    from hpcdet.views.experiments import daemon_faults, describe_experiment, experiment_dict
     from hpcdet.views.trials import trial_dict
 
     view = describe_experiment(reads, experiment_id)
@@ -254,12 +254,14 @@ def _describe_json(reads: "Reads", experiment_id: int) -> dict[str, Any]:
         "trials": [{**t.trial.to_dict(), **trial_dict(t.trial)} for t in view.trials],
         "runs": [r.to_dict() for r in view.runs],
         "arrays": [a.to_dict() for a in view.arrays],
+        # what the running daemon skips now for an I/O error and retries every round
+        "faults": [f.to_dict() for f in daemon_faults(paths(), experiment_id)],
     }
 
 
 def _describe_text(reads: "Reads", experiment_id: int, workloads_from: "Optional[Store]"
                    ) -> None:
-    from hpcdet.views.experiments import describe_experiment, describe_sheets
+    from hpcdet.views.experiments import daemon_faults, describe_experiment, describe_sheets
 
     view = describe_experiment(reads, experiment_id)
     exp = view.experiment
@@ -268,6 +270,12 @@ def _describe_text(reads: "Reads", experiment_id: int, workloads_from: "Optional
                   f"   progress {exp.progress:.1%}")
     if exp.error:
         console.print(f"error: {exp.error}")
+    for fault in daemon_faults(paths(), exp.id):
+        console.print(f"fault: {fault.step}"
+                      + (f" of run {fault.trial_id}.{fault.run_id}" if fault.trial_id else "")
+                      + f" fails since {when(fault.since)} ({fault.rounds} rounds), retried every"
+                      f" round; the experiment ends in ERROR if it lasts: {fault.error}",
+                      markup=False)
     if exp.description:
         console.print(f"description: {exp.description}")
     labels = json.loads(exp.labels_json)

@@ -48,7 +48,8 @@ class Controls:
         exps = {e.id: e for e in self.store.experiments(unfinished=True)}
         best: dict[int, float | None] = {}
         for run in self.store.live_runs() if live is None else live:
-            with self.guard(run.experiment_id, "writing a control file"):
+            with self.guard(run.experiment_id, "writing a control file",
+                            (run.trial_id, run.run_id)):
                 self.sync(run, best, exps.get(run.experiment_id))
 
     def sync(self, run: LiveRun, best: dict[int, float | None] | None = None,
@@ -103,7 +104,7 @@ class Controls:
         """A trial that ignores a preemption for preemption_timeout seconds is canceled."""
         for (trial_id, run_id), asked in list(self.preempt_asked.items()):
             trial = self.store.trial(trial_id)
-            with self.guard(trial.experiment_id, "escalating a preemption"):
+            with self.guard(trial.experiment_id, "escalating a preemption", (trial_id, run_id)):
                 self._escalate(trial, run_id, asked)
 
     def forget(self, key: tuple[int, int]) -> None:

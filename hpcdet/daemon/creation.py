@@ -108,7 +108,7 @@ class Creation:
                 weight=cfg.resources.weight, searcher=cfg.searcher.name,
                 **({"request_id": request_id} if request_id else {}),
             )
-            with self.guard(exp_id, "starting the search"):
+            with self.guard(exp_id, "starting the search", deferrable=False):
                 self.search.start(self.store.experiment(exp_id), cfg)
             if paused:  # its first trials wait, PAUSED, for `experiment activate`
                 self.journal.record(exp_id, "experiment_state", state=ExperimentState.PAUSED,

@@ -54,7 +54,14 @@ class Feed:
         # ``run`` was read, and whose stored events the searcher has all heard, costs a stat.
         # Each run's log path found once a tick: the loop does this for every live run.
         logs = {(run.trial_id, run.run_id): self._events_file(run) for run in runs}
-        due = [run for run in runs if self._due(run, logs[(run.trial_id, run.run_id)])]
+        due: list[LiveRun] = []
+
+        def check(run: LiveRun) -> None:
+            if self._due(run, logs[(run.trial_id, run.run_id)]):
+                due.append(run)
+
+        # A log that cannot be read is its run's fault (Guard): the others are read.
+        self.guard.each_run("ingest", check, runs)
         if not due:
             return
         exps = {e.id: e for e in self.store.experiments(unfinished=True)}

@@ -188,12 +188,12 @@ class Daemon:
         self.site.read()
         applied = 0
         for exp_id in self.journal.experiment_ids():
-            with self.guard(exp_id, "replaying its journal"):
+            with self.guard(exp_id, "replaying its journal", deferrable=False):
                 applied += self.journal.replay(exp_id)
         log.info("journal replay applied %d entries", applied)
         for exp in self.store.experiments(unfinished=True):
             if exp.state in RUNNING_EXPERIMENT_STATES:  # a stopping one's search has ended
-                with self.guard(exp.id, "restarting the search"):
+                with self.guard(exp.id, "restarting the search", deferrable=False):
                     self.search.start(exp, self.configs.get(exp))
         # A rebuilt database has every event log still to read.
         self.guard.each_run("ingest", self.feed.ingest, self.store.runs())
@@ -276,6 +276,15 @@ class Daemon:
 
     # ---------------------------------------------------------------- status for the CLI
 
+    def _faults(self) -> list[dict[str, Any]]:
+        """The experiments' steps skipped for an I/O error and retried (``Guard``), for
+        `daemon status` and `experiment describe`."""
+        faults = self.guard.current_faults()
+        if not faults:
+            return []
+        unfinished = {e.id for e in self.store.experiments(unfinished=True)}
+        return [f.to_dict() for f in faults if f.experiment_id in unfinished]
+
     def write_status(self, live_jobs: list[str] | None = None) -> None:
         """``live_jobs``: the live runs' jobs, if the caller has just read them."""
         live_jobs = self.store.live_job_ids() if live_jobs is None else live_jobs
@@ -287,6 +296,7 @@ class Daemon:
             "database": str(self.store.path), "state_dir": str(self.paths.root),
             "stopping": self.stopping,
             "submissions_held": self.submission.held_reason, "version": __version__,
+            "faults": self._faults(),
         }
         # Rewritten every sweep, and at every start: not worth forcing to disk each time.
         write_atomic(self.local_dir / STATUS_FILE, status, durable=False)

@@ -311,8 +311,11 @@ class Submission:
         for run in self.store.runs(live_only=True):
             if run.state == RunState.SUBMITTING:
                 with self.guard(self.store.trial(run.trial_id).experiment_id,
-                                "settling submissions"):
+                                "settling submissions", (run.trial_id, run.run_id)):
                     self._adopt_or_requeue(run)
+        # What a passing I/O error held up (Guard) is settled at the next poll.
+        if any(f.step == "settling submissions" for f in self.guard.faults.values()):
+            self.unsettled = True
 
     def _settle_arrays(self, exp: Experiment) -> None:
         for array in self.store.arrays(exp.id, submitted=False):

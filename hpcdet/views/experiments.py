@@ -7,6 +7,8 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from hpcdet.daemon import process
+from hpcdet.paths import StatePaths
 from hpcdet.store.reads import (
     ArrayRecord,
     ExperimentRecord,
@@ -174,3 +176,53 @@ def describe_sheets(store: Store, exp_ids: list[int], metrics: bool) -> list[She
         "Trial ID", "# of Batches", "Kind", "Report Time", "Checkpoint UUID",
         *[f"Metric: {k}" for k in names]], rows)
     return [experiments, trial_sheet, workloads]
+
+
+@dataclass(frozen=True)
+class StepFault:
+    """A step of an experiment's that the running daemon skips for an I/O error and tries
+    again every round, as its status file says (``hpcdet.daemon.guard.Fault``); if it lasts,
+    the experiment ends in ERROR."""
+
+    experiment_id: int
+    step: str
+    trial_id: int | None
+    run_id: int | None
+    path: str
+    error: str
+    since: float
+    rounds: int
+
+    @property
+    def where(self) -> str:
+        run = f" of run {self.trial_id}.{self.run_id}" if self.trial_id is not None else ""
+        return f"experiment {self.experiment_id}: {self.step}{run}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"experiment_id": self.experiment_id, "step": self.step,
+                "trial_id": self.trial_id, "run_id": self.run_id, "path": self.path,
+                "error": self.error, "since": self.since, "rounds": self.rounds}
+
+
+def daemon_faults(paths: StatePaths, exp_id: int | None = None) -> list[StepFault]:
+    """The faults the daemon running for ``paths`` retries now (``exp_id``: that
+    experiment's); none when no daemon runs on this host."""
+    current = process.info(paths)
+    return faults_in(current.status, exp_id) if current.alive else []
+
+
+def faults_in(status: dict[str, Any], exp_id: int | None = None) -> list[StepFault]:
+    """The faults in a daemon's status file (an older daemon's writes none)."""
+    found = []
+    for f in status.get("faults") or []:
+        try:
+            fault = StepFault(int(f["experiment_id"]), str(f["step"]),
+                              None if f.get("trial_id") is None else int(f["trial_id"]),
+                              None if f.get("run_id") is None else int(f["run_id"]),
+                              str(f.get("path") or ""), str(f.get("error") or ""),
+                              float(f.get("since") or 0.0), int(f.get("rounds") or 0))
+        except (KeyError, TypeError, ValueError):
+            continue  # a status file of another version's
+        if exp_id is None or fault.experiment_id == exp_id:
+            found.append(fault)
+    return found

@@ -122,3 +122,31 @@ def test_a_sweep_reads_a_batch_a_run_and_a_runs_end_reads_all_of_its_log(
            if e["kind"] == "validation"]
     assert fed == [1, 2, 3, 4, 5, 6]
     assert w.store.trial(trial.id).best_validation == 1 / 6
+
+
+def _unreadable(path: Path) -> None:
+    """Make ``path`` raise an I/O error for every reader, root included (the tests run as
+    root, whom file modes do not stop): a symbolic link to itself (ELOOP)."""
+    path.unlink(missing_ok=True)
+    path.symlink_to(path.name)
+
+
+def test_an_unreadable_event_log_is_its_runs_fault_and_the_others_are_stored(
+    tmp_path: Path,
+) -> None:
+    w = World(tmp_path)
+    training = ("metrics", {"group": "training", "steps_completed": 1, "metrics": {"loss": 0.5}})
+    for exp_id in (1, 2):
+        w.experiment(exp_id, searcher={"name": "single", "metric": "loss", "max_length": 1})
+        w.trial(exp_id, exp_id)
+        w.report(w.run(exp_id, exp_id, job_id=str(100 + exp_id)), training)
+    _unreadable(w.paths.run(1, 1, 1) / "events.jsonl")
+    feed = _feed(w)
+    feed.guard.new_round()
+    feed.ingest_all(w.store.live_runs())  # raised ELOOP to the loop before
+    assert [r.event_seq for r in w.store.runs()] == [0, 1]
+    [fault] = feed.guard.current_faults()
+    assert (fault.experiment_id, fault.step, fault.run) == (1, "ingest", (1, 1))
+    assert fault.path.endswith("exp-1/trials/1/run-1/events.jsonl")
+    assert "Too many levels of symbolic links" in fault.error
+    assert {e.state for e in w.store.experiments()} == {"ACTIVE"}
