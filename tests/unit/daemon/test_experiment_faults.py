@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import json
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,12 +15,16 @@ from typing import Any
 import pytest
 
 from hpcdet.daemon import run_ends
+from hpcdet.daemon.process import STATUS_FILE
 from hpcdet.daemon.searching import SearchDriver
 from hpcdet.errors import SchedulerCommandError
+from hpcdet.rundir.exchange import read_json
+from hpcdet.rundir.layout import EVENTS_FILE
 from hpcdet.schedulers.runner import Result
 from hpcdet.search import Initialize, OpCompleted, Searcher
 from hpcdet.search.base import Action, Event
 from hpcdet.store.repository import Store
+from hpcdet.views.experiments import faults_in
 from tests.unit.daemon.fake_local import (
     FakeLocal,
     Killed,
@@ -335,3 +340,53 @@ def test_a_passing_io_error_while_the_daemon_starts_is_retried(
     monkeypatch.setattr(daemon, "tick", tick)
     daemon.serve()
     assert len(starts) == 2
+
+
+def test_an_unreadable_run_is_its_experiments_fault_and_the_loop_serves_the_others(
+    tmp_path: Path,
+) -> None:
+    """Issue 37: one run's unreadable event log failed every tick, so a new experiment's run
+    sat PENDING and `daemon status` showed an old last tick. Now that run's experiment skips
+    the step each round (a fault, in the status file) until the retry policy ends it."""
+    cluster = FakeLocal()
+    daemon = new_daemon(tmp_path, cluster)
+    bad = create(daemon, asha_config(max_trials=1))
+    for _ in range(2):  # its run starts and reports
+        daemon.tick()
+        cluster.step()
+    [bad_job] = cluster.live()
+    events = bad_job.run_dir / EVENTS_FILE
+    assert events.exists()
+    # ELOOP for every reader, root included (the tests run as root: modes do not stop it).
+    events.unlink()
+    events.symlink_to(EVENTS_FILE)
+
+    good = create(daemon, asha_config(max_trials=2))
+    for _ in range(40):
+        before = time.time()
+        daemon.tick()  # raised ELOOP to the loop's back-off before, every time
+        assert daemon.last_tick >= before
+        status = read_json(daemon.local_dir / STATUS_FILE)
+        assert status["last_tick"] == daemon.last_tick
+        if (daemon.store.experiment(good).state == "COMPLETED"
+                and daemon.guard.rounds > 2 * daemon.guard.io_retry_rounds):
+            break
+        bad_job.state = "STALLED"  # runs on, writing nothing (it could not): not stepped
+        cluster.step()
+        bad_job.state = "RUNNING"
+    assert daemon.store.experiment(good).state == "COMPLETED"
+    [fault] = faults_in(status)
+    assert (fault.experiment_id, fault.step, fault.trial_id, fault.run_id) == (bad, "ingest", 1, 1)
+    assert fault.path == str(events) and "Too many levels of symbolic links" in fault.error
+    # More rounds than the policy's, but not its 120 s: still retried.
+    assert fault.rounds > daemon.guard.io_retry_rounds
+    assert daemon.store.experiment(bad).state == "ACTIVE"
+
+    # Once it has lasted as long as the policy allows, the experiment ends in ERROR.
+    daemon.guard.faults[("ingest", bad, 1, 1)].since -= daemon.guard.io_retry_seconds
+    drive(daemon, cluster)
+    failed = daemon.store.experiment(bad)
+    assert failed.state == "ERROR"
+    assert "ingest failed: OSError: [Errno 40] Too many levels of symbolic links" in failed.error
+    assert not cluster.live()
+    assert faults_in(read_json(daemon.local_dir / STATUS_FILE)) == []
