@@ -295,6 +295,50 @@ def kill_running_experiment(h: Hpcdet, tmp: Path) -> None:
     assert d["trials"][0]["steps_completed"] < 100
 
 
+def unreadable_run_is_its_experiments_fault(h: Hpcdet, tmp: Path) -> None:
+    """Issue 37: one run's unreadable event log stalled every experiment's tick. Now the
+    daemon goes on serving the others, and `daemon status` and `describe` name the fault."""
+    ctx = tmp / "ctx"
+    ctx.mkdir()
+    (ctx / "sleep.py").write_text("import time\ntime.sleep(300)\n")
+    cfg = tmp / "sleep.yaml"
+    cfg.write_text("name: sleeper\nentrypoint: python3 sleep.py\n"
+                   "searcher: {name: single, metric: x, max_length: 1}\n")
+    bad = h.create(cfg, ctx)
+    run_dir = h.state / "runs" / f"exp-{bad}" / "trials" / "1" / "run-1"
+    h.wait_for("the sleeper to start", lambda: (run_dir / "nodes").is_dir())
+    events = run_dir / "events.jsonl"
+    kept = run_dir / "events.jsonl.kept"
+    if events.exists():
+        events.rename(kept)
+    # ELOOP for every reader, root included (the tests run as root: modes do not stop it).
+    events.symlink_to(events.name)
+    good = h.create(copy_examples(tmp / "ex") / "0_start.yaml", tmp / "ex")
+    h.wait_state(good, {"COMPLETED"}, timeout=90)
+
+    def fault_shown() -> bool:
+        return f"fault: experiment {bad}: ingest of run 1.1" in h.run("daemon", "status").stdout
+
+    h.wait_for("the fault in `daemon status`", fault_shown, timeout=30)
+    status = h.run("daemon", "status").stdout
+    assert "Too many levels of symbolic links" in status and str(events) in status, status
+    assert time.time() - h.daemon_status()["last_tick"] < 15  # the loop goes on
+    described = h.run("experiment", "describe", str(bad)).stdout
+    assert "fault: ingest of run 1.1" in described and str(events) in described, described
+    [fault] = h.describe(bad)["faults"]
+    assert (fault["step"], fault["path"]) == ("ingest", str(events)), fault
+    assert h.describe(good)["faults"] == []
+    assert h.describe(bad)["experiment"]["state"] == "ACTIVE"  # retried: it has not lasted
+    # Readable again: the fault passes and the experiment goes on (here, to its kill).
+    events.unlink()
+    if kept.exists():
+        kept.rename(events)
+    h.wait_for("the fault to pass", lambda: not h.describe(bad)["faults"], timeout=30)
+    assert "fault:" not in h.run("daemon", "status").stdout
+    h.run("experiment", "kill", str(bad))
+    h.wait_state(bad, {"CANCELED"}, timeout=60)
+
+
 def failing_trial_restarts(h: Hpcdet, tmp: Path) -> None:
     ctx = tmp / "ctx"
     ctx.mkdir()

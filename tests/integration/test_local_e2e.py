@@ -85,6 +85,11 @@ def test_kill_running_experiment(local_hpcdet: Hpcdet, tmp_path: Path) -> None:
     scenarios.kill_running_experiment(local_hpcdet, tmp_path)
 
 
+def test_an_unreadable_run_stalls_only_its_experiment(local_hpcdet: Hpcdet, tmp_path: Path
+                                                       ) -> None:
+    scenarios.unreadable_run_is_its_experiments_fault(local_hpcdet, tmp_path)
+
+
 def test_failing_trial_uses_up_max_restarts(local_hpcdet: Hpcdet, tmp_path: Path) -> None:
     scenarios.failing_trial_restarts(local_hpcdet, tmp_path)
 
