@@ -130,3 +130,16 @@ def test_between_sweeps_an_end_is_seen_when_its_run_rings(tmp_path: Path) -> Non
     assert [r.trial_id for r in daemon.store.live_runs()] == [1]  # 1 did not ring: not yet
     daemon.tick()
     assert daemon.store.live_runs() == []
+
+
+def test_a_ring_that_cannot_be_removed_rings_once_and_the_loop_goes_on(tmp_path: Path) -> None:
+    """A trial that made a directory by its ring's name failed every tick (unlink: EISDIR)."""
+    daemon, paths = _two_runs(tmp_path)
+    ring = layout.bell(paths.run(1, 1, 1))
+    ring.mkdir(parents=True)
+    (ring / "inside").touch()  # not even rmdir would take it
+    assert daemon.bell.rung()
+    assert daemon.bell.take() == {(1, 1)}
+    assert not daemon.bell.rung() and daemon.bell.take() == set()
+    daemon.tick(sweep=False)
+    assert ring.is_dir()
