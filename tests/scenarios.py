@@ -317,16 +317,18 @@ def unreadable_run_is_its_experiments_fault(h: Hpcdet, tmp: Path) -> None:
     h.wait_state(good, {"COMPLETED"}, timeout=90)
 
     def fault_shown() -> bool:
-        return f"fault: experiment {bad}: ingest of run 1.1" in h.run("daemon", "status").stdout
+        status = h.run("daemon", "status").stdout
+        return f"fault: experiment {bad}: reading an event log of run 1.1" in status
 
     h.wait_for("the fault in `daemon status`", fault_shown, timeout=30)
     status = h.run("daemon", "status").stdout
     assert "Too many levels of symbolic links" in status and str(events) in status, status
     assert time.time() - h.daemon_status()["last_tick"] < 15  # the loop goes on
     described = h.run("experiment", "describe", str(bad)).stdout
-    assert "fault: ingest of run 1.1" in described and str(events) in described, described
+    assert "fault: reading an event log of run 1.1" in described, described
+    assert str(events) in described, described
     [fault] = h.describe(bad)["faults"]
-    assert (fault["step"], fault["path"]) == ("ingest", str(events)), fault
+    assert (fault["step"], fault["path"]) == ("reading an event log", str(events)), fault
     assert h.describe(good)["faults"] == []
     assert h.describe(bad)["experiment"]["state"] == "ACTIVE"  # retried: it has not lasted
     # Readable again: the fault passes and the experiment goes on (here, to its kill).

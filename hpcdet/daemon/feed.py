@@ -60,8 +60,10 @@ class Feed:
             if self._due(run, logs[(run.trial_id, run.run_id)]):
                 due.append(run)
 
-        # A log that cannot be read is its run's fault (Guard): the others are read.
-        self.guard.each_run("ingest", check, runs)
+        # A log that cannot be read is its run's fault (Guard): the others are read. A step
+        # of its own, so that ingesting or feeding its run that keeps failing is not taken
+        # for passed because its log could be read.
+        self.guard.each_run("reading an event log", check, runs)
         if not due:
             return
         exps = {e.id: e for e in self.store.experiments(unfinished=True)}

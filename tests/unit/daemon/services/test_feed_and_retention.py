@@ -146,7 +146,7 @@ def test_an_unreadable_event_log_is_its_runs_fault_and_the_others_are_stored(
     feed.ingest_all(w.store.live_runs())  # raised ELOOP to the loop before
     assert [r.event_seq for r in w.store.runs()] == [0, 1]
     [fault] = feed.guard.current_faults()
-    assert (fault.experiment_id, fault.step, fault.run) == (1, "ingest", (1, 1))
+    assert (fault.experiment_id, fault.step, fault.run) == (1, "reading an event log", (1, 1))
     assert fault.path.endswith("exp-1/trials/1/run-1/events.jsonl")
     assert "Too many levels of symbolic links" in fault.error
     assert {e.state for e in w.store.experiments()} == {"ACTIVE"}
