@@ -297,11 +297,14 @@ def kill_running_experiment(h: Hpcdet, tmp: Path) -> None:
 
 def unreadable_run_is_its_experiments_fault(h: Hpcdet, tmp: Path) -> None:
     """Issue 37: one run's unreadable event log stalled every experiment's tick. Now the
-    daemon goes on serving the others, and `daemon status` and `describe` name the fault."""
+    daemon goes on serving the others, and `daemon status` and `describe` name the fault.
+
+    As another user (``h.user``) the run directory is made unreadable as the tester did
+    (chmod 000); as root, whom modes do not stop, its event log becomes a link to itself."""
     ctx = tmp / "ctx"
-    ctx.mkdir()
+    ctx.mkdir(mode=0o755)
     (ctx / "sleep.py").write_text("import time\ntime.sleep(300)\n")
-    cfg = tmp / "sleep.yaml"
+    cfg = ctx / "sleep.yaml"
     cfg.write_text("name: sleeper\nentrypoint: python3 sleep.py\n"
                    "searcher: {name: single, metric: x, max_length: 1}\n")
     bad = h.create(cfg, ctx)
@@ -309,11 +312,17 @@ def unreadable_run_is_its_experiments_fault(h: Hpcdet, tmp: Path) -> None:
     h.wait_for("the sleeper to start", lambda: (run_dir / "nodes").is_dir())
     events = run_dir / "events.jsonl"
     kept = run_dir / "events.jsonl.kept"
-    if events.exists():
-        events.rename(kept)
-    # ELOOP for every reader, root included (the tests run as root: modes do not stop it).
-    events.symlink_to(events.name)
-    good = h.create(copy_examples(tmp / "ex") / "0_start.yaml", tmp / "ex")
+    if h.user is not None:
+        run_dir.chmod(0)
+        why = "Permission denied"
+    else:
+        if events.exists():
+            events.rename(kept)
+        events.symlink_to(events.name)  # ELOOP for every reader
+        why = "Too many levels of symbolic links"
+    examples = copy_examples(tmp / "ex")
+    examples.chmod(0o755)
+    good = h.create(examples / "0_start.yaml", examples)
     h.wait_state(good, {"COMPLETED"}, timeout=90)
 
     def fault_shown() -> bool:
@@ -322,7 +331,7 @@ def unreadable_run_is_its_experiments_fault(h: Hpcdet, tmp: Path) -> None:
 
     h.wait_for("the fault in `daemon status`", fault_shown, timeout=30)
     status = h.run("daemon", "status").stdout
-    assert "Too many levels of symbolic links" in status and str(events) in status, status
+    assert why in status and str(events) in status, status
     assert time.time() - h.daemon_status()["last_tick"] < 15  # the loop goes on
     described = h.run("experiment", "describe", str(bad)).stdout
     assert "fault: reading an event log of run 1.1" in described, described
@@ -332,9 +341,12 @@ def unreadable_run_is_its_experiments_fault(h: Hpcdet, tmp: Path) -> None:
     assert h.describe(good)["faults"] == []
     assert h.describe(bad)["experiment"]["state"] == "ACTIVE"  # retried: it has not lasted
     # Readable again: the fault passes and the experiment goes on (here, to its kill).
-    events.unlink()
-    if kept.exists():
-        kept.rename(events)
+    if h.user is not None:
+        run_dir.chmod(0o700)
+    else:
+        events.unlink()
+        if kept.exists():
+            kept.rename(events)
     h.wait_for("the fault to pass", lambda: not h.describe(bad)["faults"], timeout=30)
     assert "fault:" not in h.run("daemon", "status").stdout
     h.run("experiment", "kill", str(bad))

@@ -53,3 +53,17 @@ def test_another_user_reads_nothing_and_plants_nothing(users_python: str) -> Non
         scenarios.two_users(a, USER_B, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def test_an_unreadable_run_directory_stalls_only_its_experiment(users_python: str) -> None:
+    """Issue 37 as the tester did it: chmod 000 on one run's directory, under a daemon that
+    runs as an unprivileged user (root's would read it all the same)."""
+    ensure_user(USER_A)
+    tmp = Path(tempfile.mkdtemp(prefix="hpcdet-test-", dir="/tmp"))
+    tmp.chmod(0o755)
+    a = Hpcdet(tmp / USER_A, "local", user=USER_A, python=users_python)
+    try:
+        scenarios.unreadable_run_is_its_experiments_fault(a, a.mkdir(tmp / "work"))
+    finally:
+        a.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
