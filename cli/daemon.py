@@ -45,9 +45,9 @@ def _print_faults(status: dict[str, Any]) -> None:
     from hpcdet.views.experiments import faults_in
 
     for fault in faults_in(status):
-        console.print(f"fault: {fault.where} fails since {when(fault.since)} ({fault.rounds} "
-                      f"rounds), skipped and retried every round; the other experiments go on: "
-                      f"{fault.error}", markup=False)
+        console.print(f"fault: experiment {fault.experiment_id}: {fault.what} fails since "
+                      f"{when(fault.since)} ({fault.rounds} rounds), skipped and retried every "
+                      f"round; the other experiments go on: {fault.error}", markup=False)
 
 
 @app.command()

@@ -271,11 +271,9 @@ def _describe_text(reads: "Reads", experiment_id: int, workloads_from: "Optional
     if exp.error:
         console.print(f"error: {exp.error}")
     for fault in daemon_faults(paths(), exp.id):
-        console.print(f"fault: {fault.step}"
-                      + (f" of run {fault.trial_id}.{fault.run_id}" if fault.trial_id else "")
-                      + f" fails since {when(fault.since)} ({fault.rounds} rounds), retried every"
-                      f" round; the experiment ends in ERROR if it lasts: {fault.error}",
-                      markup=False)
+        console.print(f"fault: {fault.what} fails since {when(fault.since)} ({fault.rounds} "
+                      f"rounds), retried every round; the experiment ends in ERROR if it "
+                      f"lasts: {fault.error}", markup=False)
     if exp.description:
         console.print(f"description: {exp.description}")
     labels = json.loads(exp.labels_json)

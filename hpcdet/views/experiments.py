@@ -194,9 +194,10 @@ class StepFault:
     rounds: int
 
     @property
-    def where(self) -> str:
+    def what(self) -> str:
+        """The step, and its run's (trial.run) if it was one run's."""
         run = f" of run {self.trial_id}.{self.run_id}" if self.trial_id is not None else ""
-        return f"experiment {self.experiment_id}: {self.step}{run}"
+        return f"{self.step}{run}"
 
     def to_dict(self) -> dict[str, Any]:
         return {"experiment_id": self.experiment_id, "step": self.step,

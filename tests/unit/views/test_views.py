@@ -11,7 +11,7 @@ from hpcdet.errors import NotFoundError, StateError
 from hpcdet.paths import StatePaths
 from hpcdet.schedulers.slurm import SlurmScheduler
 from hpcdet.views.checkpoints import ranked_checkpoints, stored_checkpoint
-from hpcdet.views.experiments import describe_experiment, experiment_rows
+from hpcdet.views.experiments import describe_experiment, experiment_rows, faults_in
 from hpcdet.views.logs import new_log_lines
 from hpcdet.views.queue import experiment_of
 from hpcdet.views.trials import trial_metrics
@@ -114,3 +114,20 @@ def test_new_log_lines_are_whole_lines_read_once(tmp_path: Path) -> None:
         f.write(" line\n")
     assert [[x.text for x in chunk] for chunk in new_log_lines(paths, 1, 1, offsets)] == [
         ["t2 half line"]]
+
+
+def test_faults_in_a_daemons_status_by_experiment() -> None:
+    status = {"faults": [
+        {"experiment_id": 1, "step": "reading an event log", "trial_id": 3, "run_id": 1,
+         "path": "/s/events.jsonl", "error": "PermissionError: [Errno 13] Permission denied",
+         "since": 5.0, "rounds": 7},
+        {"experiment_id": 2, "step": "submission", "trial_id": None, "run_id": None,
+         "path": "", "error": "OSError: [Errno 5] Input/output error", "since": 6.0,
+         "rounds": 1},
+        {"step": "from another version"},
+    ]}
+    assert [f.what for f in faults_in(status)] == ["reading an event log of run 3.1",
+                                                    "submission"]
+    [fault] = faults_in(status, 2)
+    assert fault.to_dict() == status["faults"][1]
+    assert faults_in({}) == [] and faults_in(status, 9) == []
