@@ -3,9 +3,10 @@
 Three rules. Every directory hpcdet owns is created atomically with mode 0700 and, when it
 exists already, accepted only if it is ours and nobody else can write it. Every hpcdet process
 runs with umask 077 (027 when the cluster config shares with a group), so whatever it or a trial
-writes is private whatever the login shell's umask. And hpcdet starts its own Python code
-isolated (``python -I``): neither a working directory nor an inherited ``PYTHONPATH`` decides
-what the daemon, a local job, the harness or a launcher imports.
+writes is private whatever the login shell's umask; what only the daemon uses (its database,
+locks, status and local jobs) is 0600/0700 even then (``open_private``). And hpcdet starts its
+own Python code isolated (``python -I``): neither a working directory nor an inherited
+``PYTHONPATH`` decides what the daemon, a local job, the harness or a launcher imports.
 """
 
 from __future__ import annotations
@@ -82,6 +83,39 @@ def copy_file(src: Path, dst: Path) -> None:
     mode, mask = stat.S_IMODE(os.stat(dst).st_mode), current_umask()
     if mode & mask:
         os.chmod(dst, mode & ~mask)
+
+
+def open_private(path: Path, flags: int = os.O_RDWR) -> int:
+    """A descriptor of ``path``, created if missing as a file only its owner can open: 0600
+    whatever the umask (a group the cluster config shares with included), a wider mode an
+    older hpcdet left closed, and never through a symlink.
+
+    For what must stay the daemon's alone though it may lie in a shared state directory: a
+    group member who can open a lock or the database can hold a lock on it and stop the
+    daemon (issue 37)."""
+    fd = os.open(path, flags | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        st = os.fstat(fd)
+        if st.st_mode & 0o077 and st.st_uid == os.getuid():
+            os.fchmod(fd, stat.S_IMODE(st.st_mode) & 0o700)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
+
+
+def close_file(path: Path) -> None:
+    """An existing file of ours (not a symlink) cut to its owner's bits; nothing if missing.
+
+    By its name, never opened: closing a descriptor of the database would drop the POSIX
+    locks SQLite holds on it in this process."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return
+    if stat.S_ISLNK(st.st_mode) or st.st_uid != os.getuid() or not st.st_mode & 0o077:
+        return
+    os.chmod(path, stat.S_IMODE(st.st_mode) & 0o700)
 
 
 def private_dir(path: Path, share_with_group: bool | str | None = False) -> Path:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,14 +15,11 @@ from tests import scenarios
 from tests.support import Hpcdet, ensure_user, python_for_users
 
 USER_A, USER_B = "hpcdet-pa", "hpcdet-pb"
+GROUP = "hpcdet-pg"
 
 
 def test_everything_private_under_umask_022(local_hpcdet: Hpcdet, tmp_path: Path) -> None:
     scenarios.private_under_umask_022(local_hpcdet, tmp_path)
-
-
-def test_shared_with_group_readable_by_it_only(local_hpcdet: Hpcdet, tmp_path: Path) -> None:
-    scenarios.shared_with_group(local_hpcdet, tmp_path)
 
 
 def _root_or_skip() -> None:
@@ -30,6 +28,24 @@ def _root_or_skip() -> None:
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(reason, pytrace=False)
         pytest.skip(reason)
+
+
+def test_shared_with_group_readable_by_it_only() -> None:
+    """A real member of the group the state is shared with reads the run tree, and cannot
+    open the daemon's database, locks or local jobs, nor block the daemon (issue 37)."""
+    _root_or_skip()
+    ensure_user(USER_B)
+    subprocess.run(["groupadd", "-f", GROUP], check=True, capture_output=True)
+    subprocess.run(["usermod", "-aG", GROUP, USER_B], check=True, capture_output=True)
+    tmp = Path(tempfile.mkdtemp(prefix="hpcdet-test-", dir="/tmp"))
+    tmp.chmod(0o755)  # the member can reach the state directory
+    h = Hpcdet(tmp / "owner", "local")
+    h.root.chmod(0o755)
+    try:
+        scenarios.shared_with_group(h, tmp, group=GROUP, member=USER_B)
+    finally:
+        h.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
