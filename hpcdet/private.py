@@ -165,23 +165,52 @@ def check_owned(path: Path) -> None:
         )
 
 
-def check_holder(path: Path) -> None:
-    """Refuse a directory the user chose to hold hpcdet's own (``$HPCDET_LOCAL_DIR``) unless
-    nobody but the user or root can rename or replace what is in it: it is theirs or root's,
-    and others may write it only with the sticky bit set (as in /tmp). Its mode is left as
-    it is."""
+def check_holder(path: Path, other: str = "Set HPCDET_LOCAL_DIR to a directory of yours, or "
+                 "make it yours alone") -> None:
+    """Refuse a directory the user chose to hold hpcdet's own (``$HPCDET_LOCAL_DIR``, a
+    checkpoint storage's host_path, where a download goes) unless nobody but the user or root
+    can rename or replace what is in it: it is theirs or root's, and others may write it only
+    with the sticky bit set (as in /tmp). Its mode is left as it is. ``other``: what the user
+    can do instead, said before the chmod that fixes it."""
     target = _check_owners(path, (os.getuid(), 0))
     if target.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not target.st_mode & stat.S_ISVTX:
         raise PrivacyError(
             f"{path} can be written by other users and has no sticky bit (mode "
             f"{stat.S_IMODE(target.st_mode):04o}): they could replace hpcdet's directory in "
-            f"it. Set HPCDET_LOCAL_DIR to a directory of yours, or make it yours alone "
-            f"(chmod go-w {path})"
+            f"it. {other} (chmod go-w {path})"
         )
 
 
-def _check_owners(path: Path, owners: tuple[int, ...]) -> os.stat_result:
-    """``path``'s target, refused unless it and any symlink to it belong to ``owners``."""
+def check_trusted(path: Path) -> None:
+    """Refuse a directory or file hpcdet takes code from on the user's word (a site's batch
+    templates, ``template_dir``) unless only the user or root can change it: it, and any
+    symlink to it, is theirs or root's, and neither its group nor other users can write it.
+    A sticky bit is no excuse here: whoever made a file in a sticky directory may rewrite it."""
+    target = _check_owners(path, (os.getuid(), 0), directory=False)
+    if target.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise PrivacyError(
+            f"{path} can be written by other users (mode {stat.S_IMODE(target.st_mode):04o}), "
+            f"who could change what hpcdet runs as you; make it yours alone (chmod go-w {path})"
+        )
+
+
+def check_storage(host: Path, directory: Path) -> None:
+    """Refuse checkpoint storage in which another user could swap or plant checkpoints:
+    ``directory`` (where the checkpoints go, at or below ``host``), when it exists, must be
+    the user's and writable by nobody else; each existing directory from ``host`` down to it,
+    the user's or root's and writable by others only with the sticky bit (as /scratch)."""
+    chain = [directory, *(p for p in directory.parents if p.is_relative_to(host))]
+    *above, last = reversed(chain)
+    for path in above:
+        if os.path.lexists(path):
+            check_holder(path, "Use a directory of yours, or make it yours alone")
+    if os.path.lexists(last):
+        check_owned(last)
+
+
+def _check_owners(path: Path, owners: tuple[int, ...], directory: bool = True) -> os.stat_result:
+    """``path``'s target, refused unless it and any symlink to it belong to ``owners``; it
+    must be a directory unless ``directory`` is False."""
     try:
         link = os.lstat(path)
         target = os.stat(path)
@@ -189,24 +218,27 @@ def _check_owners(path: Path, owners: tuple[int, ...]) -> os.stat_result:
         raise PrivacyError(f"cannot use {path}: {e.strerror}") from e
     fix = _remedy(path, target.st_uid if link.st_uid in owners else link.st_uid)
     if link.st_uid not in owners:
-        what = "a symlink" if stat.S_ISLNK(link.st_mode) else "a directory"
+        what = ("a symlink" if stat.S_ISLNK(link.st_mode)
+                else "a directory" if stat.S_ISDIR(link.st_mode) else "a file")
         raise PrivacyError(
             f"{path} is {what} owned by {_user(link.st_uid)}, not by you: another user may have "
             f"made it to read or run your work. {fix}"
         )
-    if not stat.S_ISDIR(target.st_mode):
+    if directory and not stat.S_ISDIR(target.st_mode):
         raise PrivacyError(f"{path} is not a directory; remove it (rm {path}) and try again")
     if target.st_uid not in owners:
         raise PrivacyError(
-            f"{path} leads to a directory owned by {_user(target.st_uid)}, not by you. {fix}"
+            f"{path} leads to {'a directory' if directory else 'something'} owned by "
+            f"{_user(target.st_uid)}, not by you. {fix}"
         )
     return target
 
 
 def _remedy(path: Path, owner: int) -> str:
     if str(path).startswith("/var/tmp/") or str(path).startswith("/tmp/"):
-        return (f"Ask {_user(owner)} or an administrator to remove {path}, or set "
-                f"HPCDET_LOCAL_DIR to a directory of yours on local disk.")
+        return (f"Ask {_user(owner)} or an administrator to remove {path}, or use a "
+                f"directory of yours (for the database: set HPCDET_LOCAL_DIR to one on local "
+                f"disk).")
     return f"Remove {path} (or ask {_user(owner)} or an administrator to), then try again."
 
 
