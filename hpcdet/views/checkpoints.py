@@ -102,7 +102,8 @@ def copy_checkpoint(store: Store, paths: StatePaths, uuid: str, dest: Path | Non
     planted there (a symlink to a file of the user's) is followed or overwritten.
     """
     stored = stored_checkpoint(store, paths, uuid)
-    target = (dest if dest is not None else Path("checkpoints") / uuid).absolute()
+    given = dest if dest is not None else Path("checkpoints") / uuid
+    target = given.absolute()
     mine = "Download into a new directory of yours, or make it yours alone"
     if os.path.lexists(target):
         check_owned(target)
@@ -123,7 +124,7 @@ def copy_checkpoint(store: Store, paths: StatePaths, uuid: str, dest: Path | Non
                          f"{target}: {_why(e)}") from e
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return target
+    return given
 
 
 def _why(e: OSError | shutil.Error) -> str:
