@@ -24,8 +24,15 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from hpcdet.private import check_holder, private_dir
+from hpcdet.private import check_holder, close_file, private_dir
 from hpcdet.rundir.layout import BELL_DIR
+
+# The daemon's own files in its local directory (``StatePaths.local_dir``), and its local
+# backend's jobs directory there: never readable by a group, even in a shared state directory.
+DATABASE = "hpcdet.db"
+LOCAL_FILES = (DATABASE, f"{DATABASE}-wal", f"{DATABASE}-shm", f"{DATABASE}-journal",
+               "daemon.lock", "daemon.log", "status.json")
+LOCAL_JOBS = "local-jobs"
 
 # Filesystems on which SQLite's locking (and WAL's shared memory) cannot be trusted.
 NETWORK_FSTYPES = frozenset(
@@ -162,12 +169,26 @@ class StatePaths:
         """
         local = self.local_dir()
         if local == self.root:
-            return private_dir(local, None)  # its mode is prepare's: it may be shared
-        if str(local.parent) == _default_local_base() or not local.parent.exists():
-            private_dir(local.parent)
+            private_dir(local, None)  # its mode is prepare's: it may be shared
         else:
-            check_holder(local.parent)
-        return private_dir(local)
+            if str(local.parent) == _default_local_base() or not local.parent.exists():
+                private_dir(local.parent)
+            else:
+                check_holder(local.parent)
+            private_dir(local)
+        self._close_local(local)
+        return local
+
+    def _close_local(self, local: Path) -> None:
+        """What lives in the local directory made the user's alone, also when it is the state
+        directory shared with a group: an older hpcdet left it 0640/0750 there, and a group
+        member holding a lock on any of it could block the daemon (issue 37)."""
+        for name in LOCAL_FILES:
+            close_file(local / name)
+        jobs = local / LOCAL_JOBS
+        if jobs.is_dir():
+            private_dir(jobs)  # the jobs' records in it are out of reach with it
+            close_file(jobs / "counter")
 
     def prepare(self, share_with_group: bool | str = False) -> None:
         """Every directory of this state made (or checked) private; the state directory and
@@ -179,10 +200,14 @@ class StatePaths:
         self.prepare_local()
 
     def database(self) -> Path:
-        return self.local_dir() / "hpcdet.db"
+        return self.local_dir() / DATABASE
 
     def lock(self) -> Path:
         return self.local_dir() / "daemon.lock"
+
+    def local_jobs(self) -> Path:
+        """The local backend's jobs (``hpcdet.schedulers.local_exec``)."""
+        return self.local_dir() / LOCAL_JOBS
 
 
 def _default_local_base() -> str:

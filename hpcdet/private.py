@@ -3,9 +3,10 @@
 Three rules. Every directory hpcdet owns is created atomically with mode 0700 and, when it
 exists already, accepted only if it is ours and nobody else can write it. Every hpcdet process
 runs with umask 077 (027 when the cluster config shares with a group), so whatever it or a trial
-writes is private whatever the login shell's umask. And hpcdet starts its own Python code
-isolated (``python -I``): neither a working directory nor an inherited ``PYTHONPATH`` decides
-what the daemon, a local job, the harness or a launcher imports.
+writes is private whatever the login shell's umask; what only the daemon uses (its database,
+locks, status and local jobs) is 0600/0700 even then (``open_private``). And hpcdet starts its
+own Python code isolated (``python -I``): neither a working directory nor an inherited
+``PYTHONPATH`` decides what the daemon, a local job, the harness or a launcher imports.
 """
 
 from __future__ import annotations
@@ -84,6 +85,39 @@ def copy_file(src: Path, dst: Path) -> None:
         os.chmod(dst, mode & ~mask)
 
 
+def open_private(path: Path, flags: int = os.O_RDWR) -> int:
+    """A descriptor of ``path``, created if missing as a file only its owner can open: 0600
+    whatever the umask (a group the cluster config shares with included), a wider mode an
+    older hpcdet left closed, and never through a symlink.
+
+    For what must stay the daemon's alone though it may lie in a shared state directory: a
+    group member who can open a lock or the database can hold a lock on it and stop the
+    daemon (issue 37)."""
+    fd = os.open(path, flags | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        st = os.fstat(fd)
+        if st.st_mode & 0o077 and st.st_uid == os.getuid():
+            os.fchmod(fd, stat.S_IMODE(st.st_mode) & 0o700)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
+
+
+def close_file(path: Path) -> None:
+    """An existing file of ours (not a symlink) cut to its owner's bits; nothing if missing.
+
+    By its name, never opened: closing a descriptor of the database would drop the POSIX
+    locks SQLite holds on it in this process."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return
+    if stat.S_ISLNK(st.st_mode) or st.st_uid != os.getuid() or not st.st_mode & 0o077:
+        return
+    os.chmod(path, stat.S_IMODE(st.st_mode) & 0o700)
+
+
 def private_dir(path: Path, share_with_group: bool | str | None = False) -> Path:
     """``path`` as a directory only we can write (and, unless shared, read).
 
@@ -131,23 +165,52 @@ def check_owned(path: Path) -> None:
         )
 
 
-def check_holder(path: Path) -> None:
-    """Refuse a directory the user chose to hold hpcdet's own (``$HPCDET_LOCAL_DIR``) unless
-    nobody but the user or root can rename or replace what is in it: it is theirs or root's,
-    and others may write it only with the sticky bit set (as in /tmp). Its mode is left as
-    it is."""
+def check_holder(path: Path, other: str = "Set HPCDET_LOCAL_DIR to a directory of yours, or "
+                 "make it yours alone") -> None:
+    """Refuse a directory the user chose to hold hpcdet's own (``$HPCDET_LOCAL_DIR``, a
+    checkpoint storage's host_path, where a download goes) unless nobody but the user or root
+    can rename or replace what is in it: it is theirs or root's, and others may write it only
+    with the sticky bit set (as in /tmp). Its mode is left as it is. ``other``: what the user
+    can do instead, said before the chmod that fixes it."""
     target = _check_owners(path, (os.getuid(), 0))
     if target.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not target.st_mode & stat.S_ISVTX:
         raise PrivacyError(
             f"{path} can be written by other users and has no sticky bit (mode "
             f"{stat.S_IMODE(target.st_mode):04o}): they could replace hpcdet's directory in "
-            f"it. Set HPCDET_LOCAL_DIR to a directory of yours, or make it yours alone "
-            f"(chmod go-w {path})"
+            f"it. {other} (chmod go-w {path})"
         )
 
 
-def _check_owners(path: Path, owners: tuple[int, ...]) -> os.stat_result:
-    """``path``'s target, refused unless it and any symlink to it belong to ``owners``."""
+def check_trusted(path: Path) -> None:
+    """Refuse a directory or file hpcdet takes code from on the user's word (a site's batch
+    templates, ``template_dir``) unless only the user or root can change it: it, and any
+    symlink to it, is theirs or root's, and neither its group nor other users can write it.
+    A sticky bit is no excuse here: whoever made a file in a sticky directory may rewrite it."""
+    target = _check_owners(path, (os.getuid(), 0), directory=False)
+    if target.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise PrivacyError(
+            f"{path} can be written by other users (mode {stat.S_IMODE(target.st_mode):04o}), "
+            f"who could change what hpcdet runs as you; make it yours alone (chmod go-w {path})"
+        )
+
+
+def check_storage(host: Path, directory: Path) -> None:
+    """Refuse checkpoint storage in which another user could swap or plant checkpoints:
+    ``directory`` (where the checkpoints go, at or below ``host``), when it exists, must be
+    the user's and writable by nobody else; each existing directory from ``host`` down to it,
+    the user's or root's and writable by others only with the sticky bit (as /scratch)."""
+    chain = [directory, *(p for p in directory.parents if p.is_relative_to(host))]
+    *above, last = reversed(chain)
+    for path in above:
+        if os.path.lexists(path):
+            check_holder(path, "Use a directory of yours, or make it yours alone")
+    if os.path.lexists(last):
+        check_owned(last)
+
+
+def _check_owners(path: Path, owners: tuple[int, ...], directory: bool = True) -> os.stat_result:
+    """``path``'s target, refused unless it and any symlink to it belong to ``owners``; it
+    must be a directory unless ``directory`` is False."""
     try:
         link = os.lstat(path)
         target = os.stat(path)
@@ -155,24 +218,27 @@ def _check_owners(path: Path, owners: tuple[int, ...]) -> os.stat_result:
         raise PrivacyError(f"cannot use {path}: {e.strerror}") from e
     fix = _remedy(path, target.st_uid if link.st_uid in owners else link.st_uid)
     if link.st_uid not in owners:
-        what = "a symlink" if stat.S_ISLNK(link.st_mode) else "a directory"
+        what = ("a symlink" if stat.S_ISLNK(link.st_mode)
+                else "a directory" if stat.S_ISDIR(link.st_mode) else "a file")
         raise PrivacyError(
             f"{path} is {what} owned by {_user(link.st_uid)}, not by you: another user may have "
             f"made it to read or run your work. {fix}"
         )
-    if not stat.S_ISDIR(target.st_mode):
+    if directory and not stat.S_ISDIR(target.st_mode):
         raise PrivacyError(f"{path} is not a directory; remove it (rm {path}) and try again")
     if target.st_uid not in owners:
         raise PrivacyError(
-            f"{path} leads to a directory owned by {_user(target.st_uid)}, not by you. {fix}"
+            f"{path} leads to {'a directory' if directory else 'something'} owned by "
+            f"{_user(target.st_uid)}, not by you. {fix}"
         )
     return target
 
 
 def _remedy(path: Path, owner: int) -> str:
     if str(path).startswith("/var/tmp/") or str(path).startswith("/tmp/"):
-        return (f"Ask {_user(owner)} or an administrator to remove {path}, or set "
-                f"HPCDET_LOCAL_DIR to a directory of yours on local disk.")
+        return (f"Ask {_user(owner)} or an administrator to remove {path}, or use a "
+                f"directory of yours (for the database: set HPCDET_LOCAL_DIR to one on local "
+                f"disk).")
     return f"Remove {path} (or ask {_user(owner)} or an administrator to), then try again."
 
 

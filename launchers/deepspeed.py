@@ -2,8 +2,8 @@
 
 Runs SCRIPT under the ``deepspeed`` launcher, one worker per slot, each under ``wrap_rank
 RANK``; ``DistributedContext.from_deepspeed()`` reads the variables deepspeed sets. Every node
-writes the hostfile ``$TMPDIR/hostfile-<allocation_id>.txt`` (``<host> slots=N`` per node,
-``localhost`` when the trial has one node) and exports its path as
+writes the hostfile ``$TMPDIR/hpcdet-<uid>/hostfile-<allocation_id>.txt`` (``<host> slots=N``
+per node, ``localhost`` when the trial has one node) and exports its path as
 ``DET_DEEPSPEED_HOSTFILE_PATH``; the chief node then runs
 
     deepspeed -H HOSTFILE --master_addr ADDR --no_python --no_local_rank --no_ssh_check
@@ -32,6 +32,7 @@ from pathlib import Path
 
 from hpcdet.errors import UsageError
 from hpcdet.node_env import PER_PROCESS_VARS
+from hpcdet.private import PrivacyError, private_dir
 from hpcdet.rundir.exchange import write_text_atomic
 
 from ._launch import (
@@ -65,8 +66,10 @@ def hostfile_text(addrs: Sequence[str], slots_per_node: int) -> str:
 
 
 def hostfile_path(allocation_id: str, tmpdir: str | Path) -> Path:
-    """Where every node writes the hostfile; unique per trial run."""
-    return Path(tmpdir) / f"hostfile-{allocation_id}.txt"
+    """Where every node writes the hostfile; unique per trial run, the same on every node
+    (the chief's path reaches the others' workers), and in a directory of the user's alone:
+    in a shared /tmp another user could put a file or a symlink at the name first."""
+    return Path(tmpdir) / f"hpcdet-{os.getuid()}" / f"hostfile-{allocation_id}.txt"
 
 
 def master_address(addrs: Sequence[str]) -> str:
@@ -151,6 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         layout = load_layout(os.environ, "hpcdet.launch.deepspeed")
         hostfile = hostfile_path(layout.allocation_id, tempfile.gettempdir())
+        private_dir(hostfile.parent)  # 0700 and ours, or refused saying whose it is
         write_text_atomic(hostfile, hostfile_text(layout.addrs, layout.slots_per_node))
         env = merged_env(os.environ, build_env(layout, hostfile, os.environ))
         master = master_address(layout.addrs)
@@ -165,7 +169,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             Path(ENV_FILE).write_text("".join(f"{line}\n" for line in deepspeed_env_lines(env)))
         entry = NodeEntry.here(os.getcwd(), os.environ)
         return run_step(layout, step_dir, entry, cmd, env, run_forwarding_signals)
-    except (LaunchError, TimeoutError) as e:
+    except (LaunchError, TimeoutError, PrivacyError) as e:
         print(f"deepspeed launcher: {e}", file=sys.stderr)
         return 1
 

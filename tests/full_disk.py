@@ -8,16 +8,12 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
+from tests.support import require_root
 
 
 def mount_small_fs(where: Path, size: str = "2m") -> Iterator[Path]:
     """Mount a tmpfs of ``size`` at ``where`` for the duration of the generator."""
-    if os.geteuid() != 0:
-        reason = "mounting a small tmpfs needs root"
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{reason}; CI runs the tests as root")
-        pytest.skip(reason)
+    require_root("mounting a small tmpfs needs root")
     where.mkdir(parents=True, exist_ok=True)
     subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs",
                     str(where)], check=True)

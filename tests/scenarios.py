@@ -738,21 +738,78 @@ def private_under_umask_022(h: Hpcdet, tmp: Path) -> None:
     assert exposed == [], "\n".join(exposed)
 
 
-def shared_with_group(h: Hpcdet, tmp: Path) -> None:
-    """``share_with_group: true``: the state directory, run tree and checkpoints are readable
-    by the group (0750/0640), never writable by it, and closed to everyone else."""
+def shared_with_group(h: Hpcdet, tmp: Path, group: str | None = None,
+                      member: str | None = None) -> None:
+    """``share_with_group`` (``true``, or ``group`` by name): the state directory, run tree
+    and checkpoints are readable by the group (0750/0640), never writable by it, and closed
+    to everyone else. The daemon's own files (database, locks, status, local jobs) stay 0600/
+    0700 though they lie in the shared state directory (issue 37): ``member``, a real account
+    in ``group``, reads the run tree but can open none of them, and while it holds a shared
+    flock on everything it can open, the daemon starts and an experiment runs."""
     with open(h.root / "cluster.yaml", "a") as f:
-        f.write("share_with_group: true\n")
+        f.write(f"share_with_group: {group or 'true'}\n")
     ctx = copy_examples(tmp / "ctx")
     _stage2_under_umask_022(h, ctx)
     modes = {p: p.lstat().st_mode & 0o777 for p in [h.state, *h.state.rglob("*")]}
     wrong = [f"{p} {m:04o}" for p, m in modes.items() if m & 0o027]
     assert wrong == [], "\n".join(wrong)
-    for path in (h.state, h.state / "runs", *(h.state / "checkpoints").rglob("*"),
-                 *h.state.glob("runs/exp-*/trials/*/run-*/logs/*")):
+    shared = [h.state, h.state / "runs", *(h.state / "checkpoints").rglob("*"),
+              *h.state.glob("runs/exp-*/trials/*/run-*/logs/*"),
+              *h.state.glob("runs/exp-*/experiment.json")]
+    for path in shared:
         assert modes[path] & 0o040, f"{path} {modes[path]:04o} is not readable by the group"
+    own = _daemons_own(h.state)
+    assert {"hpcdet.db", "daemon.lock", "counter"} <= {p.name for p in own}, own
+    wrong = [f"{p} {modes[p]:04o}" for p in own if modes[p] & 0o077]
+    assert wrong == [], "the daemon's own files are open to others:\n" + "\n".join(wrong)
     status = h.run("daemon", "status").stdout
     assert "warning" not in status, status  # shared on purpose
+    if member is None:
+        return
+    files = [p for p in shared if p.is_file()]
+    read = _as_user(member, 'for p; do cat "$p" >/dev/null 2>&1 && echo "$p"; done; exit 0',
+                    *map(str, files + own))
+    assert read.stdout.split() == list(map(str, files)), f"{member} read:\n{read.stdout}"
+
+    # An older hpcdet left the daemon's files open to the group: a start closes them.
+    h.stop()
+    own = _daemons_own(h.state)
+    for path in own:
+        path.chmod(0o750 if path.is_dir() else 0o640)
+    h.run("daemon", "start")
+    closed = [p for p in own if p.parent == h.state or p.name == "counter"]  # and in a 0700
+    wrong = [f"{p} {p.stat().st_mode & 0o777:04o}" for p in closed if p.stat().st_mode & 0o077]
+    assert wrong == [], "a daemon start left them open:\n" + "\n".join(wrong)
+
+    # The member holds a shared lock on all it can open, and the daemon is not held up.
+    h.stop()
+    everything = [str(p) for p in h.state.rglob("*") if p.is_file()]
+    hold = subprocess.Popen(
+        ["runuser", "-u", member, "--", "sh", "-c",
+         'for p; do flock -s "$p" sleep 600 </dev/null >/dev/null 2>&1 & done; echo held; '
+         'wait', "sh", *everything],
+        stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert hold.stdout is not None and hold.stdout.readline() == "held\n"
+        time.sleep(1)  # the flocks are taken
+        started = time.monotonic()
+        h.run("daemon", "start", timeout=60)
+        exp = h.create(ctx / "0_start.yaml", ctx, "-f")
+        assert h.describe(exp)["experiment"]["state"] == "COMPLETED"
+        took = time.monotonic() - started
+        assert took < 60, f"the daemon took {took:.0f} s with {member}'s locks held"
+    finally:
+        os.killpg(hold.pid, signal.SIGKILL)
+        hold.wait()
+
+
+def _daemons_own(state: Path) -> list[Path]:
+    """The daemon's own files in a state directory on local disk (its local directory)."""
+    names = ("hpcdet.db", "hpcdet.db-wal", "hpcdet.db-shm", "daemon.lock", "daemon.log",
+             "status.json")
+    jobs = state / "local-jobs"
+    return [*(state / n for n in names if (state / n).exists()),
+            *([jobs, *jobs.iterdir()] if jobs.is_dir() else [])]
 
 
 def _as_user(user: str, script: str, *args: str) -> subprocess.CompletedProcess[str]:

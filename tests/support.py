@@ -269,3 +269,15 @@ def require_modules(*names: str) -> None:
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(reason, pytrace=False)
     pytest.skip(reason)
+
+
+def require_root(reason: str) -> None:
+    """A test that makes other users' files or accounts: it fails without root under
+    ``CI=true`` (CI runs the tests as root), else skips."""
+    import pytest
+
+    if os.geteuid() == 0:
+        return
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"{reason}; CI runs the tests as root", pytrace=False)
+    pytest.skip(reason)

@@ -16,7 +16,12 @@ from hpcdet.config.unapplied import not_applied, other_sections
 from hpcdet.containers import ContainerSpec
 from hpcdet.daemon.configs import Configs
 from hpcdet.daemon.guard import Guard
-from hpcdet.daemon.jobspec import container_problems, container_spec, container_warnings
+from hpcdet.daemon.jobspec import (
+    container_problems,
+    container_spec,
+    container_warnings,
+    trusted_storage,
+)
 from hpcdet.daemon.journal import Journal
 from hpcdet.daemon.searching import SearchDriver
 from hpcdet.daemon.submission import Submission
@@ -30,6 +35,7 @@ from hpcdet.errors import (
 )
 from hpcdet.paths import StatePaths, hostname
 from hpcdet.rundir.exchange import whole_lines, write_atomic
+from hpcdet.schedulers.templating import check_template_dir
 from hpcdet.states import ExperimentState, TrialState
 from hpcdet.store.repository import Store
 
@@ -92,6 +98,10 @@ class Creation:
         problems = container_problems(cfg, self.submission.cluster)
         if problems:
             raise ConfigError(problems)
+        check_template_dir(self.submission.cluster.template_dir)
+        storage = trusted_storage(cfg, self.paths)
+        if storage is not None:
+            raise ConfigError([f"checkpoint_storage.host_path: {storage}"])
         raw = cfg.to_dict()
         if not os.path.isdir(staging):  # moved into the experiment it made, or given up on
             return self._created_by(request_id, staging)

@@ -12,9 +12,25 @@ from hpcdet.config import ExperimentConfig
 from hpcdet.config.cluster import ClusterConfig
 from hpcdet.containers import Bind, ContainerSpec
 from hpcdet.paths import StatePaths
-from hpcdet.private import umask_in_force
+from hpcdet.private import PrivacyError, check_storage, umask_in_force
 from hpcdet.rundir.spec import RunSpec
 from hpcdet.schedulers.base import ArraySpec, BatchOptions, JobRequest, Placement
+
+
+def trusted_storage(cfg: ExperimentConfig, paths: StatePaths) -> str | None:
+    """Why another user could swap or plant checkpoints in the experiment's checkpoint
+    storage on this host (``hpcdet.private.check_storage``), or None: trials restore what is
+    there, and `checkpoint download` hands it to the user (issue 37)."""
+    storage = cfg.checkpoint_storage
+    if storage is not None and storage.type == "directory":
+        return None  # a path in the trial's container, not on this host
+    directory = cfg.checkpoint_dir(paths.default_checkpoints())
+    host = Path(storage.host_path) if storage is not None and storage.host_path else directory
+    try:
+        check_storage(host, directory)
+    except PrivacyError as e:
+        return str(e)
+    return None
 
 
 def device_of(placement: Placement, cluster: ClusterConfig) -> str:

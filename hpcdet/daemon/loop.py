@@ -96,7 +96,7 @@ class Daemon:
         self.runner = runner or CommandRunner()
         self.scheduler: Scheduler = make_scheduler(
             cluster.backend,
-            {"jobs_dir": str(self.local_dir / "local-jobs"),
+            {"jobs_dir": str(paths.local_jobs()),
              "template_dir": cluster.template_dir},
         )
         self.backend = self.scheduler.name
@@ -299,7 +299,7 @@ class Daemon:
             "faults": self._faults(),
         }
         # Rewritten every sweep, and at every start: not worth forcing to disk each time.
-        write_atomic(self.local_dir / STATUS_FILE, status, durable=False)
+        write_atomic(self.local_dir / STATUS_FILE, status, durable=False, mode=0o600)
         if time.time() - self.last_heartbeat > HEARTBEAT_SECONDS or self.stopping:
             self.last_heartbeat = time.time()
             record = {k: status[k] for k in ("pid", "host", "started", "database", "backend",

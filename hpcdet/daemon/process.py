@@ -18,7 +18,7 @@ from typing import IO, Any
 from hpcdet import __version__
 from hpcdet.errors import DaemonError
 from hpcdet.paths import StatePaths, hostname
-from hpcdet.private import hpcdet_command
+from hpcdet.private import hpcdet_command, open_private
 from hpcdet.processes import pid_alive
 from hpcdet.rundir.exchange import read_json
 
@@ -53,7 +53,7 @@ def acquire_lock(paths: StatePaths) -> IO[str] | None:
     """The daemon lock, or None when another daemon holds it."""
     lock_path = paths.lock()
     paths.prepare_local()
-    f = open(lock_path, "a+")
+    f = os.fdopen(open_private(lock_path), "r+")
     try:
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -115,7 +115,7 @@ def start(paths: StatePaths, timeout: float = 20.0) -> DaemonInfo:
             )
         return current
     local = paths.prepare_local()
-    log = open(local / "daemon.log", "ab")
+    log = os.fdopen(open_private(local / "daemon.log", os.O_WRONLY | os.O_APPEND), "ab")
     started_at = log.tell()  # the log is kept across starts: show this start's words only
     env = dict(os.environ, HPCDET_HOME=str(paths.root))
     proc = subprocess.Popen(

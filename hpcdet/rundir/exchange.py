@@ -65,21 +65,23 @@ def dumps(obj: Any) -> str:
         return json.dumps(_finite(obj), default=_json_default, separators=(",", ":"))
 
 
-def write_atomic(path: Path, obj: Any, durable: bool = True) -> None:
+def write_atomic(path: Path, obj: Any, durable: bool = True, mode: int | None = None) -> None:
     """Replace ``path`` with the JSON of ``obj`` so readers never see a partial file."""
-    write_text_atomic(path, json.dumps(obj, indent=1, default=_json_default), durable)
+    write_text_atomic(path, json.dumps(obj, indent=1, default=_json_default), durable, mode)
 
 
-def write_text_atomic(path: Path, text: str, durable: bool = True) -> None:
+def write_text_atomic(path: Path, text: str, durable: bool = True,
+                      mode: int | None = None) -> None:
     """Replace ``path`` with ``text`` so readers (on any node) never see a partial file.
     Without ``durable`` the text is not forced to disk first: for a file its writer rewrites
-    often and writes again on start, whose loss in a machine's crash costs nothing."""
+    often and writes again on start, whose loss in a machine's crash costs nothing. ``mode``,
+    when given, is the file's whatever the umask (0600: the daemon's own files)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         # mkstemp makes 0600 whatever the umask; the umask decides, as for any other file
         # (0600 by default, 0640 when the cluster config shares with a group).
-        os.fchmod(fd, 0o666 & ~current_umask())
+        os.fchmod(fd, 0o666 & ~current_umask() if mode is None else mode)
         with os.fdopen(fd, "w") as f:
             f.write(text)
             if durable:

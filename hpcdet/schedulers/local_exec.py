@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from hpcdet.private import hpcdet_command, tighten_umask
+from hpcdet.private import hpcdet_command, open_private, private_dir, tighten_umask
 from hpcdet.processes import pid_alive
 from hpcdet.rundir.exchange import write_text_atomic
 
@@ -26,12 +26,14 @@ NAME_MARK = "# job-name: "
 
 
 def _write(path: Path, data: dict[str, object]) -> None:
-    write_text_atomic(path, json.dumps(data))
+    write_text_atomic(path, json.dumps(data), mode=0o600)
 
 
 def _next_id(jobs: Path) -> int:
-    jobs.mkdir(parents=True, exist_ok=True)
-    with open(jobs / "counter", "a+") as f:
+    # The daemon's alone, also in a state directory shared with a group: a member holding a
+    # lock on the counter would hold up every submission (issue 37).
+    private_dir(jobs)
+    with os.fdopen(open_private(jobs / "counter"), "r+") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         f.seek(0)
         current = int(f.read().strip() or "0") + 1
@@ -114,7 +116,7 @@ def cancel(jobs: Path, job_ids: list[str]) -> None:
         record = jobs / f"{job_id}.json"
         if not record.exists():
             continue
-        (jobs / f"{job_id}.cancel").touch()
+        os.close(open_private(jobs / f"{job_id}.cancel"))
         data = json.loads(record.read_text())
         if "pgid" in data:
             _killpg(int(data["pgid"]), signal.SIGTERM)

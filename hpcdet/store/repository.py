@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sqlite3
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
@@ -25,6 +26,7 @@ from sqlalchemy.orm.attributes import set_committed_value
 from sqlmodel import Session, SQLModel, col, create_engine, func, select
 
 from hpcdet.errors import NotFoundError, StoreError
+from hpcdet.private import close_file, open_private
 from hpcdet.rundir.exchange import COLUMNS, EventBatch, read_event_batch
 from hpcdet.states import (
     FINAL_EXPERIMENT_STATES,
@@ -79,6 +81,13 @@ def _make_engine(path: Path, readonly: bool) -> Engine:
         url = f"sqlite:///file:{path}?mode=ro&uri=true"
     else:
         path.parent.mkdir(parents=True, exist_ok=True)
+        # Created 0600 before SQLite does (0644 less the umask: 0640 when the cluster config
+        # shares with a group); SQLite gives its -wal and -shm the database file's mode. A
+        # group member who could open them could lock the daemon out (issue 37).
+        if not path.exists():
+            os.close(open_private(path))
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            close_file(path.with_name(path.name + suffix))
         url = f"sqlite:///{path}"
     engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
 

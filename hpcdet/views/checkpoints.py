@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from hpcdet.checkpoint_gc import CheckpointRecord, ValidationRecord, best, rank
 from hpcdet.config import ExperimentConfig
-from hpcdet.errors import NotFoundError, StateError
+from hpcdet.daemon.jobspec import trusted_storage
+from hpcdet.errors import NotFoundError, StateError, UsageError
 from hpcdet.paths import StatePaths
+from hpcdet.private import PrivacyError, check_holder, check_owned, private_dir
 from hpcdet.states import CheckpointState
 from hpcdet.store.models import Checkpoint, Experiment
 from hpcdet.store.repository import Store
@@ -81,15 +85,53 @@ def stored_checkpoint(store: Store, paths: StatePaths, uuid: str) -> StoredCheck
     source = cfg.checkpoint_dir(paths.default_checkpoints()) / uuid
     if not source.is_dir():
         raise NotFoundError(f"checkpoint {uuid} is missing from its storage: no {source}")
+    untrusted = trusted_storage(cfg, paths)
+    if untrusted is not None:
+        raise PrivacyError(f"checkpoint {uuid} is not downloaded: its experiment's "
+                           f"checkpoint_storage.host_path: {untrusted}")
+    check_owned(source)
     return StoredCheckpoint(ckpt, source, checkpoint_validation(store, ckpt))
 
 
 def copy_checkpoint(store: Store, paths: StatePaths, uuid: str, dest: Path | None) -> Path:
-    """Copy a completed checkpoint's files to ``dest`` (default ``checkpoints/<uuid>``)."""
+    """Copy a completed checkpoint's files to ``dest`` (default ``checkpoints/<uuid>``).
+
+    ``dest`` must be new, or an empty directory of the user's that nobody else can write, in
+    a directory only the user (or root, with a sticky bit) can change: the files are copied
+    into a fresh private directory beside it, which is then renamed into place, so nothing
+    planted there (a symlink to a file of the user's) is followed or overwritten.
+    """
     stored = stored_checkpoint(store, paths, uuid)
-    target = dest if dest is not None else Path("checkpoints") / uuid
-    shutil.copytree(stored.source, target, dirs_exist_ok=True)
-    return target
+    given = dest if dest is not None else Path("checkpoints") / uuid
+    target = given.absolute()
+    mine = "Download into a new directory of yours, or make it yours alone"
+    if os.path.lexists(target):
+        check_owned(target)
+        if any(target.iterdir()):
+            raise UsageError(f"{target} already holds files: download into a new or empty "
+                             "directory")
+    if os.path.lexists(target.parent):
+        check_holder(target.parent, mine)
+    else:
+        private_dir(target.parent)  # it and its missing parents made 0700
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        shutil.copytree(stored.source, staging / "copy")
+        os.chmod(staging / "copy", 0o700)
+        os.replace(staging / "copy", target)
+    except (OSError, shutil.Error) as e:
+        raise StateError(f"cannot download checkpoint {uuid} from {stored.source} into "
+                         f"{target}: {_why(e)}") from e
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return given
+
+
+def _why(e: OSError | shutil.Error) -> str:
+    if isinstance(e, shutil.Error):  # one (source, destination, reason) per file that failed
+        errors = e.args[0] if e.args and isinstance(e.args[0], list) else []
+        return "; ".join(str(err[2]) for err in errors[:3]) or str(e)
+    return f"{e.strerror or e}" + (f": {e.filename}" if e.filename else "")
 
 
 def checkpoint_validation(store: Store, ckpt: Checkpoint) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from hpcdet.schedulers.runner import CommandRunner
 def site_scheduler(paths: StatePaths) -> Scheduler:
     """The backend the cluster settings name, for asking (not submitting)."""
     cfg = load_cluster_config()
-    return make_scheduler(cfg.backend, {"jobs_dir": str(paths.local_dir() / "local-jobs"),
+    return make_scheduler(cfg.backend, {"jobs_dir": str(paths.local_jobs()),
                                         "template_dir": cfg.template_dir})
 
 

@@ -18,10 +18,15 @@ from hpcdet.config import load_cluster_config
 from hpcdet.daemon import process
 from hpcdet.errors import ConfigError, HpcdetError
 from hpcdet.paths import StatePaths
-from tests.support import Hpcdet
+from tests.support import Hpcdet, require_root
 
 OTHER_UID = 54321  # no such account needed: only root can give a file to another uid
-needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="chown to another uid needs root")
+needs_root = pytest.mark.usefixtures("as_root")
+
+
+@pytest.fixture
+def as_root() -> None:
+    require_root("chown to another uid needs root")
 
 
 @pytest.fixture
@@ -136,6 +141,52 @@ def test_sharing_holds_when_the_database_is_in_the_state_dir(
     assert lock is not None and paths.lock().parent == paths.root
     lock.close()
     assert paths.root.stat().st_mode & 0o7777 == 0o750
+
+
+def test_the_daemons_own_files_stay_0600_under_the_group_umask(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In a state directory shared with a group, the database (and the -wal and -shm SQLite
+    gives its mode), the lock and the local jobs' counter are the user's alone, and those an
+    older hpcdet left 0640 are closed (issue 37)."""
+    from hpcdet.schedulers.local_exec import _next_id
+    from hpcdet.store.repository import Store
+
+    monkeypatch.setenv("HPCDET_FSTYPE", "ext4")
+    paths = StatePaths(tmp_path / "state")
+    before = os.umask(private.GROUP_UMASK)
+    try:
+        paths.prepare(True)
+        lock = process.acquire_lock(paths)
+        store = Store(paths.database())
+        with store.engine.connect() as conn:
+            conn.exec_driver_sql("CREATE TABLE t (x)")
+            conn.commit()
+        assert _next_id(paths.local_jobs()) == 1
+        own = [paths.lock(), paths.local_jobs() / "counter",
+               *(paths.root / f"hpcdet.db{s}" for s in ("", "-wal", "-shm"))]
+        assert {p.name: p.stat().st_mode & 0o777 for p in own} == {p.name: 0o600 for p in own}
+        assert paths.local_jobs().stat().st_mode & 0o777 == 0o700
+        store.engine.dispose()
+        assert lock is not None
+        lock.close()
+        for path in own:
+            if path.exists():
+                path.chmod(0o640)
+        paths.local_jobs().chmod(0o750)
+        paths.prepare(True)  # what a daemon start does first
+        assert [p for p in own if p.exists() and p.stat().st_mode & 0o077] == []
+        assert paths.local_jobs().stat().st_mode & 0o777 == 0o700
+    finally:
+        os.umask(before)
+
+
+def test_open_private_never_follows_a_symlink(tmp_path: Path) -> None:
+    (tmp_path / "victim").write_text("mine")
+    (tmp_path / "daemon.lock").symlink_to(tmp_path / "victim")
+    with pytest.raises(OSError):
+        private.open_private(tmp_path / "daemon.lock")
+    assert (tmp_path / "victim").read_text() == "mine"
 
 
 def test_daemon_status_warns_when_the_state_dir_is_open_to_others(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -21,7 +22,7 @@ DS = [PY, "-m", "hpcdet.launch.deepspeed"]
 def test_hostfile() -> None:
     assert hostfile_text(["10.0.0.1"], 4) == "localhost slots=4\n"
     assert hostfile_text(["10.0.0.1", "10.0.0.2"], 2) == "10.0.0.1 slots=2\n10.0.0.2 slots=2\n"
-    assert hostfile_path("7.1", "/tmp") == Path("/tmp/hostfile-7.1.txt")
+    assert hostfile_path("7.1", "/tmp") == Path(f"/tmp/hpcdet-{os.getuid()}/hostfile-7.1.txt")
     assert [master_address(["10.0.0.1"]), master_address(["a", "b"])] == ["localhost", "a"]
 
 

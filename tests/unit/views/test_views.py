@@ -3,18 +3,23 @@ which experiment a job id names."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import stat
 from pathlib import Path
 
 import pytest
 
-from hpcdet.errors import NotFoundError, StateError
+from hpcdet.errors import NotFoundError, StateError, UsageError
 from hpcdet.paths import StatePaths
+from hpcdet.private import PrivacyError
 from hpcdet.schedulers.slurm import SlurmScheduler
-from hpcdet.views.checkpoints import ranked_checkpoints, stored_checkpoint
+from hpcdet.views.checkpoints import copy_checkpoint, ranked_checkpoints, stored_checkpoint
 from hpcdet.views.experiments import describe_experiment, experiment_rows, faults_in
 from hpcdet.views.logs import new_log_lines
 from hpcdet.views.queue import experiment_of
 from hpcdet.views.trials import trial_metrics
+from tests.support import ensure_user, require_root
 from tests.unit.store.store_support import LOSS_SEARCHER, Journaled, write_events
 
 
@@ -131,3 +136,80 @@ def test_faults_in_a_daemons_status_by_experiment() -> None:
     [fault] = faults_in(status, 2)
     assert fault.to_dict() == status["faults"][1]
     assert faults_in({}) == [] and faults_in(status, 9) == []
+
+
+# ------------------------------------------- downloads: paths another user owns or can write
+# (issue 37). Real accounts: the tests run as root, and the other user owns what it planted.
+
+OTHER = "hpcdet-pb"
+
+
+@pytest.fixture
+def stored(j: Journaled, tmp_path: Path) -> Path:
+    """Checkpoint c2's files in its storage, and a file of the user's an attacker aims at."""
+    require_root("needs root to make another user's files")
+    ensure_user(OTHER)
+    source = tmp_path / "ckpts" / "c2"
+    source.mkdir(parents=True)
+    (source / "a").write_text("weights")
+    (tmp_path / "victim.txt").write_text("the user's own")
+    return source
+
+
+def test_a_download_copies_into_a_new_private_directory(
+        j: Journaled, stored: Path, tmp_path: Path) -> None:
+    dest = copy_checkpoint(j.store, StatePaths(tmp_path / "state"), "c2", tmp_path / "x" / "dl")
+    assert (dest / "a").read_text() == "weights"
+    assert stat.S_IMODE(dest.stat().st_mode) == 0o700
+
+
+def test_a_download_into_a_directory_of_another_user_is_refused(
+        j: Journaled, stored: Path, tmp_path: Path) -> None:
+    dest = tmp_path / "theirs"
+    dest.mkdir(mode=0o777)
+    (dest / "a").symlink_to(tmp_path / "victim.txt")
+    os.lchown(dest / "a", _uid(OTHER), -1)
+    shutil.chown(dest, OTHER)
+    paths = StatePaths(tmp_path / "state")
+    with pytest.raises(PrivacyError, match=f"{dest} is a directory owned by user {OTHER}"):
+        copy_checkpoint(j.store, paths, "c2", dest)
+    with pytest.raises(PrivacyError, match=f"{dest} is a directory owned by user {OTHER}"):
+        copy_checkpoint(j.store, paths, "c2", dest / "new")  # nor into a new one in it
+    assert (tmp_path / "victim.txt").read_text() == "the user's own"
+
+
+def test_a_planted_symlink_in_a_download_destination_is_never_followed(
+        j: Journaled, stored: Path, tmp_path: Path) -> None:
+    dest = tmp_path / "mine"
+    dest.mkdir(mode=0o777)
+    dest.chmod(0o777)  # the user's, but open: another user plants a symlink in it
+    (dest / "a").symlink_to(tmp_path / "victim.txt")
+    os.lchown(dest / "a", _uid(OTHER), -1)
+    paths = StatePaths(tmp_path / "state")
+    with pytest.raises(PrivacyError, match=r"mode 0777.*chmod go-w"):
+        copy_checkpoint(j.store, paths, "c2", dest)
+    dest.chmod(0o755)
+    with pytest.raises(UsageError, match="already holds files"):
+        copy_checkpoint(j.store, paths, "c2", dest)
+    assert (tmp_path / "victim.txt").read_text() == "the user's own"
+    assert (dest / "a").is_symlink()
+
+
+def test_a_download_from_storage_others_can_swap_is_refused(
+        j: Journaled, stored: Path, tmp_path: Path) -> None:
+    paths = StatePaths(tmp_path / "state")
+    (tmp_path / "ckpts").chmod(0o777)
+    with pytest.raises(PrivacyError, match=r"checkpoint_storage.host_path: .*ckpts can be "
+                                           r"written by other users \(mode 0777\)"):
+        copy_checkpoint(j.store, paths, "c2", tmp_path / "dl")
+    (tmp_path / "ckpts").chmod(0o755)
+    shutil.chown(stored, OTHER)  # swapped for another user's checkpoint
+    with pytest.raises(PrivacyError, match=f"{stored} is a directory owned by user {OTHER}"):
+        copy_checkpoint(j.store, paths, "c2", tmp_path / "dl")
+    assert not (tmp_path / "dl").exists()
+
+
+def _uid(user: str) -> int:
+    import pwd
+
+    return pwd.getpwnam(user).pw_uid
