@@ -4,6 +4,7 @@ import contextlib
 import os
 import re
 import signal
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -317,3 +318,16 @@ def test_a_copy_keeps_the_mode_less_the_umask_and_the_times(tmp_path: Path) -> N
         os.umask(old)
     st = (tmp_path / "dest" / "run.sh").stat()
     assert (st.st_mode & 0o777, st.st_mtime) == (0o750, 2_000_000)
+
+
+def test_a_symlink_into_dev_shm_is_a_plain_file(tmp_path: Path) -> None:
+    """/dev/shm is a tmpfs of ordinary files, not the kernel's."""
+    if not Path("/dev/shm").is_dir():
+        pytest.skip("no /dev/shm on this machine")  # not a component hpcdet needs
+    (tmp_path / "src").mkdir()
+    with tempfile.NamedTemporaryFile(dir="/dev/shm") as shared:
+        shared.write(b"data")
+        shared.flush()
+        (tmp_path / "src" / "data").symlink_to(shared.name)
+        assert snapshot.snapshot(tmp_path / "src", tmp_path / "dest") == (1, 4)
+    assert (tmp_path / "dest" / "data").read_bytes() == b"data"
