@@ -398,7 +398,7 @@ def _pump(src: int, dst: int, most: int) -> int:
             try:
                 n = os.sendfile(dst, src, None, want)
             except OSError as e:
-                if copied or e.errno not in (errno.EINVAL, errno.ENOSYS):
+                if copied or e.errno not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
                     raise
                 use_sendfile = False  # a file system without it
                 continue
