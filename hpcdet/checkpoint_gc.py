@@ -113,7 +113,7 @@ def checkpoints_to_delete(
     kept = _uuids(best(ranked, smaller_is_better)[: policy.save_experiment_best])
     for trial in by_trial.values():
         kept |= _uuids(best(trial, smaller_is_better)[: policy.save_trial_best])
-        kept |= _uuids(_latest(trial)[: policy.save_trial_latest])
+        kept |= _uuids(latest(trial)[: policy.save_trial_latest])
     return {r.checkpoint.uuid for r in ranked} - kept
 
 
@@ -149,7 +149,8 @@ def best(ranked: Iterable[Ranked], smaller_is_better: bool) -> list[Ranked]:
     return [r for _, r in scored]
 
 
-def _latest(ranked: Iterable[Ranked]) -> list[Ranked]:
+def latest(ranked: Iterable[Ranked]) -> list[Ranked]:
+    """Latest first (more steps, then reported later, then the smaller uuid)."""
     return sorted(ranked, key=_recency)
 
 

@@ -164,11 +164,11 @@ class Checkpoint:
 
 
 def _ranked(exp_id: int, limit: int | None, trial_id: int | None = None,
-            sort_by: str | None = None, smaller_is_better: bool | None = None
-            ) -> list[Checkpoint]:
+            sort_by: str | None = None, smaller_is_better: bool | None = None,
+            ordered: bool = False) -> list[Checkpoint]:
     listed = ranked_checkpoints(_store(), _paths(), exp_id, limit,
                                 trial_id=trial_id, sort_by=sort_by,
-                                smaller_is_better=smaller_is_better)
+                                smaller_is_better=smaller_is_better, ordered=ordered)
     return [Checkpoint(c.checkpoint.uuid) for c in listed.checkpoints]
 
 
@@ -210,8 +210,9 @@ class Trial:
                 m.metrics, m.group, m.batch_metrics)
 
     def list_checkpoints(self, max_results: int | None = None) -> list[Checkpoint]:
-        """Its completed checkpoints, best first by the searcher metric."""
-        return _ranked(self.experiment_id, max_results or 10**9, self.id)
+        """All its completed checkpoints, best first by the searcher metric, those without
+        it last (latest first), as Determined lists them."""
+        return _ranked(self.experiment_id, max_results or None, self.id, ordered=True)
 
     def top_checkpoint(self, sort_by: str | None = None,
                        smaller_is_better: bool | None = None) -> Checkpoint:
@@ -267,8 +268,9 @@ class Experiment:
         return [Trial(t.id) for t in _store().trials(self.id)]
 
     def list_checkpoints(self, max_results: int | None = None) -> list[Checkpoint]:
-        """Its completed checkpoints, best first by the searcher metric."""
-        return _ranked(self.id, max_results or 10**9)
+        """All its completed checkpoints, best first by the searcher metric, those without
+        it last (latest first), as Determined lists them."""
+        return _ranked(self.id, max_results or None, ordered=True)
 
     def top_checkpoint(self, sort_by: str | None = None,
                        smaller_is_better: bool | None = None) -> Checkpoint:

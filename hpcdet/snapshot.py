@@ -10,17 +10,25 @@ What goes into the snapshot, case by case:
   with a warning;
 - dangling symlinks, FIFOs, sockets and devices: skipped with a warning naming them, since
   they cannot be copied (and reading a FIFO would block);
+- a symlink leading under ``/proc``, ``/sys`` or ``/dev`` (``/dev/shm`` aside): an error
+  naming it, since the kernel makes those files up as they are read and their size says
+  nothing of what reading gives (``/proc/self/pagemap`` says 0 and gives terabytes);
 - an unreadable file or directory: an error naming it, since leaving out code silently
   would break the trial later; fix its permissions or list it in ``.detignore``.
 
-The size limit is checked while walking, so a symlink into a huge tree fails fast.
+The size limit holds for the context and its ``--include``s together. It is checked on the
+sizes while walking, so a symlink into a huge tree fails fast, and on the bytes as they are
+copied, so a file that grows meanwhile is cut off at the limit. A snapshot that fails leaves
+nothing behind of what it began.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import re
+import shutil
 import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,7 +36,6 @@ from pathlib import Path
 from typing import Protocol
 
 from hpcdet.errors import ContextError, disk_full_cause
-from hpcdet.private import copy_file
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +45,10 @@ MAX_CONTEXT_BYTES = 99_614_720
 # the next): far more entries than any code directory has.
 MAX_CONTEXT_ENTRIES = 1_000_000
 IGNORE_FILES = (".detignore", ".hpcdetignore")
+# Where files are the kernel's, not data; /dev/shm is a plain tmpfs.
+_KERNEL_TREES = ("/proc", "/sys", "/dev")
+_NOT_KERNEL = "/dev/shm"
+_CHUNK = 8 << 20
 DEFAULT_IGNORES = [
     "__pycache__/", "*.py[co]", "*$py.class", "terraform*", ".git/", ".vscode/", ".idea/",
     ".mypy_cache/", "/shared_fs",
@@ -105,11 +116,18 @@ def _check_pattern(path: Path, number: int, line: str) -> None:
 
 
 @dataclass
+class _Found:
+    rel: Path
+    size: int
+    key: tuple[int, int]  # (st_dev, st_ino) at the walk: the file the copy must open
+
+
+@dataclass
 class _Walk:
     root: Path
     spec: _Matcher
     warn: Warn
-    files: list[tuple[Path, int]] = field(default_factory=list)  # (relative path, size)
+    files: list[_Found] = field(default_factory=list)
     total: int = 0
     entries: int = 0
 
@@ -132,8 +150,19 @@ class _Walk:
         """Whether a symlinked directory is the context or one it lies in (``/``, ``..``)."""
         return self.root.resolve().is_relative_to(os.path.realpath(link))
 
+    def _ignored(self, name: str) -> bool:
+        return bool(self.spec.match_file(name) or self.spec.match_file(f"{name}/"))
+
     def entry(self, entry: os.DirEntry[str], rel: Path, chain: tuple[tuple[int, int], ...]) -> None:
         name = rel.as_posix()
+        if entry.is_symlink():
+            kernel = _kernel_path(entry.path)
+            if kernel is not None:
+                if self._ignored(name):
+                    return
+                raise _kernel_file(f"{name!r} in the context directory {self.root}", kernel,
+                                   "Remove the symlink, or list it in a .detignore file to "
+                                   "leave it out")
         try:
             st = os.stat(entry.path)  # through symlinks
         except OSError as e:
@@ -157,12 +186,27 @@ class _Walk:
                 return
             if not os.access(entry.path, os.R_OK):
                 raise _unreadable(self.root, rel, PermissionError("permission denied"))
-            self.files.append((rel, st.st_size))
+            self.files.append(_Found(rel, st.st_size, (st.st_dev, st.st_ino)))
             self.total += st.st_size
-            if self.total > MAX_CONTEXT_BYTES:
-                raise _too_big(self.root, self.files)
         elif not self.spec.match_file(name):
             self.warn(f"skipped {name!r} in the context: a {_kind(st.st_mode)}, not a file")
+
+
+def _kernel_path(path: str | Path) -> str | None:
+    """Where ``path`` leads when that is under /proc, /sys or /dev (/dev/shm aside)."""
+    real = os.path.realpath(path)
+    if real == _NOT_KERNEL or real.startswith(f"{_NOT_KERNEL}/"):
+        return None
+    if any(real == top or real.startswith(f"{top}/") for top in _KERNEL_TREES):
+        return real
+    return None
+
+
+def _kernel_file(what: str, real: str, fix: str) -> ContextError:
+    return ContextError(
+        f"{what} leads to {real}, a file of the kernel, not data: its size says nothing of "
+        f"what reading it gives, so hpcdet does not copy it. {fix}"
+    )
 
 
 def _kind(mode: int) -> str:
@@ -184,21 +228,26 @@ def _unreadable(root: Path, rel: Path, e: BaseException) -> ContextError:
     )
 
 
-def _too_big(root: Path, files: list[tuple[Path, int]]) -> ContextError:
+def _too_big(what: str, files: list[tuple[str, int]], passed: str | None = None) -> ContextError:
     total = sum(size for _, size in files)
     biggest = sorted(files, key=lambda f: f[1], reverse=True)[:5]
     listing = "\n".join(f"  {size / 1e6:8.1f} MB  {path}" for path, size in biggest)
+    cut = f"; {passed!r} passed the limit while it was copied" if passed else ""
     return ContextError(
-        f"the context directory {root} holds more than the 95 MB limit of files (at least "
-        f"{total / 1e6:.1f} MB). The biggest files:\n{listing}\nList what the trial does not "
-        "need in a .detignore (or .hpcdetignore) file in gitignore syntax, or keep data on the "
-        "shared filesystem and read it through bind_mounts or data paths."
+        f"{what} holds more than the 95 MB limit of files (at least {total / 1e6:.1f} MB"
+        f"{cut}). The biggest files:\n{listing}\nList what the trial does not need in a "
+        ".detignore (or .hpcdetignore) file in gitignore syntax, or keep data on the shared "
+        "filesystem and read it through bind_mounts or data paths."
     )
 
 
 def _walk(root: Path, warn: Warn) -> _Walk:
     if not root.is_dir():
         raise ContextError(f"context directory {root} does not exist or is not a directory")
+    kernel = _kernel_path(root)
+    if kernel is not None:
+        raise _kernel_file(f"the context directory {root}", kernel,
+                           "Give a directory of your own as the context")
     st = root.stat()
     walk = _Walk(root, _spec(root), warn)
     walk.directory(root, Path(), ((st.st_dev, st.st_ino),))
@@ -211,43 +260,162 @@ def _log_warning(message: str) -> None:
 
 def select_files(root: Path, warn: Warn = _log_warning) -> list[Path]:
     """Files of the context, relative to ``root``, after the ignore rules."""
-    return [rel for rel, _ in _walk(root, warn).files]
+    return [found.rel for found in _walk(root, warn).files]
 
 
-def include(path: Path, dest: Path, warn: Warn | None = None) -> tuple[int, int]:
-    """``create --include``: a file or directory beside the context, put at its top under its
-    own name (a directory's .detignore applies to it); returns (files, bytes).
-
-    Raises:
-        ContextError: it does not exist, or the context already has that name.
-    """
-    target = dest / path.name
-    if not path.exists():
-        raise ContextError(f"--include {path}: no such file or directory")
-    if target.exists() or target.is_symlink():
-        raise ContextError(f"--include {path}: the context already has {path.name}; rename "
-                           "one of them")
-    if path.is_dir():
-        return snapshot(path, target, warn)
-    copy_file(path, target)
-    return 1, target.stat().st_size
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
 
 
-def snapshot(root: Path, dest: Path, warn: Warn | None = None) -> tuple[int, int]:
-    """Copy the context into ``dest``; returns (files, bytes). Refuses above the size limit.
+class Snapshot:
+    """The context copied into ``dest`` with its includes; ``files`` and ``bytes`` count what
+    was copied. ``limit`` (default ``MAX_CONTEXT_BYTES``) holds for all of it together.
 
     ``warn`` gets one message per entry left out (see the module docstring); by default they
     are logged.
     """
-    walk = _walk(root, warn or _log_warning)
-    dest.mkdir(parents=True, exist_ok=True)
-    for rel, _ in walk.files:
-        target = dest / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
+
+    def __init__(self, dest: Path, warn: Warn | None = None, limit: int | None = None) -> None:
+        self.dest = dest
+        self.warn = warn or _log_warning
+        self.limit = MAX_CONTEXT_BYTES if limit is None else limit
+        self.copied: list[tuple[str, int]] = []  # (name in the snapshot, bytes copied)
+        self.files = 0
+        self.bytes = 0
+        self.what = "the context"
+
+    def context(self, root: Path) -> None:
+        """Copy the context directory ``root``; on an error nothing of it is left in ``dest``.
+
+        Raises:
+            ContextError: see the module docstring.
+        """
+        self.what = f"the context directory {root}"
+        made = not os.path.lexists(self.dest)
         try:
-            copy_file(root / rel, target)
+            self._tree(root, self.dest, Path())
+        except BaseException:
+            if made:
+                _remove(self.dest)
+            raise
+
+    def include(self, path: Path) -> None:
+        """``create --include``: a file or directory beside the context, put at its top under
+        its own name (a directory's .detignore applies to it); on an error nothing of it is
+        left in ``dest``.
+
+        Raises:
+            ContextError: it does not exist, is no file or directory, the context already has
+                that name, or the limit is passed.
+        """
+        target = self.dest / path.name
+        try:
+            st = path.stat()
         except OSError as e:
-            if disk_full_cause(e) is not None:
-                raise  # the snapshot's side is full: the caller says so and cleans up
-            raise _unreadable(root, rel, e) from None  # changed or removed since the walk
-    return len(walk.files), walk.total
+            raise ContextError(f"--include {path}: {_why(e)}") from None
+        if os.path.lexists(target):
+            raise ContextError(f"--include {path}: the context already has {path.name}; rename "
+                               "one of them")
+        kernel = _kernel_path(path)
+        if kernel is not None:
+            raise _kernel_file(f"--include {path}", kernel, "Include a file of your own")
+        if not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)):
+            raise ContextError(f"--include {path}: a {_kind(st.st_mode)}, not a file or a "
+                               "directory")
+        self.what = self.what.removesuffix(" with its --include files") + (
+            " with its --include files")
+        try:
+            if stat.S_ISDIR(st.st_mode):
+                self._tree(path, target, Path(path.name))
+            else:
+                self._estimate([(path.name, st.st_size)])
+                try:
+                    self._copy(path, target, path.name, (st.st_dev, st.st_ino))
+                except OSError as e:
+                    if disk_full_cause(e) is not None:
+                        raise
+                    raise ContextError(f"--include {path}: {_why(e)}") from None
+        except BaseException:
+            _remove(target)
+            raise
+
+    def _estimate(self, more: list[tuple[str, int]]) -> None:
+        """Fail before copying when the sizes the files claim already pass the limit."""
+        if self.bytes + sum(size for _, size in more) > self.limit:
+            raise _too_big(self.what, [*self.copied, *more])
+
+    def _tree(self, root: Path, dest: Path, prefix: Path) -> None:
+        walk = _walk(root, self.warn)
+        self._estimate([((prefix / f.rel).as_posix(), f.size) for f in walk.files])
+        dest.mkdir(parents=True, exist_ok=True)
+        for found in walk.files:
+            target = dest / found.rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                self._copy(root / found.rel, target, (prefix / found.rel).as_posix(), found.key)
+            except OSError as e:
+                if disk_full_cause(e) is not None:
+                    raise  # the snapshot's side is full: the caller says so and cleans up
+                raise _unreadable(root, found.rel, e) from None  # changed since the walk
+
+    def _copy(self, src: Path, dst: Path, name: str, key: tuple[int, int]) -> None:
+        """Copy one file, counting its bytes against the limit as they come: a file may be
+        other than the walk saw (grown, or swapped for a FIFO) by now."""
+        # O_NONBLOCK: a FIFO put in the file's place must not block the open.
+        fd = os.open(src, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) != key:
+                raise ContextError(f"{name!r} in {self.what} changed while it was copied; "
+                                   "submit again once it stays as it is")
+            out = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC,
+                          stat.S_IMODE(st.st_mode) & 0o777)  # less the umask, by open(2)
+            try:
+                room = self.limit - self.bytes
+                copied = _pump(fd, out, room + 1)
+                if copied > room:
+                    raise _too_big(self.what, [*self.copied, (name, copied)], passed=name)
+                os.utime(out, ns=(st.st_atime_ns, st.st_mtime_ns))
+            finally:
+                os.close(out)
+        finally:
+            os.close(fd)
+        self.copied.append((name, copied))
+        self.files += 1
+        self.bytes += copied
+
+
+def _pump(src: int, dst: int, most: int) -> int:
+    """Copy from ``src`` to ``dst`` until its end or ``most`` bytes; returns the bytes copied."""
+    copied = 0
+    use_sendfile = True
+    while copied < most:
+        want = min(_CHUNK, most - copied)
+        if use_sendfile:
+            try:
+                n = os.sendfile(dst, src, None, want)
+            except OSError as e:
+                if copied or e.errno not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+                    raise
+                use_sendfile = False  # a file system without it
+                continue
+        else:
+            data = os.read(src, want)
+            n = len(data)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(dst, view):]
+        if n == 0:
+            break
+        copied += n
+    return copied
+
+
+def snapshot(root: Path, dest: Path, warn: Warn | None = None) -> tuple[int, int]:
+    """Copy the context into ``dest``; returns (files, bytes). Refuses above the size limit."""
+    taken = Snapshot(dest, warn)
+    taken.context(root)
+    return taken.files, taken.bytes

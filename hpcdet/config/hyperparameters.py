@@ -75,7 +75,12 @@ def _check_one(hp: Any, at: At, depth: int) -> Any:
         )
         return dict(hp)
     for key in hp:
-        if key not in _FIELDS[kind]:
+        if key == "count" and kind in ("categorical", "const"):
+            takes = "every value of its vals" if kind == "categorical" else "its one value"
+            (at / "count").error(
+                f"a {kind} hyperparameter takes no count (count is for int, double and log"
+                f" ones; a grid takes {takes}); remove it")
+        elif key not in _FIELDS[kind]:
             (at / str(key)).error(
                 f"unknown key for a {kind} hyperparameter; {did_you_mean(str(key), _FIELDS[kind])}"
             )
@@ -211,9 +216,11 @@ def check_grid_counts(hparams: dict[str, Any], at: At) -> None:
             where = at
             for part in path:
                 where = where / part
+            if (where / "count").path in at.problems.paths:
+                continue  # given, but not a valid count: said already
             (where / "count").error(
-                "grid search is in use but count was not provided; add count: <number of grid"
-                " points> to this hyperparameter"
+                f"grid search is in use but this {hp['type']} hyperparameter has no count; add"
+                " count: <number of grid points> to it"
             )
     if at.problems:
         return  # a leaf that failed validation has no size yet

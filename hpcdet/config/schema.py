@@ -68,6 +68,7 @@ class Problems:
 
     origins: dict[KeyPath, str] = field(default_factory=dict)
     items: list[str] = field(default_factory=list)
+    paths: set[KeyPath] = field(default_factory=set)  # those with a problem
 
     def origin(self, path: KeyPath) -> str | None:
         # A missing key has no line of its own; its parent's line still points the user there.
@@ -81,6 +82,7 @@ class Problems:
         where = self.origin(path)
         prefix = format_path(path) + (f" ({where})" if where else "")
         self.items.append(f"{prefix}: {message}")
+        self.paths.add(path)
 
     def __bool__(self) -> bool:
         return bool(self.items)

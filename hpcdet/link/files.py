@@ -20,7 +20,7 @@ from hpcdet.errors import DaemonError, DiskFullError, HpcdetError, disk_full_cau
 from hpcdet.link import Created, JobUpdate
 from hpcdet.paths import StatePaths
 from hpcdet.rundir.exchange import read_json, write_atomic
-from hpcdet.snapshot import include, snapshot
+from hpcdet.snapshot import Snapshot
 
 
 class FileClient:
@@ -44,12 +44,12 @@ class FileClient:
         rid = new_request_id()
         staging = self.paths.requests / f"{rid}.context"
         try:
-            files, size = snapshot(context, staging, warn)
+            taken = Snapshot(staging, warn)
+            taken.context(context)
             for extra in includes:
-                added, more = include(extra, staging, warn)
-                files, size = files + added, size + more
+                taken.include(extra)
             if on_snapshot is not None:
-                on_snapshot(files, size)
+                on_snapshot(taken.files, taken.bytes)
             # Trials run with the python3 the user has at hand, unless the config says otherwise.
             python = shutil.which("python3") or ""
             reply = self._send(ops.Create(config, str(staging), rid, python, paused,

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hpcdet.checkpoint_gc import CheckpointRecord, ValidationRecord, best, rank
+from hpcdet.checkpoint_gc import CheckpointRecord, ValidationRecord, best, latest, rank
 from hpcdet.config import ExperimentConfig
 from hpcdet.daemon.jobspec import trusted_storage
 from hpcdet.errors import NotFoundError, StateError, UsageError
@@ -51,11 +51,13 @@ class StoredCheckpoint:
 def ranked_checkpoints(
     store: Store, paths: StatePaths, exp_id: int, top: int | None = None, *,
     trial_id: int | None = None, sort_by: str | None = None,
-    smaller_is_better: bool | None = None,
+    smaller_is_better: bool | None = None, ordered: bool = False,
 ) -> CheckpointList:
     """The experiment's (or one trial's) completed checkpoints in ``rank`` order; with
     ``top``, only the best ``top`` by the searcher metric (or ``sort_by``), best first, those
-    without the metric left out."""
+    without the metric left out. ``ordered``: all of them, best first, those without the
+    metric after the others (latest first), as Determined's ``list_checkpoints`` gives them;
+    ``top`` then keeps the first ``top``."""
     exp = store.experiment(exp_id)
     cfg = _config(exp)
     metric = sort_by or cfg.searcher.metric
@@ -68,8 +70,12 @@ def ranked_checkpoints(
     records = [CheckpointRecord(c.uuid, c.trial_id, c.steps_completed, c.reported)
                for c in ckpts.values()]
     ranked = rank(records, validations, metric)
+    if ordered:
+        ranked = [*best(ranked, smaller), *latest(r for r in ranked if r.metric is None)]
+    elif top is not None:
+        ranked = best(ranked, smaller)
     if top is not None:
-        ranked = best(ranked, smaller)[:top]
+        ranked = ranked[:top]
     return CheckpointList(cfg.checkpoint_dir(paths.default_checkpoints()),
                           [RankedCheckpoint(ckpts[r.checkpoint.uuid], r.metric) for r in ranked])
 

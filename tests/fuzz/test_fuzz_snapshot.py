@@ -1,13 +1,16 @@
 """Property: a context directory of any shape snapshots or fails with hpcdet's ContextError,
 never another exception. Trees hold files, nested directories, symlinks to files, to
 directories, to nothing and in loops, FIFOs, unreadable files, ignore files with arbitrary
-lines, and names with spaces, unicode and newlines."""
+lines, names with spaces, unicode and newlines, symlinks to the kernel's files (/proc, /sys,
+/dev) and files around the size limit (lowered to LIMIT), with --include files beside it.
+A snapshot that succeeds holds at most LIMIT bytes; one that fails leaves nothing behind."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -17,6 +20,11 @@ from hypothesis import strategies as st
 from hpcdet import snapshot
 from hpcdet.errors import ContextError
 
+LIMIT = 64
+# Small ones too, which fit under LIMIT: the size is no defence against them.
+KERNEL = ["/proc/self/pagemap", "/proc/self/oom_score_adj", "/proc/self/loginuid",
+          "/proc/sys/kernel/ostype", "/dev/zero", "/dev/null", "/sys/kernel", "/proc/self",
+          "/dev/stdin"]
 NAMES = ["a", "b", "pkg", "b c", "ünï", "new\nline", "-x", ".hidden", "*", "tab\tx", "..."]
 
 entry = st.one_of(
@@ -27,6 +35,10 @@ entry = st.one_of(
               st.sampled_from([".", "..", "../..", "a", "pkg", "nowhere", "/", "b c/a",
                                "loop", "/nonexistent/x"])),
     st.tuples(st.just("fifo"), st.lists(st.sampled_from(NAMES), min_size=1, max_size=2)),
+    st.tuples(st.just("link"), st.lists(st.sampled_from(NAMES), min_size=1, max_size=2),
+              st.sampled_from(KERNEL)),
+    st.tuples(st.just("sized"), st.lists(st.sampled_from(NAMES), min_size=1, max_size=2),
+              st.integers(LIMIT - 3, LIMIT + 3)),
     st.tuples(st.just("unreadable"), st.lists(st.sampled_from(NAMES), min_size=1, max_size=2)),
     st.tuples(st.just("ignore"), st.sampled_from(snapshot.IGNORE_FILES),
               st.lists(st.one_of(st.text(max_size=12),
@@ -55,6 +67,8 @@ def _build(root: Path, entries: list[tuple[object, ...]]) -> None:
                 path.write_bytes(spec[1])  # type: ignore[arg-type]
             elif kind == "link":
                 path.symlink_to(str(spec[1]))
+            elif kind == "sized":
+                path.write_bytes(b"s" * int(str(spec[1])))
             elif kind == "fifo":
                 os.mkfifo(path)
             elif kind == "unreadable":
@@ -64,34 +78,53 @@ def _build(root: Path, entries: list[tuple[object, ...]]) -> None:
             pass  # the parent is missing or not a directory, or the name is taken
 
 
-def _snapshot_or_context_error(entries: list[tuple[object, ...]]) -> None:
+def _snapshot_or_context_error(
+    entries: list[tuple[object, ...]], includes: Sequence[tuple[object, ...]] = ()
+) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        root, dest = Path(tmp) / "ctx", Path(tmp) / "dest"
+        root, dest, beside = Path(tmp) / "ctx", Path(tmp) / "dest", Path(tmp) / "beside"
         root.mkdir()
+        beside.mkdir()
         _build(root, entries)
+        _build(beside, list(includes))
         warnings: list[str] = []
+        taken = snapshot.Snapshot(dest, warn=warnings.append, limit=LIMIT)
         try:
-            files, size = snapshot.snapshot(root, dest, warn=warnings.append)
+            taken.context(root)
         except ContextError as e:
             assert str(e)
+            assert not os.path.lexists(dest)
             return
+        try:
+            for extra in sorted(beside.iterdir()):
+                before = sorted(dest.rglob("*"))
+                try:
+                    taken.include(extra)
+                except ContextError as e:
+                    assert str(e)
+                    assert sorted(dest.rglob("*")) == before  # only the include taken back
         finally:
-            for p in root.rglob("*"):  # so the temporary directory can be removed
+            for p in [*root.rglob("*"), *beside.rglob("*")]:  # so the directory can be removed
                 if not p.is_symlink():
                     p.chmod(0o700)
         copied = [p for p in dest.rglob("*") if not p.is_dir()]
         assert all(p.is_file() and not p.is_symlink() for p in copied)
-        assert (len(copied), sum(p.stat().st_size for p in copied)) == (files, size)
+        assert (len(copied), sum(p.stat().st_size for p in copied)) == (taken.files, taken.bytes)
+        assert taken.bytes <= LIMIT
+        for p in copied:  # nothing the kernel makes up, read through a symlink
+            rel = p.relative_to(dest)
+            source = root / rel if (root / rel).exists() else beside / rel
+            assert not os.path.realpath(source).startswith(("/proc/", "/sys/", "/dev/")), rel
         shutil.rmtree(dest)
 
 
 @settings(max_examples=100, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(entry, max_size=12))
+@given(st.lists(entry, max_size=12), st.lists(entry, max_size=3))
 def test_any_context_snapshots_or_fails_with_a_context_error(
-    entries: list[tuple[object, ...]]
+    entries: list[tuple[object, ...]], includes: list[tuple[object, ...]]
 ) -> None:
-    _snapshot_or_context_error(entries)
+    _snapshot_or_context_error(entries, includes)
 
 
 # Examples the fuzz reduced (on the code before issue 9 or on a first fix), kept as found.
@@ -107,3 +140,17 @@ def test_any_context_snapshots_or_fails_with_a_context_error(
 ])
 def test_reduced_fuzz_examples(entries: list[tuple[object, ...]]) -> None:
     _snapshot_or_context_error(entries)
+
+
+# Issue 37: found with the check of where a symlink leads taken out, as the sizes alone let
+# them through.
+@pytest.mark.parametrize(("entries", "includes"), [
+    ([], [("link", ["a"], "/proc/self/oom_score_adj")]),  # 2 bytes, copied from the kernel
+    ([("link", ["a"], "/proc/self/oom_score_adj")], []),
+    ([("link", ["a"], "/proc/self/pagemap")], []),  # says 0 bytes, gives terabytes
+    ([("sized", ["a"], LIMIT)], [("sized", ["b"], 1)]),  # the limit over context and includes
+])
+def test_reduced_fuzz_examples_of_special_files(
+    entries: list[tuple[object, ...]], includes: list[tuple[object, ...]]
+) -> None:
+    _snapshot_or_context_error(entries, includes)

@@ -239,6 +239,25 @@ def test_submit_and_the_create_flags_paused_include_and_test(
     clash = h.run("e", "create", str(cfg), str(ctx), "-i", str(ctx / "train.py"), check=False)
     assert clash.returncode == 1 and "already has train.py" in clash.stderr
 
+    # What the size of a file does not bound (issue 37): refused by name, no traceback, and the
+    # experiments already there untouched.
+    before = h.run("e", "list", "--all", "--json").stdout
+    huge = tmp_path / "weights.pt"
+    with huge.open("wb") as f:
+        f.truncate(120_000_000)  # sparse: costs no disk
+    for extra, why in [(["-i", str(huge)], "holds more than the 95 MB limit of files (at "
+                                           "least 120.0 MB). The biggest files:\n"
+                                           "     120.0 MB  weights.pt"),
+                       ([], "'pagemap' in the context directory")]:
+        if not extra:
+            (ctx / "pagemap").symlink_to("/proc/self/pagemap")
+        refused = h.run("e", "create", str(cfg), str(ctx), *extra, check=False)
+        assert refused.returncode == 1 and why in refused.stderr, refused.stderr
+        assert "Traceback" not in refused.stderr + refused.stdout
+    (ctx / "pagemap").unlink()
+    assert h.run("e", "list", "--all", "--json").stdout == before
+    assert not list((h.state / "requests").glob("*.context"))
+
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "train.py").write_text((ctx / "train.py").read_text())
     (tmp_path / "sub" / "extra.txt").write_text("7")

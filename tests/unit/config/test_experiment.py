@@ -480,11 +480,54 @@ def test_grid_search_needs_counts() -> None:
         d: {type: log, minval: 0, maxval: 1, base: 2}
     """)
     assert problems == [
-        "hyperparameters.b.count (line 5): grid search is in use but count was not provided;"
-        " add count: <number of grid points> to this hyperparameter",
-        "hyperparameters.n.d.count (line 8): grid search is in use but count was not provided;"
-        " add count: <number of grid points> to this hyperparameter",
+        "hyperparameters.b.count (line 5): grid search is in use but this double hyperparameter"
+        " has no count; add count: <number of grid points> to it",
+        "hyperparameters.n.d.count (line 8): grid search is in use but this log hyperparameter"
+        " has no count; add count: <number of grid points> to it",
     ]
+
+
+def test_a_grid_count_given_but_wrong_is_named_once_never_as_missing() -> None:
+    """Issue 37: a count that is there but invalid (or where none belongs) was also called
+    'not provided'."""
+    problems = problems_of("""\
+    entrypoint: x
+    searcher: {name: grid, metric: m}
+    hyperparameters:
+      a: {type: int, minval: 1, maxval: 3, count: 0}
+      b: {type: double, minval: 0, maxval: 1, count: "4"}
+      c: {type: categorical, vals: [1, 2], count: 2}
+      n:
+        d: {type: log, minval: 0, maxval: 1, base: 2, count: 2.5}
+        e: {type: const, val: 1, count: 1}
+        f: {type: double, minval: 0, maxval: 1, count: null}
+    """)
+    assert problems == [
+        "hyperparameters.a.count (line 4): must be an integer between 1 and 100000 (grid"
+        " points), got 0 (an integer)",
+        "hyperparameters.b.count (line 5): must be an integer between 1 and 100000 (grid"
+        " points), got '4' (a string)",
+        "hyperparameters.c.count (line 6): a categorical hyperparameter takes no count (count"
+        " is for int, double and log ones; a grid takes every value of its vals); remove it",
+        "hyperparameters.n.d.count (line 8): must be an integer between 1 and 100000 (grid"
+        " points), got 2.5 (a number)",
+        "hyperparameters.n.e.count (line 9): a const hyperparameter takes no count (count is"
+        " for int, double and log ones; a grid takes its one value); remove it",
+        "hyperparameters.n.f.count (line 10): grid search is in use but this double"
+        " hyperparameter has no count; add count: <number of grid points> to it",
+    ]
+
+
+def test_a_grid_whose_counts_are_all_there_has_no_count_problem() -> None:
+    problems = problems_of("""\
+    entrypoint: x
+    searcher: {name: grid, metric: m}
+    hyperparameters:
+      a: {type: int, minval: 1, maxval: 3, count: 3}
+      b: {type: double, minval: 2, maxval: 1, count: 4}
+    """)
+    assert problems == ["hyperparameters.b.minval (line 5): minval (2) must be less than maxval"
+                        " (1); for a fixed value use {type: const, val: 2}"]
 
 
 # -------------------------------------------------------------------------------- searcher
