@@ -14,10 +14,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from hpcdet.config.schema import INT64_MAX as MAX_ID
 from hpcdet.errors import UsageError
 from hpcdet.link import JobUpdate, connect
 from hpcdet.paths import StatePaths
-from hpcdet.store.ids import MAX_ID, check_id
+from hpcdet.store.ids import check_id
 from hpcdet.store.repository import Store
 from hpcdet.views import curves as plots
 from hpcdet.views.checkpoints import ranked_checkpoints
