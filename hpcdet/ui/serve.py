@@ -15,9 +15,13 @@ from pathlib import Path
 import uvicorn
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from hpcdet.errors import UsageError
 from hpcdet.paths import StatePaths, hostname
 from hpcdet.private import private_dir
 from hpcdet.ui.door import Door, bound_hosts, cookie_name, new_token, token
+
+# sockaddr_un's sun_path holds 108 bytes on Linux, the last a NUL.
+SOCKET_PATH_MAX = 107
 
 
 def how_to_reach(secret: str, local_port: int, port: int | None, sock: Path | None) -> str:
@@ -34,6 +38,11 @@ def listen(sock: Path, host: str | None, port: int | None) -> tuple[socket.socke
     client told where it is waits in the backlog until the server accepts, rather than being
     refused."""
     if port is None:
+        if len(os.fsencode(sock)) > SOCKET_PATH_MAX:
+            raise UsageError(f"the UI's private socket {sock} is {len(os.fsencode(sock))} "
+                             f"bytes long, past the {SOCKET_PATH_MAX} a Unix socket's path "
+                             "may have: serve on a loopback port instead (--port 0), or use "
+                             "a shorter state directory (HPCDET_HOME)")
         sock.unlink(missing_ok=True)
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         old = os.umask(0o177)
