@@ -93,8 +93,7 @@ def follow_trial(paths: StatePaths, trial_id: int, poll: float = 0.2,
         print("Waiting for first trial to begin...")
         print(f"Following first trial with ID {trial_id}")
     offsets: dict[Path, int] = {}
-    print_records(which.apply(read_records(paths, trial.experiment_id, trial_id, offsets)),
-                  as_json)
+    print_records(trial_log(paths, trial.experiment_id, trial_id, which, offsets), as_json)
     while True:
         print_logs(paths, trial.experiment_id, trial_id, offsets, which, as_json)
         try:

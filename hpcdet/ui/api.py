@@ -103,10 +103,11 @@ def api_routes(paths: StatePaths, store: Callable[[], Store]) -> list[Route]:
         ranks = _ids(q, "ranks")
         t = store().trial(request.path_params["trial_id"])
         cursor = _cursor(q.get("cursor") or "{}")
-        records, cursor, omitted = log_page(paths, t.experiment_id, t.id, cursor, LOG_PAGE)
+        records, cursor, omitted, skipped = log_page(paths, t.experiment_id, t.id, cursor,
+                                                     LOG_PAGE)
         kept = LogFilter(rank_ids=ranks, level=level).apply(records)
         return JSONResponse({"lines": [r.to_dict() for r in kept], "cursor": cursor,
-                             "omitted": omitted})
+                             "omitted": omitted, "skipped_bytes": skipped})
 
     def queue(request: Request) -> Response:
         statuses, problem = scheduler_statuses(site_scheduler(paths))
