@@ -28,8 +28,9 @@ def log_files(paths: StatePaths, exp_id: int, trial_id: int) -> list[Path]:
 
 
 # A view holds at most this much of one node log at a time: the first view of a huge log starts
-# this far from its end, a follow-up reads on in chunks of it (the next poll reads the rest).
-VIEW_BYTES = 4 * 2**20
+# this far from its end (the UI's 2,000 lines, at up to 500 bytes each), a follow-up reads on
+# in chunks of it (the next poll reads the rest).
+VIEW_BYTES = 2**20
 # Reading backwards for the last lines of a log: the block, and the longest line kept whole.
 BLOCK = 2**20
 
