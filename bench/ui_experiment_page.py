@@ -37,6 +37,7 @@ from bench.figures import Figure, median, table
 from hpcdet.paths import StatePaths
 from hpcdet.store.repository import Store
 from hpcdet.ui.app import make_app
+from hpcdet.ui.door import Door
 
 SEARCHER = {"name": "random", "metric": "validation_loss", "max_trials": 200,
             "max_length": 10000}
@@ -71,8 +72,8 @@ def seed_experiment(paths: StatePaths, exp_id: int, trials: int, reports: int) -
 def serve(paths: StatePaths) -> tuple[str, uvicorn.Server]:
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(make_app(paths, "bench"), fd=listener.fileno(),
-                                           log_level="warning"))
+    app = make_app(paths, Door(lambda: "bench", "hpcdet_bench"))
+    server = uvicorn.Server(uvicorn.Config(app, fd=listener.fileno(), log_level="warning"))
     threading.Thread(target=server.run, daemon=True).start()
     while not server.started:
         time.sleep(0.05)

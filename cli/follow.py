@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from hpcdet.cli.common import paths, read_store
+from hpcdet.cli.common import paths, read_store, visible
 from hpcdet.errors import NotFoundError, UsageError
 from hpcdet.paths import StatePaths
 from hpcdet.states import FINAL_TRIAL_STATES, ExperimentState, TrialState
@@ -60,7 +60,11 @@ def show_logs(trial_id: int, follow: bool, head: int | None, tail: int | None,
 
 
 def format_record(r: LogRecord) -> str:
-    return f"[{r.timestamp}] [{r.node}] || {r.message}"
+    """A log line as printed: a trial's escape sequences, carriage returns and bidi overrides
+    shown as visible escapes (tabs kept), to a terminal or not, since a pipe often ends on
+    one (``| grep``, ``| tail``); ``--json`` gives the text as written."""
+    line: str = visible(f"[{r.timestamp}] [{r.node}] || {r.message}", keep_lines=True)
+    return line
 
 
 def print_records(records: list[LogRecord], as_json: bool = False) -> None:
@@ -89,8 +93,7 @@ def follow_trial(paths: StatePaths, trial_id: int, poll: float = 0.2,
         print("Waiting for first trial to begin...")
         print(f"Following first trial with ID {trial_id}")
     offsets: dict[Path, int] = {}
-    print_records(which.apply(read_records(paths, trial.experiment_id, trial_id, offsets)),
-                  as_json)
+    print_records(trial_log(paths, trial.experiment_id, trial_id, which, offsets), as_json)
     while True:
         print_logs(paths, trial.experiment_id, trial_id, offsets, which, as_json)
         try:

@@ -14,6 +14,9 @@ Host = Annotated[str, typer.Option(
     "--host", help="The address to bind with --port; non-loopback needs --allow-remote.")]
 AllowRemote = Annotated[bool, typer.Option(
     "--allow-remote", help="Allow a --host other machines can reach.")]
+NewToken = Annotated[bool, typer.Option(
+    "--new-token", help="Replace the UI token first: links printed before stop working, and "
+                        "pages open on running servers must be opened again.")]
 
 
 def _bind(host: str, allow_remote: bool) -> None:
@@ -24,20 +27,23 @@ def _bind(host: str, allow_remote: bool) -> None:
         print(f"Warning: {warning}", file=sys.stderr)
 
 
-def ui(port: Port = None, host: Host = "127.0.0.1", allow_remote: AllowRemote = False) -> None:
+def ui(port: Port = None, host: Host = "127.0.0.1", allow_remote: AllowRemote = False,
+       new_token: NewToken = False) -> None:
     """Serve the web UI until Ctrl-C, and say how to open it from a laptop."""
     from hpcdet.ui.app import make_app
     from hpcdet.ui.serve import serve
 
     _bind(host, allow_remote)
     p = paths()
-    serve(p, lambda secret: make_app(p, secret), "ui.sock", 8765,
-          host if port is not None else None, port, lambda line: console.print(line))
+    serve(p, lambda door: make_app(p, door), "ui.sock", 8765,
+          host if port is not None else None, port, lambda line: console.print(line),
+          rotate=new_token)
 
 
 def tensorboard(
     experiment_ids: Annotated[list[int], typer.Argument(help="The experiments to show.")],
     port: Port = None, host: Host = "127.0.0.1", allow_remote: AllowRemote = False,
+    new_token: NewToken = False,
     idle_timeout: Annotated[float, typer.Option(
         "--idle-timeout", min=10,
         help="Stop after this many seconds without a request (an open page asks every 30 s).")]
@@ -52,6 +58,6 @@ def tensorboard(
     _bind(host, allow_remote)
     p = paths()
     logdirs = tensorboard_logdirs(read_store(p), p, experiment_ids)
-    serve(p, lambda secret: make_tensorboard_app(logdirs, secret), "tensorboard.sock", 8766,
+    serve(p, lambda door: make_tensorboard_app(logdirs, door), "tensorboard.sock", 8766,
           host if port is not None else None, port, lambda line: console.print(line),
-          idle_timeout)
+          idle_timeout, rotate=new_token)

@@ -341,6 +341,7 @@ class DummyTrainContext:
 
     def __init__(self) -> None:
         self._metadata: dict[str, Any] = {}
+        self._tensorboard: Path | None = None
 
     def report_training_metrics(
         self,
@@ -402,10 +403,12 @@ class DummyTrainContext:
         logger.info("report_early_exit(reason=%s)", EarlyExitReason(reason).name)
 
     def get_tensorboard_path(self) -> Path:
-        """A directory under the system's temporary directory."""
-        path = Path(tempfile.gettempdir()) / "hpcdet-tensorboard"
-        path.mkdir(parents=True, exist_ok=True)
-        return path
+        """A directory of this context's alone under the system's temporary directory: made
+        anew (mode 0700, a name no one could have taken before), since a fixed name there is
+        one another user could make first and read or plant files in."""
+        if self._tensorboard is None:
+            self._tensorboard = Path(tempfile.mkdtemp(prefix="hpcdet-tensorboard-"))
+        return self._tensorboard
 
     def upload_tensorboard_files(
         self,

@@ -4,6 +4,7 @@ pool, so a slow query never stalls another page."""
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from dataclasses import asdict
@@ -13,9 +14,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from hpcdet.config.schema import INT64_MAX as MAX_ID
 from hpcdet.errors import UsageError
 from hpcdet.link import JobUpdate, connect
 from hpcdet.paths import StatePaths
+from hpcdet.store.ids import check_id
 from hpcdet.store.repository import Store
 from hpcdet.views import curves as plots
 from hpcdet.views.checkpoints import ranked_checkpoints
@@ -54,7 +57,8 @@ def api_routes(paths: StatePaths, store: Callable[[], Store]) -> list[Route]:
         group, metric = q.get("group"), q.get("metric")
         if not group or not metric:
             raise UsageError("curves need ?group=...&metric=...")
-        trials = [int(t) for t in q["trials"].split(",") if t] if "trials" in q else None
+        trials = sorted(check_id("?trials=", t) for t in _ids(q, "trials")) \
+            if "trials" in q else None
         found = plots.experiment_curves(store(), request.path_params["exp_id"], group, metric,
                                         trials)
         return JSONResponse([plots.curve_dict(c) for c in found])
@@ -96,13 +100,14 @@ def api_routes(paths: StatePaths, store: Callable[[], Store]) -> list[Route]:
         level = q.get("level") or None
         if level is not None and level not in LEVELS:
             raise UsageError(f"no log level {level!r}; one of {', '.join(LEVELS)}")
-        ranks = frozenset(int(r) for r in q.get("ranks", "").split(",") if r)
+        ranks = _ids(q, "ranks")
         t = store().trial(request.path_params["trial_id"])
-        cursor = json.loads(q.get("cursor") or "{}")
-        records, cursor, omitted = log_page(paths, t.experiment_id, t.id, cursor, LOG_PAGE)
+        cursor = _cursor(q.get("cursor") or "{}")
+        records, cursor, omitted, skipped = log_page(paths, t.experiment_id, t.id, cursor,
+                                                     LOG_PAGE)
         kept = LogFilter(rank_ids=ranks, level=level).apply(records)
         return JSONResponse({"lines": [r.to_dict() for r in kept], "cursor": cursor,
-                             "omitted": omitted})
+                             "omitted": omitted, "skipped_bytes": skipped})
 
     def queue(request: Request) -> Response:
         statuses, problem = scheduler_statuses(site_scheduler(paths))
@@ -127,7 +132,7 @@ def api_routes(paths: StatePaths, store: Callable[[], Store]) -> list[Route]:
                                  f"{[*ACTIONS, 'priority']}"}, status_code=404)
         return JSONResponse({"said": said})
 
-    return [
+    return [Route(r.path, _checked(r.endpoint), methods=r.methods) for r in [
         Route("/api/experiments", experiments),
         Route("/api/experiments/{exp_id:int}", experiment),
         Route("/api/experiments/{exp_id:int}/curves", curves),
@@ -140,11 +145,55 @@ def api_routes(paths: StatePaths, store: Callable[[], Store]) -> list[Route]:
         Route("/api/trials/{trial_id:int}/logs", logs),
         Route("/api/queue", queue),
         Route("/api/cluster", cluster),
-    ]
+    ]]
+
+
+_LARGEST_ID = MAX_ID  # SQLite's largest integer; the driver fails on a larger one
+
+
+def _checked(handler: Callable[[Request], Response]) -> Callable[[Request], Response]:
+    """``handler``, refusing a path id no row can have with a 400 that names it."""
+    @functools.wraps(handler)
+    def checked(request: Request) -> Response:
+        for name, value in request.path_params.items():
+            if isinstance(value, int):
+                check_id(name, value)
+        return handler(request)
+    return checked
+
+
+def _ids(query: Any, name: str) -> frozenset[int]:
+    """The comma-separated whole numbers of the query parameter ``name``."""
+    text = query.get(name, "")
+    try:
+        found = frozenset(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        found = frozenset({-1})
+    if any(not 0 <= i <= _LARGEST_ID for i in found):
+        raise UsageError(f"?{name}= takes whole numbers separated by commas "
+                         f"(like {name}=1,2), not {text[:80]!r}")
+    return found
+
+
+def _cursor(text: str) -> dict[str, int]:
+    """The log cursor a page sends back: the ``cursor`` object the last answer gave."""
+    try:
+        cursor = json.loads(text)
+    except ValueError:
+        cursor = None
+    if not isinstance(cursor, dict) or not all(
+            isinstance(k, str) and type(v) is int and 0 <= v <= _LARGEST_ID
+            for k, v in cursor.items()):
+        raise UsageError("?cursor= takes the cursor object the last answer of this route "
+                         f"gave (file name to offset), not {text[:80]!r}")
+    return cursor
 
 
 def _priority(value: Any) -> int:
     try:
-        return int(value)
+        priority = int(value)
+        if abs(priority) <= _LARGEST_ID:
+            return priority
     except (TypeError, ValueError):
-        raise UsageError(f"priority takes a whole number (?value=N), not {value!r}") from None
+        pass
+    raise UsageError(f"priority takes a whole number (?value=N), not {value!r}")

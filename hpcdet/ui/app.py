@@ -20,7 +20,7 @@ from hpcdet.errors import HpcdetError, NotFoundError, UsageError
 from hpcdet.paths import StatePaths
 from hpcdet.store.repository import Store
 from hpcdet.ui.api import api_routes
-from hpcdet.ui.door import guard
+from hpcdet.ui.door import Door, guard
 from hpcdet.views.access import read_store
 
 # The pages, the scripts and the vendored plotting library: all in the wheel, no CDN.
@@ -32,8 +32,8 @@ PAGES = {"/": "experiments.html", "/experiments/{exp_id:int}": "experiment.html"
 STATUS = {NotFoundError: 404, UsageError: 400, HpcdetError: 409}
 
 
-def make_app(paths: StatePaths, secret: str) -> Starlette:
-    """The application for the state directory ``paths``, opened by ``secret``."""
+def make_app(paths: StatePaths, door: Door) -> Starlette:
+    """The application for the state directory ``paths``, behind ``door``."""
     stores: list[Store] = []
     opening = threading.Lock()
 
@@ -57,5 +57,5 @@ def make_app(paths: StatePaths, secret: str) -> Starlette:
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
     return Starlette(routes=routes,
-                     middleware=[Middleware(BaseHTTPMiddleware, dispatch=guard(secret))],
+                     middleware=[Middleware(BaseHTTPMiddleware, dispatch=guard(door))],
                      exception_handlers={kind: error(code) for kind, code in STATUS.items()})

@@ -1,5 +1,11 @@
 """Who may use the UI: the holder of the user's token, from the same origin for actions, on
-an address no other machine reaches unless the user asked for it. Pure where it can be."""
+an address no other machine reaches unless the user asked for it. Pure where it can be.
+
+The token (a 0600 file, rotated by ``--new-token``) opens the door on the first visit or in a
+``Bearer`` header; the browser then keeps only a session secret made at this server's start
+and held in its memory alone. Browsers send a host's cookies to every port of it, so a tab
+left on a stopped server's port hands its cookie to whoever binds that port next: that cookie
+opens no other server, this one's successors on the port included."""
 
 from __future__ import annotations
 
@@ -7,7 +13,9 @@ import hmac
 import ipaddress
 import os
 import secrets
-from collections.abc import Awaitable, Callable
+import socket
+import tempfile
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from urllib.parse import urlencode, urlsplit
 
@@ -16,8 +24,10 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from hpcdet.errors import UsageError
 
-COOKIE = "hpcdet_token"
 TOKEN_FILE = "ui-token"
+# The names a loopback server answers to; any other Host is a page of another site reaching it
+# through DNS rebinding (or a mistake), and is refused.
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 
 
 def token(state: Path) -> str:
@@ -32,6 +42,68 @@ def token(state: Path) -> str:
     with os.fdopen(fd, "w") as f:
         f.write(made + "\n")
     return made
+
+
+def new_token(state: Path) -> str:
+    """Replace the user's UI token with a fresh one (old links and sessions stop working)."""
+    made = secrets.token_urlsafe(32)
+    fd, tmp = tempfile.mkstemp(prefix=f".{TOKEN_FILE}.", dir=state)  # mode 0600
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(made + "\n")
+        os.replace(tmp, state / TOKEN_FILE)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return made
+
+
+class Door:
+    """One server instance's door. ``keyring`` gives the token as it is now (re-read at each
+    request, so a rotation closes running servers too); the cookie ``cookie`` holds the
+    instance's ``session`` secret, made anew at start and when the token changes; ``hosts``
+    are the host names the server answers to."""
+
+    def __init__(self, keyring: Callable[[], str], cookie: str,
+                 hosts: Iterable[str] = LOOPBACK_NAMES) -> None:
+        self.keyring = keyring
+        self.cookie = cookie
+        self.hosts = frozenset(h.lower() for h in hosts)
+        self.session = secrets.token_urlsafe(32)
+        self._token = keyring()
+
+    def token(self) -> str:
+        current = self.keyring()
+        if current != self._token:
+            self._token = current
+            self.session = secrets.token_urlsafe(32)
+        return current
+
+
+def cookie_name(port: int | None, sock_name: str) -> str:
+    """The cookie's name: the port's, so servers on other ports never overwrite it (the
+    private socket's name when there is no port)."""
+    return f"hpcdet_{port}" if port is not None else f"hpcdet_{Path(sock_name).stem}"
+
+
+def bound_hosts(host: str | None) -> frozenset[str]:
+    """The Host names a server bound to ``host`` (None: the private socket) answers to: the
+    loopback names, and for another address (--allow-remote) that address and this machine's
+    names. Any port: ``ssh -L`` picks the laptop's."""
+    if host is None or host.strip("[]").lower() in LOOPBACK_NAMES:
+        return LOOPBACK_NAMES
+    return LOOPBACK_NAMES | {host.strip("[]").lower(), socket.gethostname().lower(),
+                             socket.getfqdn().lower()}
+
+
+def host_allowed(header: str | None, hosts: frozenset[str]) -> bool:
+    if not header:
+        return False
+    try:
+        name = urlsplit("//" + header).hostname
+    except ValueError:
+        return False
+    return name is not None and name in hosts
 
 
 def presented(cookie: str | None, header: str | None, query: str | None) -> str | None:
@@ -84,7 +156,7 @@ SECURITY_HEADERS = {
 }
 
 
-def guard(secret: str, headers: dict[str, str] | None = None) -> Dispatch:
+def guard(door: Door, headers: dict[str, str] | None = None) -> Dispatch:
     """The door as Starlette middleware: 401 without the token, 403 for an action from
     another origin; the first visit's ``?token=`` becomes a cookie and leaves the address;
     every answer carries ``headers`` (SECURITY_HEADERS unless given)."""
@@ -92,18 +164,30 @@ def guard(secret: str, headers: dict[str, str] | None = None) -> Dispatch:
 
     async def dispatch(request: Request, call_next: Callable[[Request], Awaitable[Response]]
                        ) -> Response:
-        response = await _enter(secret, request, call_next)
+        response = await _enter(door, request, call_next)
         response.headers.update(extra)
         return response
 
     return dispatch
 
 
-async def _enter(secret: str, request: Request,
+async def _enter(door: Door, request: Request,
                  call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-    given = presented(request.cookies.get(COOKIE), request.headers.get("authorization"),
-                      request.query_params.get("token"))
-    if not admits(secret, given):
+    host = request.headers.get("host")
+    if not host_allowed(host, door.hosts):
+        names = ", ".join(sorted(door.hosts))
+        return JSONResponse({"error": f"this server answers only by the names {names} "
+                             f"(the request's Host header says {host!r}): open the URL "
+                             "hpcdet printed"}, status_code=421)
+    token = door.token()
+    header = request.headers.get("authorization")
+    query = request.query_params.get("token")
+    cookie = request.cookies.get(door.cookie)
+    if (header and header.lower().startswith("bearer ")) or query is not None:
+        admitted = admits(token, presented(None, header, query))
+    else:
+        admitted = admits(door.session, cookie)
+    if not admitted:
         return JSONResponse({"error": "this needs its token: open the URL hpcdet printed "
                              "when it started"}, status_code=401)
     if request.method not in ("GET", "HEAD") and not same_origin(
@@ -116,6 +200,6 @@ async def _enter(secret: str, request: Request,
         rest = {k: v for k, v in request.query_params.items() if k != "token"}
         target = request.url.path + (f"?{urlencode(rest)}" if rest else "")
         moved = RedirectResponse(target, status_code=303)
-        moved.set_cookie(COOKIE, secret, httponly=True, samesite="strict")
+        moved.set_cookie(door.cookie, door.session, httponly=True, samesite="strict")
         return moved
     return await call_next(request)

@@ -15,9 +15,13 @@ from pathlib import Path
 import uvicorn
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from hpcdet.errors import UsageError
 from hpcdet.paths import StatePaths, hostname
 from hpcdet.private import private_dir
-from hpcdet.ui.door import token
+from hpcdet.ui.door import Door, bound_hosts, cookie_name, new_token, token
+
+# sockaddr_un's sun_path holds 108 bytes on Linux, the last a NUL.
+SOCKET_PATH_MAX = 107
 
 
 def how_to_reach(secret: str, local_port: int, port: int | None, sock: Path | None) -> str:
@@ -34,6 +38,11 @@ def listen(sock: Path, host: str | None, port: int | None) -> tuple[socket.socke
     client told where it is waits in the backlog until the server accepts, rather than being
     refused."""
     if port is None:
+        if len(os.fsencode(sock)) > SOCKET_PATH_MAX:
+            raise UsageError(f"the UI's private socket {sock} is {len(os.fsencode(sock))} "
+                             f"bytes long, past the {SOCKET_PATH_MAX} a Unix socket's path "
+                             "may have: serve on a loopback port instead (--port 0), or use "
+                             "a shorter state directory (HPCDET_HOME)")
         sock.unlink(missing_ok=True)
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         old = os.umask(0o177)
@@ -83,16 +92,18 @@ def run(app: ASGIApp, listener: socket.socket, idle_timeout: float | None = None
         listener.close()
 
 
-def serve(paths: StatePaths, make: Callable[[str], ASGIApp], sock_name: str, local_port: int,
+def serve(paths: StatePaths, make: Callable[[Door], ASGIApp], sock_name: str, local_port: int,
           host: str | None, port: int | None, say: Callable[[str], None],
-          idle_timeout: float | None = None) -> None:
-    """Serve the application ``make(token)`` behind the user's token, on ``host:port`` when a
-    port is given, else on the state directory's private socket ``sock_name``; ``say`` how to
-    reach it (through ``local_port`` on the laptop)."""
-    secret = token(private_dir(paths.root, share_with_group=None))
-    app = make(secret)
+          idle_timeout: float | None = None, rotate: bool = False) -> None:
+    """Serve the application ``make(door)`` behind the user's token (a fresh one if
+    ``rotate``), on ``host:port`` when a port is given, else on the state directory's private
+    socket ``sock_name``; ``say`` how to reach it (through ``local_port`` on the laptop)."""
+    state = private_dir(paths.root, share_with_group=None)
+    secret = new_token(state) if rotate else token(state)
     sock = paths.root / sock_name
     listener, bound = listen(sock, host, port)
+    app = make(Door(lambda: token(state), cookie_name(bound, sock_name),
+                    bound_hosts(host if port is not None else None)))
     say(how_to_reach(secret, local_port, bound, None if port is not None else sock))
     run(app, listener, idle_timeout,
         (lambda: say(f"no request for {idle_timeout:.0f} s: stopping")) if idle_timeout else None)

@@ -15,7 +15,7 @@ from starlette.routing import Mount
 from starlette.types import ASGIApp
 
 from hpcdet.errors import UsageError
-from hpcdet.ui.door import guard
+from hpcdet.ui.door import Door, guard
 
 # TensorBoard sets its own Content-Security-Policy; the door adds only what it lacks.
 HEADERS = {"x-frame-options": "DENY", "referrer-policy": "same-origin"}
@@ -59,8 +59,8 @@ def tensorboard_wsgi(logdirs: dict[str, Path]) -> Any:
     return taken[0]
 
 
-def make_tensorboard_app(logdirs: dict[str, Path], secret: str) -> Starlette:
+def make_tensorboard_app(logdirs: dict[str, Path], door: Door) -> Starlette:
     board = cast(ASGIApp, WSGIMiddleware(tensorboard_wsgi(logdirs)))
     return Starlette(routes=[Mount("/", app=board)],
                      middleware=[Middleware(BaseHTTPMiddleware,
-                                            dispatch=guard(secret, HEADERS))])
+                                            dispatch=guard(door, HEADERS))])

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import datetime
+import itertools
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,22 +27,79 @@ def log_files(paths: StatePaths, exp_id: int, trial_id: int) -> list[Path]:
     return [f for r in runs for f in layout.node_logs(r)]
 
 
+# A view holds at most this much of one node log at a time: the first view of a huge log starts
+# this far from its end (the UI's 2,000 lines, at up to 500 bytes each), a follow-up reads on
+# in chunks of it (the next poll reads the rest).
+VIEW_BYTES = 2**20
+# Reading backwards for the last lines of a log: the block, and the longest line kept whole.
+BLOCK = 2**20
+
+
+def _node(path: Path) -> str:
+    return f"{path.parent.parent.name}/{path.stem}"
+
+
+def _lines(node: str, data: bytes) -> list[LogLine]:
+    return [LogLine(node, line) for line in data.decode(errors="replace").splitlines()]
+
+
+def read_from(path: Path, offset: int | None, limit: int = VIEW_BYTES
+              ) -> tuple[list[LogLine], int, int]:
+    """The whole lines of ``path`` from ``offset``, at most ``limit`` bytes of them (None: the
+    lines beginning in the last ``limit`` bytes); the offset past them, and how many bytes
+    before them a first view left out. A line longer than ``limit`` comes in pieces."""
+    with open(path, "rb") as f:
+        size = f.seek(0, 2)
+        if offset is None and size > limit:
+            f.seek(size - limit - 1)
+            window = f.read(limit + 1)
+            start = window.find(b"\n") + 1
+            if start == 0:  # the window is inside one line: nothing whole to show yet
+                return [], size, size
+            offset, data = size - limit - 1 + start, window[start:]
+            skipped = offset
+        else:
+            offset = offset or 0
+            f.seek(offset)
+            data, skipped = f.read(limit), 0
+    end = data.rfind(b"\n") + 1
+    if end == 0 and len(data) == limit:
+        end = limit
+    return _lines(_node(path), data[:end]), offset + end, skipped
+
+
 def new_log_lines(paths: StatePaths, exp_id: int, trial_id: int,
                   offsets: dict[Path, int]) -> list[list[LogLine]]:
-    """The whole lines written since ``offsets`` (updated), one list per log file."""
+    """The whole lines written since ``offsets`` (updated), one list per log file, the whole
+    rest of each file (``trial logs`` without --tail shows them all)."""
     chunks = []
     for path in log_files(paths, exp_id, trial_id):
-        with open(path, "rb") as f:
-            f.seek(offsets.get(path, 0))
-            data = f.read()
-        end = data.rfind(b"\n") + 1
-        if end == 0:
-            continue
-        offsets[path] = offsets.get(path, 0) + end
-        node = f"{path.parent.parent.name}/{path.stem}"
-        chunks.append([LogLine(node, line)
-                       for line in data[:end].decode(errors="replace").splitlines()])
-    return chunks
+        while True:
+            lines, offsets[path], _ = read_from(path, offsets.get(path, 0))
+            if not lines:
+                break
+            chunks.append(lines)
+    return [c for c in chunks if c]
+
+
+def lines_backwards(path: Path, end: int) -> Iterator[LogLine]:
+    """The lines of ``path`` before ``end`` (just past a newline), last first, read from
+    there in blocks; a line longer than 8 blocks is cut to its end."""
+    node = _node(path)
+    pos = end - 1  # before the last newline: whole lines only
+    if pos < 0:
+        return
+    rest = b""
+    with open(path, "rb") as f:
+        while pos > 0:
+            step = min(BLOCK, pos)
+            pos -= step
+            f.seek(pos)
+            parts = (f.read(step) + rest).split(b"\n")
+            rest = parts[0][-8 * BLOCK:]
+            for part in reversed(parts[1:]):
+                yield from reversed(_lines(node, part) or [LogLine(node, "")])
+    yield from reversed(_lines(node, rest) or [LogLine(node, "")])
 
 
 # det.LOG_FORMAT starts a line with its level; wrap_rank puts "[rank=N] " before it.
@@ -133,10 +192,37 @@ class LogFilter:
         return kept
 
 
-def trial_log(paths: StatePaths, exp_id: int, trial_id: int, which: LogFilter
-              ) -> list[LogRecord]:
-    """The trial's whole log so far, filtered."""
-    return which.apply(read_records(paths, exp_id, trial_id, {}))
+def trial_log(paths: StatePaths, exp_id: int, trial_id: int, which: LogFilter,
+              offsets: dict[Path, int] | None = None) -> list[LogRecord]:
+    """The trial's whole log so far, filtered; with ``which.tail`` (and no head) read from
+    the end, so that memory and time do not grow with the log. ``offsets`` (updated) are
+    set past what was read."""
+    offsets = {} if offsets is None else offsets
+    if which.tail is None or which.head is not None:
+        return which.apply(read_records(paths, exp_id, trial_id, offsets))
+    last: list[LogRecord] = []
+    for path in log_files(paths, exp_id, trial_id):
+        with open(path, "rb") as f:
+            size = f.seek(0, 2)
+        offsets[path] = end = size - _partial_length(path, size)  # where a follow reads on
+        kept = (r for r in map(LogRecord.parse, lines_backwards(path, end)) if which.keeps(r))
+        last.extend(reversed(list(itertools.islice(kept, which.tail))))
+    last.sort(key=lambda r: r.timestamp)
+    return last[-which.tail:] if which.tail else []
+
+
+def _partial_length(path: Path, size: int) -> int:
+    """The length of the text after the log's last newline (a line being written)."""
+    with open(path, "rb") as f:
+        pos = size
+        while pos > 0:
+            step = min(BLOCK, pos)
+            pos -= step
+            f.seek(pos)
+            found = f.read(step).rfind(b"\n")
+            if found >= 0:
+                return size - (pos + found + 1)
+    return size
 
 
 def read_records(paths: StatePaths, exp_id: int, trial_id: int, offsets: dict[Path, int]
@@ -148,13 +234,20 @@ def read_records(paths: StatePaths, exp_id: int, trial_id: int, offsets: dict[Pa
 
 
 def log_page(paths: StatePaths, exp_id: int, trial_id: int, cursor: dict[str, int],
-             tail: int) -> tuple[list[LogRecord], dict[str, int], int]:
+             tail: int) -> tuple[list[LogRecord], dict[str, int], int, int]:
     """The lines written since ``cursor`` (log file, relative to the trial's directory, to
-    offset), at most the last ``tail`` of them; the cursor past them, and how many earlier
-    lines were left out."""
+    offset; a file not in it is read from near its end), at most ``VIEW_BYTES`` of each file
+    and the last ``tail`` lines of them; the cursor past them, how many lines this page left
+    out, and how many bytes of log before them a first view did not read."""
     trial_dir = paths.trial(exp_id, trial_id)
     offsets = {trial_dir / name: int(at) for name, at in cursor.items()
                if ".." not in name and not name.startswith("/")}
-    records = read_records(paths, exp_id, trial_id, offsets)
+    records: list[LogRecord] = []
+    skipped = 0
+    for path in log_files(paths, exp_id, trial_id):
+        lines, offsets[path], left = read_from(path, offsets.get(path))
+        skipped += left
+        records.extend(LogRecord.parse(line) for line in lines)
+    records.sort(key=lambda r: r.timestamp)
     moved = {str(path.relative_to(trial_dir)): at for path, at in offsets.items()}
-    return records[-tail:], moved, max(0, len(records) - tail)
+    return records[-tail:], moved, max(0, len(records) - tail), skipped

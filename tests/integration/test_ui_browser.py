@@ -170,6 +170,11 @@ def test_filters_and_trial_choice(site: dict[str, Any], tab: Page) -> None:
                          ".getOption().yAxis[0].type") == "log"
     page.click("#all-trials")
     assert len(tab.series("curves")) == 10
+    # Issue 37: a tooltip is HTML, and what it shows is the user's text (CSP aside).
+    shown = page.evaluate(
+        "echarts.getInstanceByDom(document.getElementById('scatter')).getOption().tooltip[0]"
+        ".formatter({name: 'trial 1', value: ['<img src=x onerror=alert(1)>', 0.5]})")
+    assert "<img" not in shown and "&#60;img src=x onerror=alert(1)&#62;" in shown, shown
 
     live_trial = site["h"].describe(live)["trials"][0]["id"]
     page = tab.open(f"/trials/{live_trial}", "#logs")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import stat
 import subprocess
 import time
@@ -125,10 +126,95 @@ def test_the_socket_is_private_and_a_remote_bind_needs_a_flag(local_hpcdet: Hpcd
         elif os.environ.get("CI", "").lower() == "true":
             pytest.fail("the second-user check needs root (CI runs as root)")
         transport = httpx.HTTPTransport(uds=str(sock))
-        with httpx.Client(transport=transport, base_url="http://ui") as client:
+        with httpx.Client(transport=transport, base_url="http://localhost:8765") as client:
             assert client.get("/api/experiments").status_code == 401
             assert client.get("/api/experiments",
                               headers={"Authorization": f"Bearer {secret}"}).json() == []
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+def _visit(base: str, secret: str) -> httpx.Cookies:
+    """The cookies a browser keeps after the printed URL's first visit."""
+    with httpx.Client(base_url=base, follow_redirects=True) as browser:
+        assert browser.get("/", params={"token": secret}).status_code == 200
+        assert browser.get("/api/experiments").status_code == 200
+        return browser.cookies
+
+
+def test_a_cookie_opens_only_its_own_server_instance(local_hpcdet: Hpcdet) -> None:
+    """Issue 37: a tab left on a stopped server's port sends its cookie to whoever binds the
+    port next. That cookie opens neither the next server on the port (same token file) nor
+    a server on another port; a bad Host header (DNS rebinding) is refused."""
+    h = local_hpcdet
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    first, said = _start(h, "--port", str(port))
+    try:
+        secret = re.search(r"token=(\S+)", said)
+        assert secret, said
+        kept = _visit(base, secret.group(1))
+        assert secret.group(1) not in str(dict(kept)) and f"hpcdet_{port}" in kept
+    finally:
+        _stop(first)
+    second, said = _start(h, "--port", str(port))
+    other, said_other = _start(h, "--port", "0")
+    try:
+        assert f"token={secret.group(1)}" in said  # the same token file
+        assert httpx.get(base + "/api/experiments", cookies=kept).status_code == 401
+        other_port = re.search(r"127\.0\.0\.1:(\d+)", said_other)
+        assert other_port, said_other
+        other_base = f"http://127.0.0.1:{other_port.group(1)}"
+        fresh = _visit(base, secret.group(1))
+        value = fresh[f"hpcdet_{port}"]
+        for name in (f"hpcdet_{port}", f"hpcdet_{other_port.group(1)}", "hpcdet_token"):
+            got = httpx.get(other_base + "/api/experiments", cookies={name: value})
+            assert got.status_code == 401, name
+        assert httpx.get(base + "/api/experiments", cookies=fresh).status_code == 200
+        auth = {"Authorization": f"Bearer {secret.group(1)}"}
+        for host in ("evil.example", f"evil.example:{port}", "127.0.0.1.nip.io"):
+            refused = httpx.get(base + "/api/experiments", headers={**auth, "Host": host})
+            assert refused.status_code == 421 and "Host" in refused.json()["error"], host
+        assert httpx.get(base + "/api/experiments",
+                         headers={**auth, "Host": f"localhost:{port}"}).status_code == 200
+    finally:
+        _stop(second)
+        _stop(other)
+
+
+def test_a_new_token_closes_old_links_and_sessions(local_hpcdet: Hpcdet) -> None:
+    h = local_hpcdet
+    running, said = _start(h, "--port", "0")
+    try:
+        port, old = re.search(r"127\.0\.0\.1:(\d+)", said), re.search(r"token=(\S+)", said)
+        assert port and old, said
+        base = f"http://127.0.0.1:{port.group(1)}"
+        kept = _visit(base, old.group(1))
+        rotated, said_new = _start(h, "--port", "0", "--new-token")
+        try:
+            new = re.search(r"token=(\S+)", said_new)
+            assert new and new.group(1) != old.group(1), said_new
+            assert (h.state / "ui-token").read_text().strip() == new.group(1)
+            assert stat.S_IMODE((h.state / "ui-token").stat().st_mode) == 0o600
+            # The server that was running takes the new token and forgets its sessions.
+            for headers in ({"Authorization": f"Bearer {old.group(1)}"}, {}):
+                got = httpx.get(base + "/api/experiments", headers=headers, cookies=kept)
+                assert got.status_code == 401, headers
+            assert httpx.get(base + "/api/experiments", headers={
+                "Authorization": f"Bearer {new.group(1)}"}).status_code == 200
+        finally:
+            _stop(rotated)
+    finally:
+        _stop(running)

@@ -3,7 +3,7 @@
 "use strict";
 
 (() => {
-  const { api, el, table, replace, state, progress, number, poll, actions, FINAL } = ui;
+  const { api, el, table, replace, state, progress, number, html, poll, actions, FINAL } = ui;
   const expId = Number(location.pathname.split("/").pop());
   const main = document.getElementById("main");
   const view = { group: "", metric: "", log: false, chosen: null, hparam: "" };
@@ -156,7 +156,8 @@
       .map((t) => ({ value: [flat(t.hparams)[view.hparam], last(t.id)], name: `trial ${t.id}` }));
     const categorical = points.some((p) => typeof p.value[0] !== "number");
     charts.scatter.setOption({
-      tooltip: { formatter: (p) => `${p.name}: ${view.hparam}=${p.value[0]}, ${view.metric}=${number(p.value[1])}` },
+      tooltip: { formatter: (p) => html(
+        `${p.name}: ${view.hparam}=${p.value[0]}, ${view.metric}=${number(p.value[1])}`) },
       grid: { left: 60, right: 20, top: 20, bottom: 40 },
       xAxis: { type: categorical ? "category" : "value", name: view.hparam, scale: true,
         nameLocation: "middle", nameGap: 25 },
@@ -194,7 +195,7 @@
     const data = rungs.flatMap((r) => Object.entries(r.values)
       .map(([trial, value]) => ({ value: [String(r.length), value], name: `trial ${trial}` })));
     charts.rungs.setOption({
-      tooltip: { formatter: (p) => `${p.name}: ${number(p.value[1])} at ${p.value[0]}` },
+      tooltip: { formatter: (p) => html(`${p.name}: ${number(p.value[1])} at ${p.value[0]}`) },
       grid: { left: 60, right: 20, top: 20, bottom: 40 },
       xAxis: { type: "category", name: "rung", data: rungs.map((r) => String(r.length)),
         nameLocation: "middle", nameGap: 25 },

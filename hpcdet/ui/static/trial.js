@@ -87,7 +87,10 @@
     if (logView.level) query.set("level", logView.level);
     const page = await api(`/api/trials/${trialId}/logs?${query}`);
     logView.cursor = page.cursor;
-    if (page.omitted) {
+    if (page.skipped_bytes) {
+      document.getElementById("log-omitted").textContent = `the log's first ` +
+        `${(page.skipped_bytes / 2 ** 20).toFixed(1)} MiB not shown: hpcdet trial logs ${trialId}`;
+    } else if (page.omitted) {
       document.getElementById("log-omitted").textContent =
         `${page.omitted} earlier lines not shown: hpcdet trial logs ${trialId}`;
     }

@@ -83,6 +83,12 @@ const ui = (() => {
     return typeof v === "number" && !Number.isInteger(v) ? v.toPrecision(5) : String(v);
   }
 
+  // Text as HTML shows it: a chart's tooltip formatter returns HTML, and hyperparameter and
+  // metric names and values are the user's (or their code's) text.
+  function html(v) {
+    return String(v).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+  }
+
   // Call fn now and then every ms while it returns true (keep going) and the tab is shown.
   function poll(fn, ms) {
     let timer = null;
@@ -126,5 +132,6 @@ const ui = (() => {
     }
   });
 
-  return { api, el, table, replace, when, state, progress, number, poll, actions, FINAL };
+  return { api, el, table, replace, when, state, progress, number, html, poll, actions,
+    FINAL };
 })();

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import logging
+import os
+import stat
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -284,3 +287,23 @@ def test_off_cluster_metadata_and_alerts_only_log(
         assert ctx.train.get_metadata() == {"a": 1}
         ctx.alert("offline", "no cluster")
     assert "alert: offline: no cluster" in caplog.text
+
+
+def test_off_cluster_tensorboard_path_is_private_and_never_anothers(
+    off_cluster: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 37: the fixed /tmp/hpcdet-tensorboard could be made first by another user, who
+    then read and planted files in it."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    planted = tmp_path / "hpcdet-tensorboard"
+    planted.mkdir(mode=0o777)
+    planted.chmod(0o777)
+    if os.geteuid() == 0:
+        os.chown(planted, 65534, 65534)
+    with core.init() as ctx:
+        path = ctx.train.get_tensorboard_path()
+        assert ctx.train.get_tensorboard_path() == path
+    assert path.parent == tmp_path and path != planted
+    assert path.stat().st_uid == os.geteuid() and stat.S_IMODE(path.stat().st_mode) == 0o700
+    with core.init() as other:
+        assert other.train.get_tensorboard_path() != path

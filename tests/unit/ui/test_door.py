@@ -7,7 +7,18 @@ from pathlib import Path
 import pytest
 
 from hpcdet.errors import UsageError
-from hpcdet.ui.door import admits, check_bind, presented, same_origin, token
+from hpcdet.ui.door import (
+    Door,
+    admits,
+    bound_hosts,
+    check_bind,
+    cookie_name,
+    host_allowed,
+    new_token,
+    presented,
+    same_origin,
+    token,
+)
 
 
 def test_the_token_is_made_once_and_private(tmp_path: Path) -> None:
@@ -39,3 +50,35 @@ def test_only_loopback_unless_asked() -> None:
         check_bind("0.0.0.0", False)
     warning = check_bind("10.0.0.5", True)
     assert warning is not None and "other machines" in warning
+
+
+def test_a_new_token_replaces_the_old_one_privately(tmp_path: Path) -> None:
+    old = token(tmp_path)
+    made = new_token(tmp_path)
+    assert made != old and token(tmp_path) == made
+    assert (tmp_path / "ui-token").stat().st_mode & 0o777 == 0o600
+    assert [p.name for p in tmp_path.iterdir()] == ["ui-token"]
+
+
+def test_a_session_is_the_instances_and_ends_with_the_token(tmp_path: Path) -> None:
+    token(tmp_path)
+    one = Door(lambda: token(tmp_path), "hpcdet_1")
+    two = Door(lambda: token(tmp_path), "hpcdet_1")
+    assert one.session != two.session and token(tmp_path) not in (one.session, two.session)
+    before = one.session
+    assert one.token() == token(tmp_path) and one.session == before
+    new_token(tmp_path)
+    assert one.token() == token(tmp_path) and one.session != before
+    assert cookie_name(18765, "ui.sock") == "hpcdet_18765"
+    assert cookie_name(None, "tensorboard.sock") == "hpcdet_tensorboard"
+
+
+def test_only_the_bound_names_are_answered() -> None:
+    local = bound_hosts(None)
+    for ok in ("localhost:8765", "127.0.0.1:18765", "[::1]:8765", "LOCALHOST", "localhost"):
+        assert host_allowed(ok, local), ok
+    for bad in ("evil.example:8765", "127.0.0.1.evil.example", "", None, "[::1", "10.0.0.5"):
+        assert not host_allowed(bad, local), bad
+    assert bound_hosts("127.0.0.1") == local
+    assert host_allowed("10.0.0.5:80", bound_hosts("10.0.0.5"))
+    assert not host_allowed("evil.example", bound_hosts("10.0.0.5"))
