@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from hpcdet.config.schema import INT64_MAX as MAX_ID
+from hpcdet.config.schema import INT64_MAX
 from hpcdet.errors import UsageError
 from hpcdet.link import JobUpdate, connect
 from hpcdet.paths import StatePaths
@@ -148,8 +148,6 @@ def api_routes(paths: StatePaths, store: Callable[[], Store]) -> list[Route]:
     ]]
 
 
-_LARGEST_ID = MAX_ID  # SQLite's largest integer; the driver fails on a larger one
-
 
 def _checked(handler: Callable[[Request], Response]) -> Callable[[Request], Response]:
     """``handler``, refusing a path id no row can have with a 400 that names it."""
@@ -169,7 +167,7 @@ def _ids(query: Any, name: str) -> frozenset[int]:
         found = frozenset(int(part) for part in text.split(",") if part.strip())
     except ValueError:
         found = frozenset({-1})
-    if any(not 0 <= i <= _LARGEST_ID for i in found):
+    if any(not 0 <= i <= INT64_MAX for i in found):
         raise UsageError(f"?{name}= takes whole numbers separated by commas "
                          f"(like {name}=1,2), not {text[:80]!r}")
     return found
@@ -182,7 +180,7 @@ def _cursor(text: str) -> dict[str, int]:
     except ValueError:
         cursor = None
     if not isinstance(cursor, dict) or not all(
-            isinstance(k, str) and type(v) is int and 0 <= v <= _LARGEST_ID
+            isinstance(k, str) and type(v) is int and 0 <= v <= INT64_MAX
             for k, v in cursor.items()):
         raise UsageError("?cursor= takes the cursor object the last answer of this route "
                          f"gave (file name to offset), not {text[:80]!r}")
@@ -192,7 +190,7 @@ def _cursor(text: str) -> dict[str, int]:
 def _priority(value: Any) -> int:
     try:
         priority = int(value)
-        if abs(priority) <= _LARGEST_ID:
+        if abs(priority) <= INT64_MAX:
             return priority
     except (TypeError, ValueError):
         pass

@@ -79,7 +79,7 @@ def new_log_lines(paths: StatePaths, exp_id: int, trial_id: int,
             if not lines:
                 break
             chunks.append(lines)
-    return [c for c in chunks if c]
+    return chunks
 
 
 def lines_backwards(path: Path, end: int) -> Iterator[LogLine]:
@@ -202,27 +202,25 @@ def trial_log(paths: StatePaths, exp_id: int, trial_id: int, which: LogFilter,
         return which.apply(read_records(paths, exp_id, trial_id, offsets))
     last: list[LogRecord] = []
     for path in log_files(paths, exp_id, trial_id):
-        with open(path, "rb") as f:
-            size = f.seek(0, 2)
-        offsets[path] = end = size - _partial_length(path, size)  # where a follow reads on
+        offsets[path] = end = _last_line_end(path)  # where a follow reads on
         kept = (r for r in map(LogRecord.parse, lines_backwards(path, end)) if which.keeps(r))
         last.extend(reversed(list(itertools.islice(kept, which.tail))))
     last.sort(key=lambda r: r.timestamp)
     return last[-which.tail:] if which.tail else []
 
 
-def _partial_length(path: Path, size: int) -> int:
-    """The length of the text after the log's last newline (a line being written)."""
+def _last_line_end(path: Path) -> int:
+    """The offset just past the log's last newline (what follows is a line being written)."""
     with open(path, "rb") as f:
-        pos = size
+        pos = f.seek(0, 2)
         while pos > 0:
             step = min(BLOCK, pos)
             pos -= step
             f.seek(pos)
             found = f.read(step).rfind(b"\n")
             if found >= 0:
-                return size - (pos + found + 1)
-    return size
+                return pos + found + 1
+    return 0
 
 
 def read_records(paths: StatePaths, exp_id: int, trial_id: int, offsets: dict[Path, int]
