@@ -184,7 +184,9 @@ def exec_argv(spec: ContainerSpec, workdir: str, names: Sequence[str],
     runtime's own environment so that ``names`` of ``env`` reach the trial."""
     binds = list(spec.binds)
     if spec.runtime in ("apptainer", "singularity"):
-        flags = ["exec", "--cleanenv", "--contain", "--pwd", workdir]
+        # --no-eval: without it the runtime evaluates each value in a shell inside, so a `$`
+        # or a backquote in a variable would be expanded or run (measured, Apptainer 1.4.5).
+        flags = ["exec", "--cleanenv", "--contain", "--no-eval", "--pwd", workdir]
         flags += {"cuda": ["--nv"], "rocm": ["--rocm"]}.get(spec.device, [])
         for b in binds:
             flags += ["--bind", f"{b.host}:{b.target}" + (":ro" if b.read_only else "")]

@@ -24,7 +24,6 @@ from tests.support import (
     Hpcdet,
     Images,
     ensure_user,
-    python_for_users,
     slurm_jobs_under,
 )
 
@@ -145,20 +144,6 @@ def _require_root(what: str) -> None:
         unavailable(f"{what} needs root (it creates users); run the tests as root")
 
 
-@pytest.fixture(scope="session")
-def user_python(slurm_cluster: Any) -> Iterator[str]:
-    """A Python with hpcdet installed that unprivileged users can run: the test environment
-    may live where they cannot read (root's home), so hpcdet is installed from this checkout
-    into a venv of Debian's python3 in a world-readable directory."""
-    _require_root("a Python for unprivileged users")
-    base = Path(tempfile.mkdtemp(prefix="hpcdet-users-", dir="/tmp"))
-    python = python_for_users(base)
-    if python is None:
-        pytest.fail("cannot build a Python for unprivileged users (see stderr)", pytrace=False)
-    yield python
-    shutil.rmtree(base, ignore_errors=True)
-
-
 @pytest.fixture
 def open_tmp() -> Iterator[Path]:
     """A temporary directory other users can read (pytest's tmp_path is root's alone)."""
@@ -169,7 +154,7 @@ def open_tmp() -> Iterator[Path]:
 
 
 @pytest.fixture
-def users(user_python: str, open_tmp: Path) -> Iterator[dict[str, Hpcdet]]:
+def users(slurm_cluster: Any, user_python: str, open_tmp: Path) -> Iterator[dict[str, Hpcdet]]:
     """Two unprivileged users (created if missing), each with their own hpcdet on Slurm."""
     for name in USERS:
         ensure_user(name)

@@ -47,7 +47,7 @@ def test_variables_that_reach_the_container() -> None:
 def test_apptainer_and_singularity(runtime: str, device: str, flag: list[str]) -> None:
     argv, env = _run(runtime, device)
     assert argv == [
-        runtime, "exec", "--cleanenv", "--contain", "--pwd", "/tmp/hpcdet-1/work", *flag,
+        runtime, "exec", "--cleanenv", "--contain", "--no-eval", "--pwd", "/tmp/hpcdet-1/work", *flag,
         "--bind", "/scratch/runs/e1:/scratch/runs/e1", "--bind", "/lustre/data:/data:ro",
         "/img/python+3.11.sif", "bash", "-c", "python3 train.py"]
     prefix = f"{runtime.upper()}ENV_"

@@ -12,7 +12,7 @@ environment_and_metadata.rst), section by section:
 - "Environment Variable Precedence": image variables, then the default PATH (or its missing
   parts appended to the image's PATH), then PS1 and LD_LIBRARY_PATH, then
   <PREFIX>ENV_NAME / --env may override anything; "\\$VAR" in such a value is evaluated in the
-  container ("Evaluating container variables"); APPEND_PATH / PREPEND_PATH extend PATH
+  container ("Evaluating container variables") unless --no-eval is given; APPEND_PATH / PREPEND_PATH extend PATH
   ("Manipulating PATH").
 - Between a <PREFIX>ENV_ variable and --env for the same name, --env wins (documented for
   apptainer since 3.6's --env option; an explicit flag beats the environment).
@@ -47,6 +47,7 @@ class Request:
     image_path: str
     home: str
     binds: tuple[str, ...]
+    no_eval: bool = False  # --no-eval: values stay as written
 
 
 def container_env(tool: Tool, host: Mapping[str, str], req: Request) -> dict[str, str]:
@@ -56,7 +57,7 @@ def container_env(tool: Tool, host: Mapping[str, str], req: Request) -> dict[str
     env["HOME"] = req.home
     env["PS1"] = tool.prompt
     env.update(_runtime_vars(tool, req))
-    libs = _apply_overrides(env, _overrides(tool, host, req.env_flag))
+    libs = _apply_overrides(env, _overrides(tool, host, req.env_flag), req.no_eval)
     env["LD_LIBRARY_PATH"] = f"{libs}:{LIBS_DIR}" if libs else LIBS_DIR
     return env
 
@@ -99,13 +100,14 @@ def _overrides(tool: Tool, host: Mapping[str, str], env_flag: Mapping[str, str]
     return out
 
 
-def _apply_overrides(env: dict[str, str], overrides: Mapping[str, str]) -> str:
+def _apply_overrides(env: dict[str, str], overrides: Mapping[str, str],
+                     no_eval: bool = False) -> str:
     """Set the overrides into env; return the LD_LIBRARY_PATH the image or they ask for (the
     runtime appends its own libs directory to it)."""
     before = dict(env)
     libs = env.pop("LD_LIBRARY_PATH", "")
     for name, raw in overrides.items():
-        value = _evaluate(raw, before)
+        value = raw if no_eval else _evaluate(raw, before)
         if name == "APPEND_PATH":
             env["PATH"] = f"{env['PATH']}:{value}"
         elif name == "PREPEND_PATH":

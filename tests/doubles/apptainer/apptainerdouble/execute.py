@@ -50,6 +50,8 @@ COMMAND = Command(
              "(default [])", check=environment.check_env_flag),
         Flag("no-home", usage="do NOT mount users home directory if /home is not the current "
              "working directory"),
+        Flag("no-eval", usage="do not shell evaluate env vars or OCI container CMD/ENTRYPOINT/"
+             "ARGS"),
         Flag("nv", usage="enable Nvidia support"),
         Flag("pwd", "", "string", "initial working directory for payload process inside the "
              "container"),
@@ -78,6 +80,7 @@ def run(tool: Tool, parsed: Parsed, environ: Mapping[str, str]) -> int:
         image_path=os.path.abspath(image_path),
         home=home,
         binds=tuple(b.spec for b in binds),
+        no_eval=parsed.is_set("no-eval"),
     )
     plan: dict[str, object] = {
         "command": parsed.args[1:],
