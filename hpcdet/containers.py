@@ -281,3 +281,24 @@ def runtime_failure(runtime: str, exit_code: int, output: Sequence[str]) -> str 
         return None
     why = said or (f"its last words: {lines[-1]}" if lines else "it printed nothing")
     return f"{runtime} could not start the trial's container (exit code {exit_code}): {why}"
+
+
+def version_argvs(runtime: str, program: str) -> list[list[str]]:
+    """The commands that tell ``runtime``'s version, in the order to ask them: Docker's
+    daemon first (what runs the containers; its client may be newer), then its client."""
+    if runtime == "docker":
+        return [[program, "version", "--format", "{{.Server.Version}}"], [program, "--version"]]
+    return [[program, "--version"]]
+
+
+def parse_version(runtime: str, output: str) -> str | None:
+    """The product and version a runtime's version command printed, or None:
+    ``apptainer version 1.4.5`` -> ``apptainer 1.4.5``; ``singularity-ce version 3.11.4``
+    -> ``singularity-ce 3.11.4`` (a ``singularity`` that is Apptainer says so); ``Docker version
+    28.2.2, build e6534b4`` and ``20.10.24`` -> ``docker ...``; Enroot's ``4.1.2``."""
+    line = next((s.strip() for s in output.splitlines() if s.strip()), "")
+    found = re.search(r"\b(\d+\.\d+[\w.+~-]*)", line)
+    if found is None:
+        return None
+    product = re.match(r"([\w-]+) version\b", line, re.IGNORECASE)
+    return f"{product.group(1).lower() if product else runtime} {found.group(1)}"
