@@ -16,7 +16,8 @@ signals to a child process, reads its exit code and streams its output into the 
 ``docker run`` is a child like the other runtimes (it proxies signals to the container and
 returns the entrypoint's exit code), so its command stays data beside theirs. The SDK would
 need the ``docker`` package in the trial's environment on every node, and a loop of its own to
-attach, forward signals and wait. ``images`` pulls with ``docker pull`` for the same reason.
+attach, forward signals and wait. Like Podman, Docker keeps its images in its own store and
+``docker run`` pulls a missing one (``docker pull`` by hand: ``pull_argv``).
 """
 
 from __future__ import annotations
@@ -235,7 +236,8 @@ def exec_argv(spec: ContainerSpec, workdir: str, names: Sequence[str],
         if spec.device == "cuda" and spec.runtime == "docker":
             # The daemon starts the container outside the job's cgroup, so only the job's own
             # GPUs go in; inside they are numbered from 0.
-            given = [d for d in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+            given = [d.strip() for d in env.get("CUDA_VISIBLE_DEVICES", "").split(",")
+                     if d.strip()]
             # --gpus reads its value as CSV: a list of devices is quoted (docker-run(1)).
             flags += ["--gpus", f'"device={",".join(given)}"' if given else "all"]
             if given:

@@ -184,6 +184,8 @@ def test_pull_commands_and_credentials() -> None:
         "singularity", "pull", "--force", "/c/.part", "docker://python:3.11"]
     assert pull_argv("enroot", image, "/c/x.sqsh") == [
         "enroot", "import", "--output", "/c/x.sqsh", "docker://python:3.11"]
+    assert pull_argv("docker", Image("python:3.11", "python:3.11", "python:3.11"), "") == [
+        "docker", "pull", "python:3.11"]
     assert pull_environment("apptainer", {"username": "u", "password": "p"}) == {
         "APPTAINER_DOCKER_USERNAME": "u", "APPTAINER_DOCKER_PASSWORD": "p"}
     assert pull_environment("singularity", {"username": "u", "password": "p"}) == {
