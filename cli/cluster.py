@@ -17,6 +17,9 @@ def show() -> None:
           title="hpcdet cluster settings")
     view = cluster_view(site_scheduler(paths()))
     console.print(f"backend in use: {view.backend}")
+    if view.runtime is not None:
+        console.print(f"container runtime: {view.runtime.describe()}", markup=False,
+                      highlight=False)
     if view.problem:
         console.print(f"the scheduler did not answer: {view.problem}", markup=False)
         raise typer.Exit(1)

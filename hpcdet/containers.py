@@ -7,9 +7,17 @@ HPC launcher did): the launchers (torchrun, deepspeed) then run inside the image
 packages they start. Variables reach the container by name, never on the command line, where
 every user of the node could read them in the process list: Apptainer and Singularity take
 ``APPTAINERENV_<NAME>`` (``SINGULARITYENV_<NAME>``) from the environment even with
-``--cleanenv`` (apptainer.org/docs/user/main/environment_and_metadata.html); Podman's and
-Enroot's ``--env NAME`` without a value take the value from the environment (podman-run(1),
-enroot(1) start).
+``--cleanenv`` (apptainer.org/docs/user/main/environment_and_metadata.html); Podman's,
+Docker's and Enroot's ``--env NAME`` without a value take the value from the environment
+(podman-run(1), docker-run(1), enroot(1) start).
+
+Docker runs through its CLI, not the Docker SDK for Python: the harness already forwards
+signals to a child process, reads its exit code and streams its output into the node log, and
+``docker run`` is a child like the other runtimes (it proxies signals to the container and
+returns the entrypoint's exit code), so its command stays data beside theirs. The SDK would
+need the ``docker`` package in the trial's environment on every node, and a loop of its own to
+attach, forward signals and wait. Like Podman, Docker keeps its images in its own store and
+``docker run`` pulls a missing one (``docker pull`` by hand: ``pull_argv``).
 """
 
 from __future__ import annotations
@@ -17,11 +25,16 @@ from __future__ import annotations
 import posixpath
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-RUNTIMES = ("apptainer", "singularity", "podman", "enroot")
+RUNTIMES = ("apptainer", "singularity", "podman", "docker", "enroot")
+# Runtimes that keep images in a store of their own: the image is a reference there, which
+# the runtime pulls itself, not a file hpcdet converts.
+OWN_STORE = ("podman", "docker")
+# bind_mounts[].propagation (Determined's, Docker's and Podman's names); rprivate: the default.
+PROPAGATIONS = ("rprivate", "private", "rshared", "shared", "rslave", "slave")
 # Inside the container: the trial's working directory (its node's copy of the context), and
 # the directories each container has of its own (Determined's known issue: Singularity shares
 # the host's /tmp unless told otherwise).
@@ -49,6 +62,14 @@ class Bind:
     host: str
     target: str
     read_only: bool = False
+    # bind_mounts[].propagation (rshared, rslave, ...); "": the runtime's default (rprivate).
+    # Only Podman and Docker apply one (jobspec warns about the others).
+    propagation: str = ""
+
+    def options(self) -> str:
+        """The ``:ro,rslave`` tail of a Podman or Docker ``--volume``."""
+        said = [o for o in ("ro" if self.read_only else "", self.propagation) if o]
+        return ":" + ",".join(said) if said else ""
 
 
 @dataclass(frozen=True)
@@ -56,8 +77,9 @@ class Image:
     """Where the image a trial runs in comes from.
 
     ``file`` is what the runtime runs (a SIF for Apptainer and Singularity, a squashfs for
-    Enroot, the reference itself for Podman, which keeps its own store); ``pull_from`` is the
-    registry reference to convert into ``file`` when it is not there yet (None: use as is).
+    Enroot, the reference itself for Podman and Docker, which keep their own stores);
+    ``pull_from`` is the registry reference to convert into ``file`` when it is not there yet
+    (None: use as is).
     """
 
     named: str
@@ -122,7 +144,7 @@ def resolve(named: str, runtime: str, image_dir: str | None, cache_dir: str,
     if is_local(named):
         return Image(named, str(Path(named).expanduser()))
     reference = named if "://" in named else DOCKER + named
-    if runtime == "podman":
+    if runtime in OWN_STORE:
         return Image(named, reference[len(DOCKER):] if reference.startswith(DOCKER) else named)
     if image_dir:
         bare = reference.split("://", 1)[1]
@@ -167,21 +189,28 @@ def passed_names(env: Mapping[str, str], extra: Sequence[str] = ()) -> list[str]
 def with_workdir(binds: Sequence[Bind], workdir: str) -> list[Bind]:
     """A relative container_path is relative to the trial's working directory."""
     return [b if posixpath.isabs(b.target) else
-            Bind(b.host, posixpath.normpath(posixpath.join(workdir, b.target)), b.read_only)
+            replace(b, target=posixpath.normpath(posixpath.join(workdir, b.target)))
             for b in binds]
 
 
-def with_trialside(argv: Sequence[str]) -> list[str]:
+def with_trialside(argv: Sequence[str], started: str = "") -> list[str]:
     """``argv`` with hpcdet's trial side first on the PYTHONPATH the image sets, if any: the
-    variable is completed inside the container, where the image's value is known."""
-    return ["sh", "-c", f'export PYTHONPATH="${TRIALSIDE_ENV}${{PYTHONPATH:+:$PYTHONPATH}}"; '
-            'exec "$@"', "hpcdet-trial", *argv]
+    variable is completed inside the container, where the image's value is known.
+    ``started``: a file to create first, which tells the harness that the container started
+    and what failed after it was the trial (``runtime_failure``)."""
+    # `true`, a regular built-in: a redirection it cannot make does not end the shell.
+    mark = ['true 2>/dev/null >"$1"; shift; '] if started else []
+    return ["sh", "-c", "".join(mark) + f'export PYTHONPATH="${TRIALSIDE_ENV}'
+            '${PYTHONPATH:+:$PYTHONPATH}"; exec "$@"', "hpcdet-trial",
+            *([started] if started else []), *argv]
 
 
 def exec_argv(spec: ContainerSpec, workdir: str, names: Sequence[str],
-              env: Mapping[str, str], argv: Sequence[str]) -> tuple[list[str], dict[str, str]]:
-    """The command that runs ``argv`` in the container, and the variables to add to the
-    runtime's own environment so that ``names`` of ``env`` reach the trial."""
+              env: Mapping[str, str], argv: Sequence[str],
+              user: tuple[int, int]) -> tuple[list[str], dict[str, str]]:
+    """The command that runs ``argv`` in the container as ``user`` (the caller's effective
+    uid and gid), and the variables to add to the runtime's own environment so that ``names``
+    of ``env`` reach the trial."""
     binds = list(spec.binds)
     if spec.runtime in ("apptainer", "singularity"):
         # --no-eval: without it the runtime evaluates each value in a shell inside, so a `$`
@@ -193,16 +222,37 @@ def exec_argv(spec: ContainerSpec, workdir: str, names: Sequence[str],
         prefix = RUNTIME_ENV_PREFIXES[spec.runtime == "singularity"]
         return ([spec.program, *flags, spec.image.file, *argv],
                 {prefix + n: env[n] for n in names})
-    if spec.runtime == "podman":
-        flags = ["run", "--rm", "--network=host", "--ipc=host", "--userns=keep-id",
-                 "--workdir", workdir]
-        flags += {"cuda": ["--device", "nvidia.com/gpu=all"],
-                  "rocm": ["--device", "/dev/kfd", "--device", "/dev/dri"]}.get(spec.device, [])
+    if spec.runtime in OWN_STORE:
+        flags, extra = ["run", "--rm", "--network=host", "--ipc=host"], {}
+        if spec.runtime == "podman":
+            # Rootless, keep-id runs the trial as the user (and sets HOME to the working
+            # directory); as root Podman refuses it ("keep-id is only supported in rootless
+            # mode"), and root in the container is the user who started it.
+            flags += ["--userns=keep-id"] if user[0] != 0 else []
+        else:
+            # The daemon runs as root: the trial runs as the user, so its files on the binds
+            # are the user's. Docker then sets HOME=/ (no passwd entry in the image), which the
+            # user cannot write: the working directory, as Podman's keep-id does.
+            flags += ["--user", f"{user[0]}:{user[1]}", "--env", f"HOME={workdir}"]
+        flags += ["--workdir", workdir]
+        if spec.device == "cuda" and spec.runtime == "docker":
+            # The daemon starts the container outside the job's cgroup, so only the job's own
+            # GPUs go in; inside they are numbered from 0.
+            given = [d.strip() for d in env.get("CUDA_VISIBLE_DEVICES", "").split(",")
+                     if d.strip()]
+            # --gpus reads its value as CSV: a list of devices is quoted (docker-run(1)).
+            flags += ["--gpus", f'"device={",".join(given)}"' if given else "all"]
+            if given:
+                extra["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(len(given)))
+        else:
+            flags += {"cuda": ["--device", "nvidia.com/gpu=all"],
+                      "rocm": ["--device", "/dev/kfd", "--device", "/dev/dri"]
+                      }.get(spec.device, [])
         for b in binds:
-            flags += ["--volume", f"{b.host}:{b.target}" + (":ro" if b.read_only else "")]
+            flags += ["--volume", f"{b.host}:{b.target}{b.options()}"]
         for n in names:
             flags += ["--env", n]
-        return [spec.program, *flags, spec.image.file, *argv], {}
+        return [spec.program, *flags, spec.image.file, *argv], extra
     # enroot start runs a squashfs image directly; GPUs come from its NVIDIA hook, which
     # reads NVIDIA_VISIBLE_DEVICES (passed like every device variable).
     flags = ["start", "--rw"]
@@ -212,3 +262,47 @@ def exec_argv(spec: ContainerSpec, workdir: str, names: Sequence[str],
         flags += ["--env", n]
     return [spec.program, *flags, spec.image.file, "sh", "-c", 'cd "$1" && shift && exec "$@"',
             "enroot-start", workdir, *argv], {}
+
+
+# What the runtimes print when they cannot start a container: Apptainer's Go side
+# ("FATAL:   ...") and its starter ("ERROR  : ..."), Podman's ("Error: ..."), the Docker
+# client's ("docker: Error response from daemon: ...", "docker: permission denied ..."),
+# Enroot's ("[ERROR] ...").
+_RUNTIME_SAYS = ("FATAL:", "ERROR  :", "Error:", "docker:", "[ERROR]")
+# Exit codes of a runtime that failed itself: Podman's and Docker's own failure (125), a
+# command it could not run (126) or find (127); Apptainer's FATAL (255).
+RUNTIME_EXIT_CODES = frozenset({125, 126, 127, 255})
+
+
+def runtime_failure(runtime: str, exit_code: int, output: Sequence[str]) -> str | None:
+    """Why ``runtime`` failed to start the trial's container, from its exit code and the last
+    lines of its output, or None when nothing says it was the runtime's failure. Asked only
+    when the container's first command never ran (``with_trialside``'s ``started`` file was
+    not made), so an exit code of 125-127 or 255 is the runtime's, not the trial's."""
+    lines = [line.strip() for line in output if line.strip()]
+    said = next((line for line in reversed(lines) if line.startswith(_RUNTIME_SAYS)), None)
+    if said is None and exit_code not in RUNTIME_EXIT_CODES:
+        return None
+    why = said or (f"its last words: {lines[-1]}" if lines else "it printed nothing")
+    return f"{runtime} could not start the trial's container (exit code {exit_code}): {why}"
+
+
+def version_argvs(runtime: str, program: str) -> list[list[str]]:
+    """The commands that tell ``runtime``'s version, in the order to ask them: Docker's
+    daemon first (what runs the containers; its client may be newer), then its client."""
+    if runtime == "docker":
+        return [[program, "version", "--format", "{{.Server.Version}}"], [program, "--version"]]
+    return [[program, "--version"]]
+
+
+def parse_version(runtime: str, output: str) -> str | None:
+    """The product and version a runtime's version command printed, or None:
+    ``apptainer version 1.4.5`` -> ``apptainer 1.4.5``; ``singularity-ce version 3.11.4``
+    -> ``singularity-ce 3.11.4`` (a ``singularity`` that is Apptainer says so); ``Docker version
+    28.2.2, build e6534b4`` and ``20.10.24`` -> ``docker ...``; Enroot's ``4.1.2``."""
+    line = next((s.strip() for s in output.splitlines() if s.strip()), "")
+    found = re.search(r"\b(\d+\.\d+[\w.+~-]*)", line)
+    if found is None:
+        return None
+    product = re.match(r"([\w-]+) version\b", line, re.IGNORECASE)
+    return f"{product.group(1).lower() if product else runtime} {found.group(1)}"

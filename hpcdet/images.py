@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from hpcdet.containers import ContainerSpec, pull_argv, pull_environment
+from hpcdet.containers import OWN_STORE, ContainerSpec, pull_argv, pull_environment
 from hpcdet.errors import ImageError
 from hpcdet.private import PrivacyError, private_dir
 
@@ -69,7 +69,7 @@ def ensure(spec: ContainerSpec, say: Callable[[str], None], force: bool = False,
 def needs_pull(spec: ContainerSpec, force: bool = False) -> bool:
     """Whether ``spec``'s image is one hpcdet converts and is not there yet (or ``force``)."""
     image = spec.image
-    return (image.pull_from is not None and spec.runtime != "podman"
+    return (image.pull_from is not None and spec.runtime not in OWN_STORE
             and (force or not Path(image.file).exists()))
 
 
@@ -106,8 +106,8 @@ def _ensure(spec: ContainerSpec, say: Callable[[str], None], force: bool,
             reserved: str) -> Path:
     image = spec.image
     target = Path(image.file)
-    if image.pull_from is None or spec.runtime == "podman":
-        if spec.runtime != "podman" and not target.exists():
+    if image.pull_from is None or spec.runtime in OWN_STORE:
+        if spec.runtime not in OWN_STORE and not target.exists():
             raise ImageError(f"the image {image.named} does not exist ({target}); check "
                              "environment.image, or copy the image there")
         return target

@@ -23,6 +23,7 @@ import tempfile
 import threading
 import time
 import zlib
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -38,6 +39,7 @@ from hpcdet.containers import (
     ContainerSpec,
     exec_argv,
     passed_names,
+    runtime_failure,
     with_trialside,
     with_workdir,
 )
@@ -51,6 +53,8 @@ from hpcdet.rundir.layout import PREEMPT_FILE
 from hpcdet.rundir.spec import CLUSTER_INFO_ENV, RUN_DIR_ENV, ClusterInfoRecord, RunSpec
 
 RENDEZVOUS_TIMEOUT = 300.0
+# The last lines of the entrypoint's output kept to say why its container did not start.
+TAIL_LINES = 40
 
 
 def own_address(node: NodeEnv, num_nodes: int) -> str:
@@ -285,9 +289,12 @@ class OutputSink:
         return True
 
 
-def _pump(stream: IO[bytes], sinks: list[OutputSink]) -> None:
+def _pump(stream: IO[bytes], sinks: list[OutputSink], tail: deque[str] | None = None) -> None:
+    """Copy ``stream`` to ``sinks`` line by line, the last lines also into ``tail``."""
     for raw in iter(stream.readline, b""):
         line = raw.decode(errors="replace").rstrip("\n")
+        if tail is not None:
+            tail.append(line)
         for sink in sinks:
             sink.write_line(line)
     for sink in sinks:
@@ -356,12 +363,17 @@ def main(argv: list[str]) -> int:
                                  stderr=subprocess.STDOUT)
         # The trial checkpoints on request; SIGINT still goes through to it.
         signal.signal(signal.SIGINT, lambda s, f: child.send_signal(signal.SIGINT))
-        pump = threading.Thread(target=_pump, args=(child.stdout, sinks), daemon=True)
+        tail: deque[str] = deque(maxlen=TAIL_LINES)
+        pump = threading.Thread(target=_pump, args=(child.stdout, sinks, tail), daemon=True)
         pump.start()
         rc = child.wait()
         pump.join(timeout=5)
         rc = 128 - rc if rc < 0 else rc
-        if hook_done is not None and rc != 0 and not hook_done.exists():
+        failed = container_failure(spec, run_dir, rank, rc, list(tail))
+        if failed:
+            say(failed)
+            write_text_atomic(layout.node_launch_failed(run_dir, rank), f"{failed}\n")
+        elif hook_done is not None and rc != 0 and not hook_done.exists():
             write_text_atomic(layout.node_hook_failed(run_dir, rank), f"{rc}\n")
             say(f"startup-hook.sh failed with exit code {rc}; the entrypoint did not run")
         write_text_atomic(layout.node_exit(run_dir, rank), f"{rc}\n")
@@ -407,9 +419,22 @@ def launch(
     # How a rank of a step started on the host enters this node's image (hpcdet.launch.mpi).
     write_atomic(container_record(Path(spec.run_dir), node.node_rank),
                  {"spec": spec_here.to_dict(), "env": added})
-    command, extra = exec_argv(spec_here, WORKDIR, names, env, with_trialside(argv))
+    started = layout.node_started(Path(spec.run_dir), node.node_rank)
+    started.unlink(missing_ok=True)  # a requeued job's
+    command, extra = exec_argv(spec_here, WORKDIR, names, env,
+                               with_trialside(argv, started=str(started)),
+                               user=(os.geteuid(), os.getegid()))
     say(f"running in {container.image.named} with {container.runtime}")
     return command, {**env, **extra}
+
+
+def container_failure(spec: RunSpec, run_dir: Path, rank: int, rc: int,
+                      tail: list[str]) -> str | None:
+    """Why the container runtime failed before the container's first command ran (its own
+    message line, ``containers.runtime_failure``), or None: no container, or it started."""
+    if spec.container is None or rc == 0 or layout.node_started(run_dir, rank).exists():
+        return None
+    return runtime_failure(spec.container["runtime"], rc, tail)
 
 
 def container_binds(spec: RunSpec, container: ContainerSpec, node_dir: Path) -> list[Bind]:

@@ -159,7 +159,8 @@ def rank_command(record: Mapping[str, Any], env: Mapping[str, str],
     merged = {k: v for k, v in {**env, **record["env"]}.items()
               if not k.startswith(RUNTIME_ENV_PREFIXES)}
     names = passed_names(merged, extra=list(record["env"]))
-    argv, extra = exec_argv(spec, WORKDIR, names, merged, with_trialside(cmd))
+    argv, extra = exec_argv(spec, WORKDIR, names, merged, with_trialside(cmd),
+                            user=(os.geteuid(), os.getegid()))
     return argv, {**merged, **extra}
 
 

@@ -25,6 +25,7 @@ from hpcdet.config.schema import (
     is_int64,
     show,
 )
+from hpcdet.containers import PROPAGATIONS
 
 # ---------------------------------------------------------------------------------- resources
 
@@ -391,7 +392,7 @@ BIND_MOUNT_SPECS: dict[str, Spec] = {
     "host_path": Custom(_host_path),
     "container_path": Custom(_container_path),
     "read_only": Bool(False),
-    "propagation": Str("rprivate"),
+    "propagation": Str("rprivate", choices=PROPAGATIONS),
 }
 
 

@@ -48,7 +48,9 @@ def container_spec(cfg: ExperimentConfig, cluster: ClusterConfig, placement: Pla
     runtime = cluster.container_runtime
     image = containers.resolve(named, runtime, cluster.image_dir,
                                cluster.image_cache or str(paths.images))
-    binds = tuple(Bind(m.host_path, m.container_path, m.read_only) for m in cfg.bind_mounts)
+    binds = tuple(Bind(m.host_path, m.container_path, m.read_only,
+                       "" if m.propagation == "rprivate" else m.propagation)
+                  for m in cfg.bind_mounts)
     return ContainerSpec(runtime, image, device, binds, cfg.environment.force_pull_image,
                          dict(cfg.environment.registry_auth), shutil.which(runtime) or "")
 
@@ -75,14 +77,16 @@ def container_warnings(cfg: ExperimentConfig, cluster: ClusterConfig) -> list[st
     env = cfg.environment
     if not env.has_image:
         return []
+    runtime = cluster.container_runtime
     said = [f"bind_mounts[{i}].propagation {m.propagation} is accepted but not applied: "
-            f"{cluster.container_runtime} binds take no propagation mode"
-            for i, m in enumerate(cfg.bind_mounts) if m.propagation != "rprivate"]
+            f"{runtime} binds take no propagation mode (podman and docker do)"
+            for i, m in enumerate(cfg.bind_mounts)
+            if m.propagation != "rprivate" and runtime not in containers.OWN_STORE]
     if env.python:
         said.append(f"environment.python {env.python} is accepted but not applied: in "
                     "environment.image the entrypoint runs with the image's own python3")
     said += [f"environment.registry_auth.{key} is accepted but not applied: hpcdet gives "
-             f"{cluster.container_runtime} the username and password only"
+             f"{runtime} the username and password only"
              for key in env.registry_auth if key not in _AUTH_APPLIED]
     return said
 

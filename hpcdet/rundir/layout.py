@@ -93,6 +93,12 @@ def hook_failure(run_dir: Path) -> int | None:
     return None
 
 
+def node_started(run_dir: Path, rank: int) -> Path:
+    """Made by the container's first command on that node: what failed after it is the
+    trial's, what failed before it the container runtime's."""
+    return run_dir / NODES_DIR / f"{rank}.started"
+
+
 def node_launch_failed(run_dir: Path, rank: int) -> Path:
     """Why the trial could not start on that node (its image or container runtime)."""
     return run_dir / NODES_DIR / f"{rank}.launch-failed"

@@ -1,11 +1,14 @@
 """The cluster as `hpcdet cluster show` and the UI's cluster page show it: the backend in use,
-what its scheduler reports of partitions (queues) and limits, and hpcdet's slots in use."""
+what its scheduler reports of partitions (queues) and limits, hpcdet's slots in use, and the
+container runtime found here."""
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass
 
 from hpcdet.config.cluster import load_cluster_config
+from hpcdet.containers import parse_version, version_argvs
 from hpcdet.errors import SchedulerCommandError
 from hpcdet.paths import StatePaths
 from hpcdet.schedulers import Scheduler, make_scheduler
@@ -20,16 +23,59 @@ def site_scheduler(paths: StatePaths) -> Scheduler:
 
 
 @dataclass(frozen=True)
+class RuntimeView:
+    """The cluster config's container runtime as this host has it."""
+
+    name: str
+    path: str  # "" when it is not on PATH
+    version: str  # "apptainer 1.4.5"; "" when it did not say
+    problem: str  # "" or what went wrong asking it (Docker: a daemon that did not answer)
+
+    def describe(self) -> str:
+        """``apptainer 1.4.5 at /usr/bin/apptainer``; ``singularity (apptainer 1.4.5) at ...``;
+        ``enroot not found on PATH``."""
+        if not self.path:
+            return f"{self.name} not found on PATH"
+        said = (self.version if self.version.startswith(self.name + " ") else
+                f"{self.name} ({self.version or 'version unknown'})")
+        return f"{said} at {self.path}" + (f"; {self.problem}" if self.problem else "")
+
+
+@dataclass(frozen=True)
 class ClusterView:
     backend: str
     reported: list[tuple[str, str]]  # (what, the scheduler's words), partitions first
     problem: str  # "" or why the scheduler did not answer
+    runtime: RuntimeView | None = None
 
 
-def cluster_view(scheduler: Scheduler) -> ClusterView:
+def runtime_view(name: str, runner: CommandRunner) -> RuntimeView:
+    """Where ``name`` is on PATH here and the version it tells (``containers.version_argvs``),
+    through the command runner; what failed is said, never raised."""
+    path = shutil.which(name)
+    if path is None:
+        return RuntimeView(name, "", "", "")
+    problems = []
+    for cmd in version_argvs(name, path):
+        try:
+            result = runner.run(cmd, check=False)
+        except SchedulerCommandError as e:
+            problems.append(str(e))
+            continue
+        version = parse_version(name, result.stdout) if result.exit_code == 0 else None
+        if version:
+            return RuntimeView(name, path, version, "; ".join(problems))
+        said = (result.stderr.strip() or result.stdout.strip() or "no output").splitlines()
+        problems.append(f"`{' '.join(cmd[1:])}` exited {result.exit_code}: {said[-1]}")
+    return RuntimeView(name, path, "", "; ".join(problems))
+
+
+def cluster_view(scheduler: Scheduler, runtime: str | None = None) -> ClusterView:
+    """``runtime``: the container runtime to look for (default: the cluster config's)."""
+    runner = CommandRunner(timeout=30)
+    found = runtime_view(runtime or load_cluster_config().container_runtime, runner)
     try:
-        runner = CommandRunner(timeout=30)
         outputs = [runner.run(cmd).stdout for cmd in scheduler.info_commands()]
     except SchedulerCommandError as e:
-        return ClusterView(scheduler.name, [], str(e))
-    return ClusterView(scheduler.name, scheduler.parse_info(outputs), "")
+        return ClusterView(scheduler.name, [], str(e), found)
+    return ClusterView(scheduler.name, scheduler.parse_info(outputs), "", found)

@@ -67,8 +67,14 @@ def test_cli_on_another_login_node_names_the_daemon_host(
 
 
 def test_cluster_show_prints_settings(local_hpcdet: Hpcdet) -> None:
-    out = local_hpcdet.run("cluster", "show").stdout
+    shown = local_hpcdet.run("cluster", "show")
+    out = shown.stdout
     assert "min_poll_interval" in out and "backend in use: local" in out
+    # The cluster config's runtime (apptainer by default), found or not, without a traceback.
+    assert "container runtime: apptainer" in out and "Traceback" not in shown.stderr
+    (local_hpcdet.root / "cluster.yaml").write_text("backend: local\ncontainer_runtime: enroot\n")
+    assert "container runtime: enroot not found on PATH" in local_hpcdet.run(
+        "cluster", "show").stdout
 
 
 def test_startup_hook_and_list_entrypoint(local_hpcdet: Hpcdet, tmp_path: Path) -> None:

@@ -26,14 +26,20 @@ ENV = {"SLURM_JOB_ID": "7", "CUDA_VISIBLE_DEVICES": "0,1", "DET_HPARAMS": '{"a":
 ARGV = ["bash", "-c", "python3 train.py"]
 
 
+USER = (1005, 1006)  # a user's uid and gid; root is (0, 0)
+
+
 def _spec(runtime: str, device: str = "cpu", binds: tuple[Bind, ...] = BINDS) -> ContainerSpec:
-    file = {"podman": "docker.io/library/python:3.11"}.get(runtime, "/img/python+3.11.sif")
+    file = ("docker.io/library/python:3.11" if runtime in ("podman", "docker")
+            else "/img/python+3.11.sif")
     return ContainerSpec(runtime, Image("python:3.11", file), device, binds)
 
 
-def _run(runtime: str, device: str = "cpu") -> tuple[list[str], dict[str, str]]:
-    names = passed_names(ENV, extra=["MY_VAR", "DET_HPARAMS"])
-    return exec_argv(_spec(runtime, device), "/tmp/hpcdet-1/work", names, ENV, ARGV)
+def _run(runtime: str, device: str = "cpu", user: tuple[int, int] = USER,
+         env: dict[str, str] = ENV) -> tuple[list[str], dict[str, str]]:
+    names = passed_names(env, extra=["MY_VAR", "DET_HPARAMS"])
+    return exec_argv(_spec(runtime, device), "/tmp/hpcdet-1/work", names, env, ARGV,
+                     user=user)
 
 
 def test_variables_that_reach_the_container() -> None:
@@ -61,7 +67,7 @@ def test_apptainer_and_singularity(runtime: str, device: str, flag: list[str]) -
 @pytest.mark.parametrize(("device", "flag"), [
     ("cpu", []), ("cuda", ["--device", "nvidia.com/gpu=all"]),
     ("rocm", ["--device", "/dev/kfd", "--device", "/dev/dri"])])
-def test_podman(device: str, flag: list[str]) -> None:
+def test_podman_rootless(device: str, flag: list[str]) -> None:
     argv, env = _run("podman", device)
     assert argv == [
         "podman", "run", "--rm", "--network=host", "--ipc=host", "--userns=keep-id",
@@ -71,6 +77,65 @@ def test_podman(device: str, flag: list[str]) -> None:
         "--env", "SLURM_JOB_ID", "docker.io/library/python:3.11", "bash", "-c",
         "python3 train.py"]
     assert env == {}
+
+
+def test_podman_as_root_runs_without_keep_id() -> None:
+    # Podman as root: "Error: keep-id is only supported in rootless mode"; root in the
+    # container is the root that started it.
+    argv, env = _run("podman", "cuda", user=(0, 0))
+    assert argv == [
+        "podman", "run", "--rm", "--network=host", "--ipc=host",
+        "--workdir", "/tmp/hpcdet-1/work", "--device", "nvidia.com/gpu=all",
+        "--volume", "/scratch/runs/e1:/scratch/runs/e1", "--volume", "/lustre/data:/data:ro",
+        "--env", "CUDA_VISIBLE_DEVICES", "--env", "DET_HPARAMS", "--env", "MY_VAR",
+        "--env", "SLURM_JOB_ID", "docker.io/library/python:3.11", "bash", "-c",
+        "python3 train.py"]
+    assert env == {}
+
+
+DOCKER_BINDS = ["--volume", "/scratch/runs/e1:/scratch/runs/e1",
+                "--volume", "/lustre/data:/data:ro"]
+DOCKER_ENV = ["--env", "CUDA_VISIBLE_DEVICES", "--env", "DET_HPARAMS", "--env", "MY_VAR",
+              "--env", "SLURM_JOB_ID"]
+
+
+@pytest.mark.parametrize("user", [USER, (0, 0)])
+@pytest.mark.parametrize(("device", "flag"), [
+    ("cpu", []), ("rocm", ["--device", "/dev/kfd", "--device", "/dev/dri"])])
+def test_docker(device: str, flag: list[str], user: tuple[int, int]) -> None:
+    argv, env = _run("docker", device, user=user)
+    # The user's own uid and gid, also as root; HOME the working directory (docker's would
+    # be /, which the user cannot write); variables by name only.
+    assert argv == [
+        "docker", "run", "--rm", "--network=host", "--ipc=host",
+        "--user", f"{user[0]}:{user[1]}", "--env", "HOME=/tmp/hpcdet-1/work",
+        "--workdir", "/tmp/hpcdet-1/work", *flag, *DOCKER_BINDS, *DOCKER_ENV,
+        "docker.io/library/python:3.11", "bash", "-c", "python3 train.py"]
+    assert env == {}
+    for value in (ENV["DET_HPARAMS"], ENV["MY_VAR"], ENV["CUDA_VISIBLE_DEVICES"]):
+        assert not any(value in a for a in argv)
+
+
+def test_docker_gives_the_job_its_own_gpus_numbered_from_0() -> None:
+    argv, env = _run("docker", "cuda", env={**ENV, "CUDA_VISIBLE_DEVICES": "2,3"})
+    # --gpus reads CSV: the quotes keep the list one value.
+    assert argv[argv.index("--gpus") + 1] == '"device=2,3"'
+    assert "nvidia.com/gpu=all" not in argv and "--device" not in argv
+    assert env == {"CUDA_VISIBLE_DEVICES": "0,1"}
+    argv, env = _run("docker", "cuda", env={k: v for k, v in ENV.items()
+                                            if k != "CUDA_VISIBLE_DEVICES"})
+    assert argv[argv.index("--gpus") + 1] == "all" and env == {}
+
+
+def test_propagation_reaches_podman_and_docker_volumes() -> None:
+    binds = (Bind("/lustre/data", "/data", True, "rslave"),
+             Bind("/scratch", "/s", False, "rshared"))
+    for runtime in ("podman", "docker"):
+        argv, _ = exec_argv(_spec(runtime, binds=binds), "/w", [], {}, ["true"], user=USER)
+        volumes = [argv[i + 1] for i, a in enumerate(argv) if a == "--volume"]
+        assert volumes == ["/lustre/data:/data:ro,rslave", "/scratch:/s:rshared"]
+    argv, _ = exec_argv(_spec("apptainer", binds=binds), "/w", [], {}, ["true"], user=USER)
+    assert "/lustre/data:/data:ro" in argv and not any("rslave" in a for a in argv)
 
 
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
@@ -106,6 +171,9 @@ def test_where_an_image_comes_from() -> None:
     assert resolve("python:3.11", "singularity", site, cache, have.__contains__).pull_from == (
         "docker://python:3.11")
     assert resolve("python:3.11", "podman", site, cache) == Image("python:3.11", "python:3.11")
+    # Docker keeps its own store too: the reference, never a converted file.
+    assert resolve("docker://python:3.11", "docker", site, cache) == Image(
+        "docker://python:3.11", "python:3.11")
 
 
 def test_pull_commands_and_credentials() -> None:
@@ -116,6 +184,8 @@ def test_pull_commands_and_credentials() -> None:
         "singularity", "pull", "--force", "/c/.part", "docker://python:3.11"]
     assert pull_argv("enroot", image, "/c/x.sqsh") == [
         "enroot", "import", "--output", "/c/x.sqsh", "docker://python:3.11"]
+    assert pull_argv("docker", Image("python:3.11", "python:3.11", "python:3.11"), "") == [
+        "docker", "pull", "python:3.11"]
     assert pull_environment("apptainer", {"username": "u", "password": "p"}) == {
         "APPTAINER_DOCKER_USERNAME": "u", "APPTAINER_DOCKER_PASSWORD": "p"}
     assert pull_environment("singularity", {"username": "u", "password": "p"}) == {
@@ -179,7 +249,110 @@ def test_the_trial_side_goes_before_the_images_own_pythonpath(tmp_path: Path) ->
 
 def test_the_runtime_found_at_submit_is_used_where_path_lacks_it() -> None:
     spec = replace(_spec("apptainer"), executable="/opt/apptainer/bin/apptainer")
-    argv, _ = exec_argv(spec, "/w", [], {}, ["true"])
+    argv, _ = exec_argv(spec, "/w", [], {}, ["true"], user=USER)
     assert argv[0] == "/opt/apptainer/bin/apptainer"
     image = Image("python:3.11", "/c/python+3.11.sif", "docker://python:3.11")
     assert pull_argv("apptainer", image, "/c/p", program=spec.program)[0] == spec.executable
+
+
+# What the runtimes print when they cannot start a container, as measured on this project's
+# machines (shared/reference/container-runtimes.md): the lines of stderr, in order.
+PODMAN_NO_IMAGE = [
+    "Trying to pull localhost/nope:1...",
+    'WARN[0000] Failed, retrying in 1s ... (1/3). Error: initializing source '
+    'docker://localhost/nope:1: pinging container registry localhost: Get '
+    '"https://localhost/v2/": dial tcp [::1]:443: connect: connection refused',
+    'Error: initializing source docker://localhost/nope:1: pinging container registry '
+    'localhost: Get "https://localhost/v2/": dial tcp [::1]:443: connect: connection refused']
+PODMAN_NO_COMMAND = [
+    'Error: runc: runc create failed: unable to start container process: exec: "nosuchcmd": '
+    'executable file not found in $PATH: OCI runtime attempted to invoke a command that was '
+    'not found']
+PODMAN_ROOTLESS_NOISE = [
+    'time="2026-11-28T10:01:02Z" level=warning msg="\\"/\\" is not a shared mount, this could '
+    'cause issues or missing mounts with rootless containers"']
+DOCKER_NO_IMAGE = [
+    "Unable to find image 'localhost/nope:1' locally",
+    'docker: Error response from daemon: Get "http://localhost/v2/": dial tcp [::1]:80: '
+    'connect: connection refused.',
+    "See 'docker run --help'."]
+DOCKER_28_NO_IMAGE = ["docker: Error response from daemon: No such image: nope:latest",
+                      "Run 'docker run --help' for more information"]
+DOCKER_NO_COMMAND = [
+    'docker: Error response from daemon: failed to create shim task: OCI runtime create '
+    'failed: runc create failed: unable to start container process: exec: "nosuchcmd": '
+    'executable file not found in $PATH: unknown.']
+DOCKER_NO_GROUP = [
+    "docker: permission denied while trying to connect to the Docker daemon socket at "
+    "unix:///var/run/docker.sock: Post \"http://%2Fvar%2Frun%2Fdocker.sock/v1.24/containers/"
+    "create\": dial unix /var/run/docker.sock: connect: permission denied.",
+    "See 'docker run --help'."]
+APPTAINER_NO_IMAGE = [
+    "INFO:    gocryptfs not found, will not be able to use gocryptfs",
+    "FATAL:   While checking container encryption: could not open image /d/nope.sif: failed "
+    "to retrieve path for /d/nope.sif: lstat /d/nope.sif: no such file or directory"]
+APPTAINER_NO_COMMAND = ['FATAL:   "nosuchcmd": executable file not found in $PATH']
+APPTAINER_NO_BIND = [
+    "WARNING: skipping mount of /nonexistent: stat /nonexistent: no such file or directory",
+    "FATAL:   container creation failed: mount hook function failure: mount /nonexistent->/x "
+    "error: while mounting /nonexistent: mount source /nonexistent doesn't exist"]
+APPTAINER_CAPS = ["ERROR  : Requesting capability set 0x000001ffffffffff while permitted "
+                  "capability set is 0x000001fffeffffff"]
+ENROOT_NO_IMAGE = ["[ERROR] Invalid argument: /d/nope.sqsh"]
+
+
+@pytest.mark.parametrize(("runtime", "code", "output"), [
+    ("podman", 125, PODMAN_ROOTLESS_NOISE + PODMAN_NO_IMAGE),
+    ("podman", 127, PODMAN_NO_COMMAND),
+    ("docker", 125, DOCKER_NO_IMAGE),
+    ("docker", 125, DOCKER_28_NO_IMAGE),
+    ("docker", 127, DOCKER_NO_COMMAND),
+    ("docker", 126, DOCKER_NO_GROUP),
+    ("apptainer", 255, APPTAINER_NO_IMAGE),
+    ("apptainer", 255, APPTAINER_NO_COMMAND),
+    ("apptainer", 255, APPTAINER_NO_BIND),
+    ("apptainer", 1, APPTAINER_CAPS),
+    ("singularity", 255, APPTAINER_NO_COMMAND),
+    ("enroot", 1, ENROOT_NO_IMAGE),
+])
+def test_the_runtimes_own_message_says_why_the_container_did_not_start(
+        runtime: str, code: int, output: list[str]) -> None:
+    from hpcdet.containers import runtime_failure
+
+    said = runtime_failure(runtime, code, output)
+    # The runtime's own last error line, whole, after what hpcdet says of it.
+    own = next(line for line in reversed(output)
+               if line.startswith(("FATAL:", "ERROR  :", "Error:", "docker:", "[ERROR]")))
+    assert said == f"{runtime} could not start the trial's container (exit code {code}): {own}"
+
+
+def test_a_runtimes_exit_code_without_its_words_is_still_its_failure() -> None:
+    from hpcdet.containers import runtime_failure
+
+    assert runtime_failure("podman", 125, ["", "something else  "]) == (
+        "podman could not start the trial's container (exit code 125): its last words: "
+        "something else")
+    assert runtime_failure("docker", 126, []) == (
+        "docker could not start the trial's container (exit code 126): it printed nothing")
+    # Not the runtime's code, nor its words: not said to be its failure (a signal, say).
+    assert runtime_failure("apptainer", 143, ["Terminated"]) is None
+    assert runtime_failure("podman", 1, []) is None
+
+
+def test_the_first_command_in_the_container_marks_that_it_started(tmp_path: Path) -> None:
+    import subprocess
+
+    from hpcdet.containers import with_trialside
+
+    started = tmp_path / "0.started"
+    env = {"PATH": "/usr/bin:/bin", "HPCDET_TRIALSIDE": "/ts"}
+    show = ["sh", "-c", 'echo "$PYTHONPATH" "$0" "$@"; exit 3', "a", "b c"]
+    out = subprocess.run(with_trialside(show, started=str(started)), env=env,
+                         capture_output=True, text=True)
+    assert (out.returncode, out.stdout, started.exists()) == (3, "/ts a b c\n", True)
+    # A marker that cannot be made does not stop the trial; a missing command is the
+    # shell's (the trial's), named after hpcdet-trial.
+    out = subprocess.run(with_trialside(["nosuchcmd"], started=str(tmp_path / "no" / "x")),
+                         env=env, capture_output=True, text=True)
+    assert out.returncode == 127 and out.stderr.startswith("hpcdet-trial:"), out.stderr
+    assert "nosuchcmd" in out.stderr and "no/x" not in out.stderr

@@ -151,7 +151,7 @@ def test_all_problems_reported_with_lines(tmp_path: Path) -> None:
         backend: slurmm
         partition: {gpu: a}
         walltime: forever
-        container_runtime: docker
+        container_runtime: dockr
         submissions_per_minute: 0
     """)
     with pytest.raises(ConfigError) as info:
@@ -161,8 +161,8 @@ def test_all_problems_reported_with_lines(tmp_path: Path) -> None:
         "backend (line 1): must be one of auto, slurm, pbs, local; got 'slurmm' (a string)",
         "walltime (line 3): is not a walltime: 'forever'; use 'HH:MM:SS', 'D-HH:MM:SS', '90m',"
         " '2h', '1d12h' or a whole number of minutes",
-        "container_runtime (line 4): must be one of apptainer, singularity, podman, enroot; got"
-        " 'docker' (a string)",
+        "container_runtime (line 4): must be one of apptainer, singularity, podman, docker, "
+        "enroot; got 'dockr' (a string)",
         "submissions_per_minute (line 5): must be an integer >= 1, got 0 (an integer)",
     ])
     assert str(info.value).startswith(f"invalid cluster config {user} (5 problem(s)):")

@@ -6,9 +6,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from hpcdet.config import ExperimentConfig
 from hpcdet.config.cluster import ClusterConfig
 from hpcdet.daemon.jobspec import container_problems, container_spec, run_spec, trial_python
+from hpcdet.errors import ConfigError
 from hpcdet.paths import StatePaths
 from hpcdet.schedulers.base import BatchOptions, Placement
 
@@ -75,3 +78,31 @@ def test_what_an_image_config_sets_and_hpcdet_does_not_apply_is_named() -> None:
         "bind_mounts[0].propagation shared", "environment.python /opt/py/bin/python3",
         "environment.registry_auth.serveraddress"]
     assert container_warnings(_cfg(environment={"image": "acme/x:1"}), ClusterConfig()) == []
+    # Podman and Docker apply it (--volume host:target:rslave).
+    for runtime in ("podman", "docker"):
+        said = container_warnings(cfg, ClusterConfig(container_runtime=runtime))
+        assert not any("propagation" in line for line in said), said
+
+
+def test_docker_is_a_container_runtime_of_the_cluster_config(tmp_path: Path) -> None:
+    from hpcdet.config.cluster import load_cluster_config
+
+    user = tmp_path / "cluster.yaml"
+    user.write_text("container_runtime: docker\n")
+    cluster = load_cluster_config(user_path=user, env={"HOME": str(tmp_path)})
+    assert cluster.container_runtime == "docker"
+    cfg = _cfg(environment={"image": "docker://acme/x:1"},
+               bind_mounts=[{"host_path": "/d", "container_path": "/d", "read_only": True,
+                             "propagation": "rslave"},
+                            {"host_path": "/e", "container_path": "/e"}])
+    spec = container_spec(cfg, cluster, CPU,
+                          StatePaths(tmp_path / "state"))
+    assert spec is not None and spec.runtime == "docker"
+    assert spec.image.file == "acme/x:1" and spec.image.pull_from is None
+    assert [b.options() for b in spec.binds] == [":ro,rslave", ""]
+
+
+def test_an_unknown_propagation_is_refused() -> None:
+    with pytest.raises(ConfigError, match=r"bind_mounts\[0\]\.propagation.*must be one of "
+                       r"rprivate, private, rshared, shared, rslave, slave"):
+        _cfg(bind_mounts=[{"host_path": "/d", "container_path": "/d", "propagation": "slaved"}])
