@@ -215,7 +215,18 @@ def exec_argv(spec: ContainerSpec, workdir: str, names: Sequence[str],
     if spec.runtime in ("apptainer", "singularity"):
         # --no-eval: without it the runtime evaluates each value in a shell inside, so a `$`
         # or a backquote in a variable would be expanded or run (measured, Apptainer 1.4.5).
-        flags = ["exec", "--cleanenv", "--contain", "--no-eval", "--pwd", workdir]
+        # Not --contain: it gives each container a /dev and /dev/shm of its own, where the
+        # ranks of one node (MPI, NCCL) meet, and hides /dev/infiniband. Instead neither the
+        # host's cwd nor its /tmp is mounted (the harness binds private ones) and the home
+        # directory is the working directory, as with Podman and Docker: the host's is not
+        # mounted either, and $HOME cannot be set otherwise (only through --home).
+        home = next((b for b in binds if b.target == workdir), None)
+        flags = ["exec", "--cleanenv", "--no-eval", "--pwd", workdir]
+        if home is None:
+            flags[2:2] = ["--no-mount", "home,cwd,tmp"]
+        else:
+            flags[2:2] = ["--no-mount", "cwd,tmp", "--home", f"{home.host}:{workdir}"]
+            binds.remove(home)
         flags += {"cuda": ["--nv"], "rocm": ["--rocm"]}.get(spec.device, [])
         for b in binds:
             flags += ["--bind", f"{b.host}:{b.target}" + (":ro" if b.read_only else "")]
@@ -274,7 +285,8 @@ _RUNTIME_SAYS = ("FATAL:", "ERROR  :", "Error:", "docker:", "[ERROR]")
 RUNTIME_EXIT_CODES = frozenset({125, 126, 127, 255})
 
 
-def runtime_failure(runtime: str, exit_code: int, output: Sequence[str]) -> str | None:
+def runtime_failure(runtime: str, image: str, exit_code: int, output: Sequence[str]
+                    ) -> str | None:
     """Why ``runtime`` failed to start the trial's container, from its exit code and the last
     lines of its output, or None when nothing says it was the runtime's failure. Asked only
     when the container's first command never ran (``with_trialside``'s ``started`` file was
@@ -284,7 +296,25 @@ def runtime_failure(runtime: str, exit_code: int, output: Sequence[str]) -> str 
     if said is None and exit_code not in RUNTIME_EXIT_CODES:
         return None
     why = said or (f"its last words: {lines[-1]}" if lines else "it printed nothing")
-    return f"{runtime} could not start the trial's container (exit code {exit_code}): {why}"
+    return (f"{runtime} could not start the trial's container from {image} "
+            f"(exit code {exit_code}): {why}")
+
+
+# How sh (dash: "sh: 1: NAME: not found"; the wrapper's exec: "exec: NAME: not found") and
+# bash ("NAME: command not found") say that a command is not there.
+_NOT_FOUND = re.compile(r"(?:^|: )([^\s:]+): (?:command )?not found$")
+
+
+def missing_command(image: str, exit_code: int, output: Sequence[str]) -> str | None:
+    """Why a trial that started in its image ended at once: its shell could not find the
+    entrypoint's command (exit code 127 and the shell's words on the last line), which no
+    restart in the same image can mend; or None."""
+    lines = [line.strip() for line in output if line.strip()]
+    found = _NOT_FOUND.search(lines[-1]) if exit_code == 127 and lines else None
+    if found is None:
+        return None
+    return (f"the command {found.group(1)!r} is not in the image {image} ({lines[-1]}); "
+            "install it in the image, or fix the entrypoint")
 
 
 def version_argvs(runtime: str, program: str) -> list[list[str]]:

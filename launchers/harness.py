@@ -38,6 +38,7 @@ from hpcdet.containers import (
     Bind,
     ContainerSpec,
     exec_argv,
+    missing_command,
     passed_names,
     runtime_failure,
     with_trialside,
@@ -431,10 +432,14 @@ def launch(
 def container_failure(spec: RunSpec, run_dir: Path, rank: int, rc: int,
                       tail: list[str]) -> str | None:
     """Why the container runtime failed before the container's first command ran (its own
-    message line, ``containers.runtime_failure``), or None: no container, or it started."""
-    if spec.container is None or rc == 0 or layout.node_started(run_dir, rank).exists():
+    message line, ``containers.runtime_failure``), or why the trial cannot start in the image
+    (its command is not there, ``containers.missing_command``); None: the trial's own end."""
+    if spec.container is None or rc == 0:
         return None
-    return runtime_failure(spec.container["runtime"], rc, tail)
+    image = spec.container["image"]["named"]
+    if layout.node_started(run_dir, rank).exists():
+        return missing_command(image, rc, tail)
+    return runtime_failure(spec.container["runtime"], image, rc, tail)
 
 
 def container_binds(spec: RunSpec, container: ContainerSpec, node_dir: Path) -> list[Bind]:

@@ -85,7 +85,7 @@ def what_reaches_the_trial(h: Hpcdet, rt: Runtime, tmp: Path) -> None:
     assert facts["uid"] == (uid if rt.name != "podman" or rt.rootless or uid else 0), facts
     assert facts["home_writable"], facts
     written = [out_dir / "from-trial.txt", out_dir / "hook-saw"]
-    checkpoints = [p for p in (h.state / "checkpoints").rglob("*")]
+    checkpoints = list((h.state / "checkpoints").rglob("*"))
     assert any(p.name == "weights" for p in checkpoints), checkpoints
     owners = {str(p): (p.stat().st_uid) for p in written + checkpoints}
     assert set(owners.values()) == {uid}, owners

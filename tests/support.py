@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -190,9 +191,15 @@ def python_for_users(base: Path) -> str | None:
     if python is None:
         print("no /usr/bin/python3: install python3 and python3-venv", file=sys.stderr)
         return None
+    import fcntl
+
     for cmd in ([python, "-m", "venv", str(venv)],
                 [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(REPO)]):
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=False)
+        # pip builds in the checkout (build/, *.egg-info): two test workers at once collide.
+        with open(Path(tempfile.gettempdir()) / "hpcdet-tests-pip.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=900,
+                                  check=False)
         if done.returncode != 0:
             print(f"{' '.join(cmd)} failed:\n{done.stdout}{done.stderr}", file=sys.stderr)
             return None

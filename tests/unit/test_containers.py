@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from hpcdet import containers
 from hpcdet.containers import (
     Bind,
     ContainerSpec,
@@ -53,7 +54,8 @@ def test_variables_that_reach_the_container() -> None:
 def test_apptainer_and_singularity(runtime: str, device: str, flag: list[str]) -> None:
     argv, env = _run(runtime, device)
     assert argv == [
-        runtime, "exec", "--cleanenv", "--contain", "--no-eval", "--pwd", "/tmp/hpcdet-1/work", *flag,
+        runtime, "exec", "--cleanenv", "--no-mount", "home,cwd,tmp", "--no-eval",
+        "--pwd", "/tmp/hpcdet-1/work", *flag,
         "--bind", "/scratch/runs/e1:/scratch/runs/e1", "--bind", "/lustre/data:/data:ro",
         "/img/python+3.11.sif", "bash", "-c", "python3 train.py"]
     prefix = f"{runtime.upper()}ENV_"
@@ -319,24 +321,26 @@ def test_the_runtimes_own_message_says_why_the_container_did_not_start(
         runtime: str, code: int, output: list[str]) -> None:
     from hpcdet.containers import runtime_failure
 
-    said = runtime_failure(runtime, code, output)
+    said = runtime_failure(runtime, "img:1", code, output)
     # The runtime's own last error line, whole, after what hpcdet says of it.
     own = next(line for line in reversed(output)
                if line.startswith(("FATAL:", "ERROR  :", "Error:", "docker:", "[ERROR]")))
-    assert said == f"{runtime} could not start the trial's container (exit code {code}): {own}"
+    assert said == (f"{runtime} could not start the trial's container from img:1 "
+                    f"(exit code {code}): {own}")
 
 
 def test_a_runtimes_exit_code_without_its_words_is_still_its_failure() -> None:
     from hpcdet.containers import runtime_failure
 
-    assert runtime_failure("podman", 125, ["", "something else  "]) == (
-        "podman could not start the trial's container (exit code 125): its last words: "
+    assert runtime_failure("podman", "img:1", 125, ["", "something else  "]) == (
+        "podman could not start the trial's container from img:1 (exit code 125): its last words: "
         "something else")
-    assert runtime_failure("docker", 126, []) == (
-        "docker could not start the trial's container (exit code 126): it printed nothing")
+    assert runtime_failure("docker", "img:1", 126, []) == (
+        "docker could not start the trial's container from img:1 (exit code 126): "
+        "it printed nothing")
     # Not the runtime's code, nor its words: not said to be its failure (a signal, say).
-    assert runtime_failure("apptainer", 143, ["Terminated"]) is None
-    assert runtime_failure("podman", 1, []) is None
+    assert runtime_failure("apptainer", "img:1", 143, ["Terminated"]) is None
+    assert runtime_failure("podman", "img:1", 1, []) is None
 
 
 def test_the_first_command_in_the_container_marks_that_it_started(tmp_path: Path) -> None:
@@ -356,3 +360,31 @@ def test_the_first_command_in_the_container_marks_that_it_started(tmp_path: Path
                          env=env, capture_output=True, text=True)
     assert out.returncode == 127 and out.stderr.startswith("hpcdet-trial:"), out.stderr
     assert "nosuchcmd" in out.stderr and "no/x" not in out.stderr
+
+
+@pytest.mark.parametrize("said", [
+    "sh: 1: hpcdet-no-such-command: not found",
+    "hpcdet-trial: 1: exec: nosuchcmd: not found",
+    "bash: line 1: nosuchcmd: command not found",
+])
+def test_a_command_the_image_lacks_is_named(said: str) -> None:
+    why = containers.missing_command("python:3.11", 127, ["[hpcdet] running", said, ""])
+    assert why is not None and "is not in the image python:3.11" in why and said in why
+
+
+def test_a_trials_own_127_or_other_words_are_the_trials() -> None:
+    assert containers.missing_command("img", 1, ["sh: 1: x: not found"]) is None
+    assert containers.missing_command("img", 127, ["x: not found", "Traceback ..."]) is None
+    assert containers.missing_command("img", 127, []) is None
+
+
+def test_apptainers_home_is_the_working_directory() -> None:
+    """Not --contain (a /dev/shm of each container's own would keep one node's ranks apart):
+    the host's cwd and /tmp stay out, and the working directory is bound as the home, the
+    one way to set $HOME in Apptainer."""
+    spec = _spec("apptainer", binds=(Bind("/runs/e1/node-0/work", "/hpcdet/work"), *BINDS))
+    argv, _ = exec_argv(spec, "/hpcdet/work", [], ENV, ARGV, user=USER)
+    assert argv[:9] == ["apptainer", "exec", "--cleanenv", "--no-mount", "cwd,tmp", "--home",
+                        "/runs/e1/node-0/work:/hpcdet/work", "--no-eval", "--pwd"]
+    assert "--contain" not in argv and "/runs/e1/node-0/work:/hpcdet/work" not in [
+        a for i, a in enumerate(argv) if argv[i - 1] == "--bind"]

@@ -12,8 +12,8 @@ environment_and_metadata.rst), section by section:
 - "Environment Variable Precedence": image variables, then the default PATH (or its missing
   parts appended to the image's PATH), then PS1 and LD_LIBRARY_PATH, then
   <PREFIX>ENV_NAME / --env may override anything; "\\$VAR" in such a value is evaluated in the
-  container ("Evaluating container variables") unless --no-eval is given; APPEND_PATH / PREPEND_PATH extend PATH
-  ("Manipulating PATH").
+  container ("Evaluating container variables") unless --no-eval is given; APPEND_PATH /
+  PREPEND_PATH extend PATH ("Manipulating PATH").
 - Between a <PREFIX>ENV_ variable and --env for the same name, --env wins (documented for
   apptainer since 3.6's --env option; an explicit flag beats the environment).
 
