@@ -246,6 +246,8 @@ def exec_argv(spec: ContainerSpec, workdir: str, names: Sequence[str],
             # user cannot write: the working directory, as Podman's keep-id does.
             flags += ["--user", f"{user[0]}:{user[1]}", "--env", f"HOME={workdir}"]
         flags += ["--workdir", workdir]
+        # Each node has a store of its own: force_pull_image is honoured where the trial runs.
+        flags += ["--pull=always"] if spec.force_pull else []
         if spec.device == "cuda" and spec.runtime == "docker":
             # The daemon starts the container outside the job's cgroup, so only the job's own
             # GPUs go in; inside they are numbered from 0.

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command: installs what the tests need (Python packages, and as root the two-node
-# Slurm cluster), runs the linters and the whole suite, Slurm tests included.
+# Slurm cluster and the container runtimes), runs the linters and the whole suite, Slurm and
+# real-runtime tests included.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -32,6 +33,12 @@ if [[ $(id -u) -eq 0 ]]; then
         apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
             chromium >/dev/null
     fi
+    # Podman, Docker and Apptainer and their base image (about 2 minutes on a fresh machine,
+    # a second once made), while the linters run; the container tests wait for it.
+    phase "starting the container runtimes (log: \$TMPDIR/hpcdet-container-runtimes.log)"
+    runtimes_log=${TMPDIR:-/tmp}/hpcdet-container-runtimes.log
+    bash scripts/container-runtimes.sh start >"$runtimes_log" 2>&1 &
+    runtimes_pid=$!
 fi
 export PATH="$PWD/.venv/bin:$PATH"
 phase "lint and types"
@@ -44,6 +51,11 @@ python scripts/lint_imports.py  # the import contracts of pyproject.toml
 # (the slowest take about 60 s and 150 s), so no hang can outlast CI's time; a Slurm phase
 # stops after a few failures, which a cluster that cannot run jobs would make of every test.
 status=0
+if [[ -n ${runtimes_pid:-} ]]; then
+    # A runtime that failed to start fails its tests (under CI=true) with the status below.
+    wait "$runtimes_pid" || phase "the container runtimes did not start:"
+    cat "$runtimes_log"
+fi
 phase "unit and integration tests"
 python -m pytest -q -n 2 --durations=5 --timeout 300 tests/unit tests/fuzz tests/integration "$@" || status=$?
 # Most Slurm tests spend their time waiting for Slurm and share the cluster two at a time;
@@ -70,5 +82,8 @@ if ((slurm_status != 0)); then
     status=$slurm_status
 fi
 rm -f "$HPCDET_TEST_INCIDENTS"
+if [[ -n ${runtimes_pid:-} ]]; then
+    bash scripts/container-runtimes.sh stop || true  # dockerd, by its pid file
+fi
 phase "done"
 exit "$status"

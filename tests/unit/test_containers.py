@@ -388,3 +388,13 @@ def test_apptainers_home_is_the_working_directory() -> None:
                         "/runs/e1/node-0/work:/hpcdet/work", "--no-eval", "--pwd"]
     assert "--contain" not in argv and "/runs/e1/node-0/work:/hpcdet/work" not in [
         a for i, a in enumerate(argv) if argv[i - 1] == "--bind"]
+
+
+@pytest.mark.parametrize("runtime", ["podman", "docker"])
+def test_force_pull_image_pulls_on_each_node_for_runtimes_with_their_own_store(
+        runtime: str) -> None:
+    spec = replace(_spec(runtime), force_pull=True)
+    argv, _ = exec_argv(spec, "/w", [], ENV, ARGV, user=USER)
+    assert "--pull=always" in argv[:argv.index(spec.image.file)]
+    argv, _ = exec_argv(_spec(runtime), "/w", [], ENV, ARGV, user=USER)
+    assert not any(a.startswith("--pull") for a in argv)
