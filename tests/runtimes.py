@@ -86,7 +86,10 @@ def podman_store(user: str) -> Path:
     CONTAINER_TESTS_ROOT.mkdir(parents=True, exist_ok=True)
     with open(CONTAINER_TESTS_ROOT / f".podman-{user}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if (store / "imported").exists():
+        # The image of the recipe the script built last: a new recipe is imported again.
+        recipe = (CACHE / "recipe").read_text()
+        marker = store / "imported"
+        if marker.exists() and marker.read_text() == recipe:
             return store
         home = store / "home" / ".config" / "containers"
         home.mkdir(parents=True, exist_ok=True)
@@ -98,5 +101,5 @@ def podman_store(user: str) -> Path:
         subprocess.run(["runuser", "-u", user, "--", "env", "-i", f"HOME={store / 'home'}",
                         "PATH=/usr/bin:/bin", "podman", "import", "-q", str(TARBALL),
                         REFERENCE], check=True, capture_output=True, timeout=300, cwd="/")
-        (store / "imported").write_text("")
+        marker.write_text(recipe)
     return store
