@@ -53,7 +53,7 @@ def test_a_rank_enters_its_nodes_image_with_the_steps_variables() -> None:
                 "HOME": "/root"}
     argv, env = rank_command(record, step_env, ["python3", "-m", "x"])
     assert argv[:2] == ["/opt/bin/apptainer", "exec"] and argv[-3:] == ["python3", "-m", "x"]
-    assert "--bind" in argv and "/node-tmp/work:/hpcdet/work" in argv
+    assert "--home" in argv and "/node-tmp/work:/hpcdet/work" in argv  # the node's work dir
     assert env["APPTAINERENV_SLURM_PROCID"] == "3" and env["APPTAINERENV_PMI_RANK"] == "3"
     assert env["APPTAINERENV_HPCDET_CLUSTER_INFO"] == "/run/nodes/1.json"
     assert "APPTAINERENV_HOME" not in env
