@@ -61,3 +61,19 @@ def test_the_mpi_launcher_runs_its_ranks_in_apptainer_on_two_nodes(
     h.create_overrides = runtime_scenarios.torch_in_apptainer(h, torch_image)
     out = container_scenarios.mpi_over_two_nodes(h, h.mkdir(container_root / "t"))
     assert out.count("image=/var/cache/hpcdet-test-images/hpcdet-test-base.sif") == 4, out
+
+
+def test_dockerd_leaves_the_firewall_and_the_test_clusters_bridge_alone(
+        slurm_cluster: Any) -> None:
+    """Docker by default sets FORWARD's policy to DROP and adds its own chains and bridge,
+    which would cut the nodes off each other; the test suite's dockerd runs without them."""
+    from tests.runtimes import require_runtimes
+
+    require_runtimes()
+    rules = subprocess.run(["iptables", "-S"], capture_output=True, text=True,
+                           check=True).stdout
+    assert "-P FORWARD ACCEPT" in rules and "DOCKER" not in rules, rules
+    assert "-A FORWARD -i hpcdet-br0 -o hpcdet-br0 -j ACCEPT" in rules, rules
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True,
+                           check=True).stdout
+    assert "docker0" not in links, links
