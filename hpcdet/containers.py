@@ -234,7 +234,10 @@ def exec_argv(spec: ContainerSpec, workdir: str, names: Sequence[str],
         return ([spec.program, *flags, spec.image.file, *argv],
                 {prefix + n: env[n] for n in names})
     if spec.runtime in OWN_STORE:
-        flags, extra = ["run", "--rm", "--network=host", "--ipc=host"], {}
+        # --init: the entrypoint as PID 1 ignores the SIGTERM the client forwards (measured:
+        # `docker run`/`podman run` of python3 outlived a SIGTERM to the client, and a job
+        # killed then leaves it running under the daemon); an init passes it on.
+        flags, extra = ["run", "--rm", "--init", "--network=host", "--ipc=host"], {}
         if spec.runtime == "podman":
             # Rootless, keep-id runs the trial as the user (and sets HOME to the working
             # directory); as root Podman refuses it ("keep-id is only supported in rootless

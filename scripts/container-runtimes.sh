@@ -79,7 +79,7 @@ apt_install() {
 
 install_packages() {
     local missing=() p
-    for p in podman runc uidmap slirp4netns fuse-overlayfs containernetworking-plugins \
+    for p in podman catatonit runc uidmap slirp4netns fuse-overlayfs containernetworking-plugins \
         iptables docker.io debootstrap patchelf squashfuse squashfs-tools fuse3 e2fsprogs \
         libseccomp2 libsqlite3-0 ca-certificates binutils; do
         dpkg-query -W -f '${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")

@@ -161,3 +161,38 @@ def torch_in_apptainer(h: Hpcdet, torch_root: Path) -> list[str]:
             "read_only: true}]",
             f"environment.environment_variables=[PYTHONPATH=/opt/torch/{site}, "
             "MPI4PY_LIBMPI=/opt/torch/lib/libmpi.so.12]"]
+
+
+def killed_trial_leaves_no_container(h: Hpcdet, rt: Runtime, tmp: Path) -> None:
+    """`experiment kill` of a trial in Podman or Docker stops its container: the runtime's
+    daemon (conmon, dockerd) runs it, not the job, so a container whose PID 1 ignored the
+    SIGTERM would outlive the job."""
+    import subprocess
+    import time
+
+    rt.configure(h)
+    ctx = h.mkdir(tmp / "ctx")
+    (ctx / "sleeper.py").write_text(
+        "import time\nprint('sleeping', flush=True)\ntime.sleep(300)\n")
+    cfg = tmp / "sleeper.yaml"
+    name = f"sleeper-{time.time_ns()}"
+    cfg.write_text(json.dumps({
+        "name": name, "entrypoint": "python3 sleeper.py", "max_restarts": 0,
+        "environment": {"image": rt.image, "environment_variables": [f"SLEEPER={name}"]},
+        "searcher": {"name": "single", "metric": "x", "max_length": 1}}))
+    exp = h.create(cfg, ctx)
+
+    def containers() -> list[str]:
+        listed = subprocess.run([rt.name, "ps", "-q", "--filter", f"ancestor={rt.image}"],
+                                capture_output=True, text=True, check=True, timeout=60)
+        ids = listed.stdout.split()
+        if not ids:
+            return []
+        env = subprocess.run([rt.name, "inspect", "--format", "{{.Config.Env}}", *ids],
+                             capture_output=True, text=True, check=False, timeout=60).stdout
+        return [line for line in env.splitlines() if f"SLEEPER={name}" in line]
+
+    h.wait_for("the trial's container", lambda: bool(containers()), timeout=120)
+    h.run("experiment", "kill", str(exp))
+    h.wait_state(exp, {"CANCELED", "ERROR", "COMPLETED"}, timeout=120)
+    h.wait_for("the container to stop", lambda: not containers(), timeout=60)

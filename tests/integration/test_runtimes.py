@@ -44,3 +44,11 @@ def test_a_missing_image_or_command_ends_the_trial_with_the_runtimes_words(
 def test_pause_and_resume_from_a_checkpoint_written_in_the_container(
         local_runtime_hpcdet: Hpcdet, runtime: Runtime, container_root: Path) -> None:
     runtime_scenarios.pause_and_resume(local_runtime_hpcdet, runtime, container_root)
+
+
+@pytest.mark.parametrize("runtime", [rt for rt in ALL if rt.name in ("podman", "docker")
+                                     and not rt.rootless], ids=lambda rt: rt.id, indirect=True)
+def test_a_killed_trial_leaves_no_container_behind(
+        local_runtime_hpcdet: Hpcdet, runtime: Runtime, container_root: Path) -> None:
+    runtime_scenarios.killed_trial_leaves_no_container(local_runtime_hpcdet, runtime,
+                                                       container_root)

@@ -72,7 +72,7 @@ def test_apptainer_and_singularity(runtime: str, device: str, flag: list[str]) -
 def test_podman_rootless(device: str, flag: list[str]) -> None:
     argv, env = _run("podman", device)
     assert argv == [
-        "podman", "run", "--rm", "--network=host", "--ipc=host", "--userns=keep-id",
+        "podman", "run", "--rm", "--init", "--network=host", "--ipc=host", "--userns=keep-id",
         "--workdir", "/tmp/hpcdet-1/work", *flag,
         "--volume", "/scratch/runs/e1:/scratch/runs/e1", "--volume", "/lustre/data:/data:ro",
         "--env", "CUDA_VISIBLE_DEVICES", "--env", "DET_HPARAMS", "--env", "MY_VAR",
@@ -86,7 +86,7 @@ def test_podman_as_root_runs_without_keep_id() -> None:
     # container is the root that started it.
     argv, env = _run("podman", "cuda", user=(0, 0))
     assert argv == [
-        "podman", "run", "--rm", "--network=host", "--ipc=host",
+        "podman", "run", "--rm", "--init", "--network=host", "--ipc=host",
         "--workdir", "/tmp/hpcdet-1/work", "--device", "nvidia.com/gpu=all",
         "--volume", "/scratch/runs/e1:/scratch/runs/e1", "--volume", "/lustre/data:/data:ro",
         "--env", "CUDA_VISIBLE_DEVICES", "--env", "DET_HPARAMS", "--env", "MY_VAR",
@@ -109,7 +109,7 @@ def test_docker(device: str, flag: list[str], user: tuple[int, int]) -> None:
     # The user's own uid and gid, also as root; HOME the working directory (docker's would
     # be /, which the user cannot write); variables by name only.
     assert argv == [
-        "docker", "run", "--rm", "--network=host", "--ipc=host",
+        "docker", "run", "--rm", "--init", "--network=host", "--ipc=host",
         "--user", f"{user[0]}:{user[1]}", "--env", "HOME=/tmp/hpcdet-1/work",
         "--workdir", "/tmp/hpcdet-1/work", *flag, *DOCKER_BINDS, *DOCKER_ENV,
         "docker.io/library/python:3.11", "bash", "-c", "python3 train.py"]
