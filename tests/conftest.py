@@ -10,6 +10,7 @@ import pytest
 from tests.runtimes import USER, Runtime, require_runtimes
 from tests.support import (
     CONTAINER_TESTS_ROOT,
+    REPO,
     Hpcdet,
     Images,
     ensure_user,
@@ -35,17 +36,35 @@ def container_root() -> Iterator[Path]:
 
 
 @pytest.fixture(scope="session")
-def user_python() -> Iterator[str]:
+def user_python() -> str:
     """A Python with hpcdet installed that unprivileged users can run: the test environment
     may live where they cannot read (root's home), so hpcdet is installed from this checkout
-    into a venv of Debian's python3 in a world-readable directory."""
+    into a venv of Debian's python3 in a world-readable directory. Built once for each state
+    of the source (pip takes half a minute) and shared by the test workers and runs."""
+    import fcntl
+    import hashlib
+
     require_root("a Python for unprivileged users")
-    base = Path(tempfile.mkdtemp(prefix="hpcdet-users-", dir="/tmp"))
-    python = python_for_users(base)
-    if python is None:
-        pytest.fail("cannot build a Python for unprivileged users (see stderr)", pytrace=False)
-    yield python
-    shutil.rmtree(base, ignore_errors=True)
+    digest = hashlib.sha256()
+    for path in sorted(p for d in ("hpcdet", "cli", "launchers") for p in (REPO / d).rglob("*")
+                       if p.is_file() and "__pycache__" not in p.parts):
+        digest.update(str(path.relative_to(REPO)).encode() + b"\0" + path.read_bytes())
+    digest.update((REPO / "pyproject.toml").read_bytes())
+    base = Path(tempfile.gettempdir()) / f"hpcdet-users-{digest.hexdigest()[:16]}"
+    with open(Path(tempfile.gettempdir()) / "hpcdet-users.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        python = base / "venv" / "bin" / "python"
+        if (base / "built").exists():
+            return str(python)
+        for old in Path(tempfile.gettempdir()).glob("hpcdet-users-*"):
+            shutil.rmtree(old, ignore_errors=True)
+        base.mkdir()
+        built = python_for_users(base)
+        if built is None:
+            pytest.fail("cannot build a Python for unprivileged users (see stderr)",
+                        pytrace=False)
+        (base / "built").write_text("")
+        return built
 
 
 def runtime_hpcdet(rt: Runtime, backend: str, root: Path, request: pytest.FixtureRequest
