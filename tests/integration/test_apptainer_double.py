@@ -261,6 +261,75 @@ def test_env_flag_reads_csv_and_beats_the_prefixed_variable(double: Double, sif:
                                  '"--env" flag: NOEQUALS must be formatted as key=value')
 
 
+def test_cleanenv_gives_the_variables_apptainer_1_4_5_gives(double: Double, sif: Path) -> None:
+    """Measured with `apptainer exec --cleanenv --no-eval ... env` (Apptainer 1.4.5)."""
+    env = env_of(double.run("apptainer", "exec", "--cleanenv", "--no-eval", "-B",
+                            f"{double.root}:/d,{double.root}:/e", str(sif), "env",
+                            extra={"TERM": "xterm", "HOSTONLY": "x"}))
+    assert set(env) == {
+        "APPTAINER_APPNAME", "APPTAINER_BIND", "APPTAINER_COMMAND", "APPTAINER_CONTAINER",
+        "APPTAINER_ENVIRONMENT", "APPTAINER_NAME", "APPTAINER_NO_EVAL", "SINGULARITY_BIND",
+        "SINGULARITY_CONTAINER", "SINGULARITY_ENVIRONMENT", "SINGULARITY_NAME",
+        "SINGULARITY_NO_EVAL", "HOME", "LANG", "LD_LIBRARY_PATH", "PATH", "PROMPT_COMMAND",
+        "PS1", "PWD", "TERM", "IMGVAR", "CLASH"}
+    assert env["APPTAINER_BIND"] == env["SINGULARITY_BIND"] == "/d,/e"
+    assert env["APPTAINER_APPNAME"] == ""
+    assert env["APPTAINER_NO_EVAL"] == env["SINGULARITY_NO_EVAL"] == "1"
+    assert env["PROMPT_COMMAND"] == 'PS1="Apptainer> "; unset PROMPT_COMMAND'
+    assert env_of(double.run("apptainer", "exec", "-e", str(sif), "env"))["APPTAINER_BIND"] == ""
+
+
+def test_env_splits_on_commas_as_1_4_5_does(double: Double, sif: Path) -> None:
+    show = ("sh", "-c", 'echo "FOO=[$FOO] B=[$B]"')
+    one = double.run("apptainer", "exec", "-e", "--env", "FOO=a,b", str(sif), *show)
+    assert (one.returncode, one.stdout) == (0, "FOO=[a,b] B=[]\n"), one.stderr
+    two = double.run("apptainer", "exec", "-e", "--env", "FOO=1,B=2", str(sif), *show)
+    assert (two.returncode, two.stdout) == (0, "FOO=[1] B=[2]\n"), two.stderr
+    bad = double.run("apptainer", "exec", "-e", "--env", "Y=k=v,z", str(sif), "true")
+    assert bad.returncode == 1
+    assert bad.stderr.startswith('Error for command "exec": invalid argument "Y=k=v,z" for '
+                                 '"--env" flag: z must be formatted as key=value\n')
+
+
+def test_home_cannot_be_set_through_env_only_through_home(double: Double, sif: Path) -> None:
+    warned = ("WARNING: Overriding HOME environment variable with APPTAINERENV_HOME is not "
+              "permitted\n")
+    own = pwd.getpwuid(os.geteuid()).pw_dir
+    for args, extra in ((("--env", "HOME=/x"), {}), ((), {"APPTAINERENV_HOME": "/y"})):
+        done = double.run("apptainer", "exec", "-e", *args, str(sif), "sh", "-c",
+                          'echo "$HOME"', extra=extra)
+        assert (done.returncode, done.stdout, done.stderr) == (0, f"{own}\n", warned)
+    legacy = double.run("apptainer", "exec", "-e", str(sif), "sh", "-c", 'echo "$HOME"',
+                        extra={"SINGULARITYENV_HOME": "/y"})
+    assert (legacy.stdout, legacy.stderr) == (f"{own}\n", (
+        "INFO:    Environment variable SINGULARITYENV_HOME is set, but APPTAINERENV_HOME is "
+        "preferred\nWARNING: Overriding HOME environment variable with SINGULARITYENV_HOME is "
+        "not permitted\n"))
+    home = double.root / "h"
+    home.mkdir()
+    given = double.run("apptainer", "exec", "-e", "--home", f"{home}:/w", str(sif), "sh", "-c",
+                       'echo "$HOME"', extra={"APPTAINERENV_HOME": "/y"})
+    assert (given.stdout, given.stderr) == ("/w\n", warned)
+
+
+def test_apptainer_also_reads_singularityenv_and_says_so(double: Double, sif: Path) -> None:
+    show = ("sh", "-c", 'echo "FOO=$FOO"; env | grep -c ENV_ || true')
+    alone = double.run("apptainer", "exec", "-e", str(sif), *show,
+                       extra={"SINGULARITYENV_FOO": "s"})
+    assert (alone.stdout, alone.stderr) == ("FOO=s\n0\n", (
+        "INFO:    Environment variable SINGULARITYENV_FOO is set, but APPTAINERENV_FOO is "
+        "preferred\n"))
+    both = double.run("apptainer", "exec", "-e", "--env", "FOO=e", str(sif), *show,
+                      extra={"SINGULARITYENV_FOO": "s"})
+    assert (both.stdout, both.stderr) == ("FOO=e\n0\n", (
+        "WARNING: SINGULARITYENV_FOO and APPTAINERENV_FOO have different values, using the "
+        "latter\nWARNING: Skipping environment variable [SINGULARITYENV_FOO=s], FOO is already "
+        "overridden with different value [e]\n"))
+    same = double.run("apptainer", "exec", "-e", str(sif), *show,
+                      extra={"SINGULARITYENV_FOO": "a", "APPTAINERENV_FOO": "a"})
+    assert (same.stdout, same.stderr) == ("FOO=a\n0\n", "")
+
+
 def test_pwd_sets_the_working_directory_and_must_exist(double: Double, sif: Path) -> None:
     done = double.run("apptainer", "exec", "--pwd", "/etc", str(sif), "pwd")
     assert (done.returncode, done.stdout) == (0, "/etc\n")
@@ -290,31 +359,34 @@ def test_missing_bind_source_fails_container_creation(double: Double, sif: Path)
     src = double.root / "absent"
     done = double.run("apptainer", "exec", "-B", f"{src}:/data", str(sif), "true")
     assert done.returncode == 255
-    assert done.stderr.strip().endswith(
+    assert done.stderr == (
+        f"WARNING: skipping mount of {src}: stat {src}: no such file or directory\n"
         f"FATAL:   container creation failed: mount hook function failure: mount {src}->/data "
-        f"error: while mounting {src}: mount source {src} doesn't exist")
+        f"error: while mounting {src}: mount source {src} doesn't exist\n")
 
 
-def test_unusable_images_and_commands_are_fatal(double: Double, sif: Path) -> None:
-    missing = double.run("apptainer", "exec", "/x.sif", "true")
+def test_unusable_images_and_commands_are_fatal_in_apptainer_1_4_5s_words(
+    double: Double, sif: Path
+) -> None:
+    missing = double.run("apptainer", "exec", "x.sif", "true")
+    x = double.root / "x.sif"  # a relative name is made absolute
     assert (missing.returncode, missing.stderr) == (255, (
-        "FATAL:   could not open image /x.sif: failed to retrieve path for /x.sif: "
-        "lstat /x.sif: no such file or directory\n"))
+        f"FATAL:   While checking container encryption: could not open image {x}: failed to "
+        f"retrieve path for {x}: lstat {x}: no such file or directory\n"))
     (double.root / "not.sif").write_text("hello\n")
-    other = double.run("apptainer", "exec", str(double.root / "not.sif"), "true")
-    assert other.returncode == 255
-    assert "image format not recognized" in other.stderr
-    absent = double.run("apptainer", "exec", str(sif), "no-such-command-xyz")
-    assert absent.returncode == 255
-    assert 'FATAL:   "no-such-command-xyz": executable file not found in $PATH' in absent.stderr
+    other = double.run("apptainer", "exec", "not.sif", "true")
+    assert (other.returncode, other.stderr) == (255, (
+        "FATAL:   While checking container encryption: could not open image "
+        f"{double.root / 'not.sif'}: image format not recognized\n"))
+    absent = double.run("apptainer", "exec", str(sif), "nosuchcmd")
+    assert (absent.returncode, absent.stderr) == (
+        255, 'FATAL:   "nosuchcmd": executable file not found in $PATH\n')
 
 
-def test_nv_without_a_gpu_warns_and_carries_on(double: Double, sif: Path) -> None:
+def test_nv_without_a_gpu_says_nothing(double: Double, sif: Path) -> None:
     done = double.run("apptainer", "exec", "--nv", "--rocm", str(sif), "true",
                       extra={"PATH": f"{BIN}:{Path(sys.executable).parent}:/usr/bin:/bin"})
-    assert done.returncode == 0, done.stderr
-    assert "WARNING: Could not find any nv files on this host!" in done.stderr
-    assert "WARNING: Could not find any rocm files on this host!" in done.stderr
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr
 
 
 def test_the_commands_exit_status_passes_through(double: Double, sif: Path) -> None:
