@@ -555,3 +555,70 @@ def test_content_under_a_hidden_directory_is_read_only_image_content(
     assert inside.stderr.strip().endswith(
         f"mount {shared}->{py}/absent error: while mounting {shared}: destination {py}/absent "
         "doesn't exist in container")
+
+
+HPCDET_VIEW = """
+import json, os
+def writable(path):
+    try:
+        open(path, "w").close()
+        return True
+    except OSError:
+        return False
+print(json.dumps({"cwd": os.getcwd(), "home": os.environ["HOME"], "files": os.listdir("."),
+                  "tmp": writable("/tmp/x"), "var_tmp": writable("/var/tmp/x"),
+                  "image": writable("/srv/x"), "work": writable("probe"),
+                  "shm": os.listdir("/dev/shm")}))
+"""
+
+
+def test_hpcdets_command_line_home_as_workdir_no_cwd_no_tmp_shared_dev(
+    double: Double, sif: Path, hidden_dir: Path
+) -> None:
+    """`--no-mount cwd,tmp --home WORK:/hpcdet/work --pwd /hpcdet/work`, without --contain, as
+    measured on Apptainer 1.4.5: the work directory is home and cwd, the image (/tmp, /var/tmp
+    included) is read-only, the host's /dev/shm is shared."""
+    work = hidden_dir / "work"
+    work.mkdir()
+    (work / "in").write_text("x")
+    shm = Path("/dev/shm") / f"hpcdet-double-{os.getpid()}"
+    shm.write_text("")
+    try:
+        done = double.run("apptainer", "exec", "--cleanenv", "--no-mount", "cwd,tmp", "--home",
+                          f"{work}:/hpcdet/work", "--no-eval", "--pwd", "/hpcdet/work",
+                          str(sif), "python3", "-c", HPCDET_VIEW, cwd=hidden_dir)
+    finally:
+        shm.unlink()
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr
+    facts = json.loads(done.stdout)
+    assert facts["cwd"] == facts["home"] == "/hpcdet/work"
+    assert facts["files"] == ["in"] and facts["work"] and (work / "probe").exists()
+    assert (facts["tmp"], facts["var_tmp"], facts["image"]) == (False, False, False)
+    assert shm.name in facts["shm"]
+
+
+def test_no_mount_home_leaves_homes_dest_missing_and_cwd_falls_back(
+    double: Double, sif: Path, hidden_dir: Path
+) -> None:
+    work = hidden_dir / "work"
+    work.mkdir()
+    done = double.run("apptainer", "exec", "-e", "--no-mount", "home,cwd,tmp", "--home",
+                      f"{work}:/d", str(sif), "sh", "-c", 'pwd; echo "$HOME"; ls -d /d',
+                      cwd=hidden_dir)
+    assert done.stdout == "/\n/d\n"
+    assert done.stderr.startswith(
+        "WARNING: Error changing the container working directory. Using '/' instead: chdir /d: "
+        "no such file or directory\n")
+    assert "cannot access '/d'" in done.stderr
+    falls = double.run("apptainer", "exec", "-e", "--no-mount", "cwd", str(sif), "pwd",
+                       cwd=hidden_dir)
+    home = pwd.getpwuid(os.geteuid()).pw_dir
+    assert (falls.stdout, falls.stderr) == (f"{home}\n", (
+        f"WARNING: Error changing the container working directory. Using '{home}' instead: "
+        f"chdir {hidden_dir}: no such file or directory\n"))
+    mounted = double.run("apptainer", "exec", "-e", "--home", str(work), str(sif), "sh", "-c",
+                         'pwd; echo "$HOME"', cwd=hidden_dir)
+    assert (mounted.stdout, mounted.stderr) == (f"{hidden_dir}\n{work}\n", "")
+    unknown = double.run("apptainer", "exec", "-e", "--no-mount", "foo", str(sif), "true")
+    assert (unknown.returncode, unknown.stderr) == (
+        0, "WARNING: Ignoring unknown mount type 'foo'\n")
