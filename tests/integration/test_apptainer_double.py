@@ -622,3 +622,29 @@ def test_no_mount_home_leaves_homes_dest_missing_and_cwd_falls_back(
     unknown = double.run("apptainer", "exec", "-e", "--no-mount", "foo", str(sif), "true")
     assert (unknown.returncode, unknown.stderr) == (
         0, "WARNING: Ignoring unknown mount type 'foo'\n")
+
+
+def test_an_unprivileged_user_gets_apptainer_1_4_5s_info_lines(
+    double: Double, sif: Path, hidden_dir: Path
+) -> None:
+    """As a user (no setuid install, SIF through FUSE) Apptainer 1.4.5 prints two INFO lines on
+    every run, after the environment's messages (measured)."""
+    from tests.support import ensure_user
+
+    ensure_user("hpcdet-u1")
+    copy = hidden_dir / "double"  # the checkout may be where the user cannot read
+    shutil.copytree(BIN.parent, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    image = hidden_dir / "py.sif"
+    shutil.copy(sif, image)
+    hidden_dir.chmod(0o755)
+    image.chmod(0o644)
+    done = subprocess.run(
+        ["runuser", "-u", "hpcdet-u1", "--", "env", "PATH=/usr/bin:/bin",
+         "SINGULARITYENV_FOO=s", str(copy / "bin" / "apptainer"), "exec", "-e", str(image),
+         "sh", "-c", 'echo "$FOO"'], cwd=hidden_dir, capture_output=True, text=True, timeout=30)
+    assert (done.returncode, done.stdout) == (0, "s\n"), done.stderr
+    assert done.stderr.splitlines()[:3] == [
+        "INFO:    Environment variable SINGULARITYENV_FOO is set, but APPTAINERENV_FOO is "
+        "preferred",
+        "INFO:    fuse2fs not found, will not be able to mount EXT3 filesystems",
+        "INFO:    gocryptfs not found, will not be able to use gocryptfs"]
