@@ -9,6 +9,7 @@ call. Each scenario runs on any backend; the tests choose local or Slurm."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from tests.support import IMAGE_PATH, Hpcdet, Images
@@ -41,7 +42,7 @@ def one_pull_for_a_whole_array(h: Hpcdet, tmp: Path, images: Images, trials: int
                    "  lr: {type: double, minval: 0.1, maxval: 1.0}\n"
                    f"searcher: {{name: random, metric: x, max_length: 1, max_trials: {trials},"
                    f" max_concurrent_trials: {trials}}}\n")
-    login = {**h.extra_env, **images.env(on_path=False)}
+    login = {**h.extra_env, **images.env(on_path=False), "PATH": _path_without_apptainer(tmp)}
     saved, h.extra_env = h.extra_env, login
     try:
         out = h.run("experiment", "create", str(cfg), str(ctx)).stdout
@@ -54,6 +55,20 @@ def one_pull_for_a_whole_array(h: Hpcdet, tmp: Path, images: Images, trials: int
     assert len({r["job_id"].split("_")[0].split("[")[0] for r in d["runs"]}) == 1, d["runs"]
     assert len(images.calls("pull")) == 1, images.calls("pull")
     assert len(images.calls("exec")) == trials
+
+
+def _path_without_apptainer(tmp: Path) -> str:
+    """A PATH with what this one holds but Apptainer and Singularity (the test machines have
+    the real Apptainer in /usr/bin): a login node without the runtime."""
+    login = tmp / "login-bin"
+    login.mkdir(parents=True)
+    for directory in os.environ["PATH"].split(os.pathsep):
+        if not os.path.isdir(directory):
+            continue
+        for name in os.listdir(directory):
+            if name not in ("apptainer", "singularity") and not (login / name).is_symlink():
+                (login / name).symlink_to(Path(directory) / name)
+    return str(login)
 
 
 def errors_a_user_can_act_on(h: Hpcdet, tmp: Path, images: Images) -> None:
@@ -124,7 +139,6 @@ def mpi_over_two_nodes(h: Hpcdet, tmp: Path) -> str:
 
 def site_images_are_used_as_they_are(h: Hpcdet, tmp: Path, images: Images) -> None:
     """An image the site converted into its read-only image_dir runs without a pull."""
-    import os
     import subprocess
 
     site = tmp / "site-images"
