@@ -121,7 +121,8 @@ def test_registry_auth_reaches_the_runtimes_own_credential_variables(
 
 def test_a_missing_runtime_or_image_is_named(tmp_path: Path,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    # A PATH without apptainer: the test machines have a real one in /usr/bin.
+    monkeypatch.setenv("PATH", str(tmp_path / "no-runtime-here"))
     spec = _spec(tmp_path / "cache")
     with pytest.raises(ImageError, match="'apptainer' is not on PATH on .*module load apptainer"):
         images.ensure(spec, lambda line: None)

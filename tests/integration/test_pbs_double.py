@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests import container_scenarios, scenarios
-from tests.support import Hpcdet, Images
+from tests import scenarios
+from tests.runtimes import Runtime, require_runtimes
+from tests.support import Hpcdet
 
 DOUBLE = Path(__file__).parents[1] / "doubles" / "pbs"
 
@@ -24,10 +25,11 @@ def pbs_hpcdet(tmp_path: Path) -> Iterator[Hpcdet]:
 
 
 @pytest.fixture
-def pbs_image_hpcdet(container_root: Path, images: Images) -> Iterator[Hpcdet]:
-    """On the PBS double, with the Apptainer double on PATH too (state outside /tmp)."""
-    env = images.env()
-    yield from _pbs(container_root, {**env, "PATH": f"{DOUBLE / 'bin'}{os.pathsep}{env['PATH']}"})
+def pbs_apptainer_hpcdet(container_root: Path) -> Iterator[Hpcdet]:
+    """On the PBS double, trials in the real Apptainer's base image, as root (state outside
+    /tmp, which each container has of its own)."""
+    require_runtimes()
+    yield from _pbs(container_root, {})
 
 
 def _pbs(tmp_path: Path, extra_env: dict[str, str]) -> Iterator[Hpcdet]:
@@ -163,9 +165,24 @@ def test_job_update_sets_priority_and_moves_queues_with_refusals_undone(
     assert (rows[str(a)]["resource_pool"], rows[str(a)]["priority"]) == ("gpuq", 42)
 
 
-def test_a_trial_in_an_image(pbs_image_hpcdet: Hpcdet, images: Images,
-                             container_root: Path) -> None:
+def test_a_trial_in_an_image(pbs_apptainer_hpcdet: Hpcdet, container_root: Path) -> None:
     """The container sees PBS's variables and nothing else of the job's environment."""
-    facts = container_scenarios.inside_the_image(pbs_image_hpcdet, container_root / "t", images,
-                                                 "PBS_")
-    assert "PBS_JOBID" in facts["env"]
+    h = pbs_apptainer_hpcdet
+    Runtime("apptainer").configure(h)
+    h.extra_env["LEAKY_HOST_VAR"] = "the job's, not the container's"
+    ctx = h.mkdir(container_root / "t" / "ctx")
+    (ctx / "t.py").write_text(
+        "import json, os\nimport determined as det\n"
+        "print('ENV', json.dumps(sorted(os.environ)), flush=True)\n"
+        "with det.core.init() as core:\n"
+        "    core.train.report_training_metrics(steps_completed=1, metrics={'x': 1.0})\n")
+    cfg = container_root / "t" / "image.yaml"
+    cfg.write_text(json.dumps({
+        "name": "pbs-image", "entrypoint": "python3 t.py", "max_restarts": 0,
+        "environment": {"image": Runtime("apptainer").image},
+        "searcher": {"name": "single", "metric": "x", "max_length": 1}}))
+    out = h.run("experiment", "create", str(cfg), str(ctx), "-f", timeout=300).stdout
+    assert h.describe(1)["experiment"]["state"] == "COMPLETED", out[-3000:]
+    env = json.loads(next(line for line in out.splitlines() if "ENV [" in line).split("ENV ")[1])
+    assert "PBS_JOBID" in env and "APPTAINER_CONTAINER" in env, env
+    assert "LEAKY_HOST_VAR" not in env

@@ -1,14 +1,17 @@
 """apptainerdouble: a test DOUBLE of the `apptainer` and `singularity` container runtimes.
 
-This is not Apptainer.  Apptainer cannot be installed on the test machines, so hpcdet's
-container support is tested against these real executables (bin/apptainer, bin/singularity),
-which accept exactly the subset of the command line hpcdet uses: `version`, `--version`,
-`pull`, `inspect` and `exec`.  Images come from a directory of JSON files instead of a registry
+This is not Apptainer.  The real Apptainer 1.4.5 runs in the test suite (scripts/
+container-runtimes.sh; tests/integration/test_runtimes.py, tests/cluster/test_runtimes.py);
+this double stays for what it cannot stage here, having no registry: pulls that succeed, fail
+or are shared by many jobs.  It is two real executables (bin/apptainer, bin/singularity) that
+accept exactly the subset of the command line hpcdet uses: `version`, `--version`, `pull`,
+`inspect` and `exec`.  Images come from a directory of JSON files instead of a registry
 (registry.py), a "SIF" is a two-line text file (sif.py), and `exec` runs the command on the host
 in a private mount namespace that shows only what a container would (fsview.py).
 
-Behaviour follows the apptainer.org user documentation and man pages (apptainer-exec(1),
-apptainer-pull(1), apptainer-inspect(1)); each module names the pages it follows, and
+`exec` follows what Apptainer 1.4.5 was measured to do (Debian, 2026-11-28, as root and as an
+unprivileged user); `pull` and `inspect` follow the apptainer.org user documentation and man
+pages (apptainer-pull(1), apptainer-inspect(1)); each module names what it follows, and
 ../README.md lists what the double does not do.  The code is our own; nothing is copied from
 Apptainer or SingularityCE.  Only the standard library and util-linux's unshare and mount are
 used (Python 3.9+).

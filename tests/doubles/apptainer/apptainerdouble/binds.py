@@ -2,19 +2,19 @@
 
 Follows apptainer-exec(1) and the apptainer.org "Bind Paths and Mounts" page: a spec is
 `src[:dest[:opts]]`, dest defaults to src, opts is "ro" (read-only) or "rw" (the default), and
-one flag value may hold several specs separated by commas; the flag may be repeated.  A source
+one flag value may hold several specs separated by commas; the flag may be repeated. A source
 that does not exist on the host fails the container's creation with apptainer's message
 ("container creation failed: mount hook function failure: mount SRC->DST error: while mounting
-SRC: mount source SRC doesn't exist").  The double knows no other bind options (image-src=,
-id=): they are refused.
-"""
+SRC: mount source SRC doesn't exist"), after a warning ("skipping mount of SRC: stat SRC: no
+such file or directory"; measured, Apptainer 1.4.5 on Debian, 2026-11-28). The double knows no
+other bind options (image-src=, id=): they are refused."""
 
 from __future__ import annotations
 
 import dataclasses
 import os
 
-from .messages import Fatal
+from .messages import Fatal, warning
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,6 +35,8 @@ def parse(values: list[str]) -> list[Bind]:
 def check_sources(binds: list[Bind]) -> None:
     for bind in binds:
         if not os.path.exists(bind.source):
+            warning(f"skipping mount of {bind.source}: stat {bind.source}: no such file or "
+                    "directory")
             raise Fatal(mount_failure(bind, f"mount source {bind.source} doesn't exist"))
 
 

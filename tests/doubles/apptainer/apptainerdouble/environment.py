@@ -19,6 +19,26 @@ environment_and_metadata.rst), section by section:
 
 The double keeps host variables with the tool's own prefixes (<PREFIX>_*, <PREFIX>ENV_*) out of
 the container: they configure the runtime, they are not meant for the command.
+
+Measured, Apptainer 1.4.5 on Debian, 2026-11-28 (root and an unprivileged user), and followed:
+- with --cleanenv the command sees TERM, HOME, LANG=C, PATH, LD_LIBRARY_PATH=/.singularity.d/libs,
+  PS1="Apptainer> ", PROMPT_COMMAND='PS1="Apptainer> "; unset PROMPT_COMMAND', PWD,
+  APPTAINER_{APPNAME (empty), BIND, COMMAND, CONTAINER, ENVIRONMENT, NAME} and
+  SINGULARITY_{BIND, CONTAINER, ENVIRONMENT, NAME}; with --no-eval also APPTAINER_NO_EVAL=1 and
+  SINGULARITY_NO_EVAL=1.  <PREFIX>_BIND is the binds' container paths, comma-separated, empty
+  when there are none.
+- HOME is the passwd entry's home, or --home's DEST.  `--env HOME=x` and APPTAINERENV_HOME=x
+  cannot change it: "WARNING: Overriding HOME environment variable with APPTAINERENV_HOME is not
+  permitted" (SINGULARITYENV_HOME: the same with that name, after the INFO line below).
+- apptainer also reads SINGULARITYENV_FOO: alone it sets FOO with "INFO:    Environment variable
+  SINGULARITYENV_FOO is set, but APPTAINERENV_FOO is preferred"; beside an APPTAINERENV_FOO or
+  `--env FOO=` of another value it loses, with "WARNING: SINGULARITYENV_FOO and APPTAINERENV_FOO
+  have different values, using the latter" and "WARNING: Skipping environment variable
+  [SINGULARITYENV_FOO=s], FOO is already overridden with different value [a]"; of the same
+  value, silently.  Neither prefix's variables reach the command themselves.
+- `--env FOO=a,b` is one variable; `--env FOO=1,B=2` two; `--env A=1,"B=x,y"` two (CSV quoting);
+  `--env 'Y=k=v,z'` is a usage error ("z must be formatted as key=value", exit 1).
+The `singularity` tool (SingularityCE, not measured here) reads only its own prefix.
 """
 
 from __future__ import annotations
@@ -27,6 +47,7 @@ import dataclasses
 import re
 from collections.abc import Mapping
 
+from .messages import info, warning
 from .tools import Tool
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -36,6 +57,7 @@ ALWAYS_PASSED = tuple(
     name for base in ("http_proxy", "https_proxy", "no_proxy", "all_proxy", "ftp_proxy")
     for name in (base, base.upper())) + ("TERM",)
 RESET_FROM_HOST = frozenset({"PATH", "LD_LIBRARY_PATH", "PS1", "PROMPT_COMMAND"})
+FIXED = frozenset({"HOME"})  # only --home sets it
 _REFERENCE = re.compile(r"\$(?:\{(\w+)\}|(\w+))")
 
 
@@ -56,6 +78,7 @@ def container_env(tool: Tool, host: Mapping[str, str], req: Request) -> dict[str
     env["PATH"] = _with_default_path(req.image_env.get("PATH"))
     env["HOME"] = req.home
     env["PS1"] = tool.prompt
+    env["PROMPT_COMMAND"] = f'PS1="{tool.prompt}"; unset PROMPT_COMMAND'
     env.update(_runtime_vars(tool, req))
     libs = _apply_overrides(env, _overrides(tool, host, req.env_flag), req.no_eval)
     env["LD_LIBRARY_PATH"] = f"{libs}:{LIBS_DIR}" if libs else LIBS_DIR
@@ -67,7 +90,7 @@ def _from_host(tool: Tool, host: Mapping[str, str], cleanenv: bool) -> dict[str,
         env = {k: host[k] for k in ALWAYS_PASSED if k in host}
         env["LANG"] = "C"
         return env
-    own = (tool.env_prefix, f"{tool.prefix}_")
+    own = tuple(p for p in (tool.env_prefix, f"{tool.prefix}_", tool.legacy_env_prefix) if p)
     return {k: v for k, v in host.items()
             if k not in RESET_FROM_HOST and not k.startswith(own)}
 
@@ -81,23 +104,46 @@ def _with_default_path(image_path: str | None) -> str:
 
 
 def _runtime_vars(tool: Tool, req: Request) -> dict[str, str]:
-    out = {
-        tool.var("COMMAND"): "exec",
-        tool.var("CONTAINER"): req.image_path,
-        tool.var("NAME"): req.image_path.rsplit("/", 1)[-1],
-        tool.var("ENVIRONMENT"): ENV_SCRIPT,
+    shared = {
+        "BIND": ",".join(req.binds),
+        "CONTAINER": req.image_path,
+        "NAME": req.image_path.rsplit("/", 1)[-1],
+        "ENVIRONMENT": ENV_SCRIPT,
     }
-    if req.binds:
-        out[tool.var("BIND")] = ",".join(req.binds)
+    if req.no_eval:
+        shared["NO_EVAL"] = "1"
+    out = {tool.var("COMMAND"): "exec", tool.var("APPNAME"): ""}
+    for prefix in filter(None, (tool.prefix, tool.legacy)):
+        out.update({f"{prefix}_{k}": v for k, v in shared.items()})
     return out
 
 
 def _overrides(tool: Tool, host: Mapping[str, str], env_flag: Mapping[str, str]
                ) -> dict[str, str]:
-    out = {k[len(tool.env_prefix):]: v for k, v in host.items()
-           if k.startswith(tool.env_prefix) and len(k) > len(tool.env_prefix)}
-    out.update(env_flag)
+    own = _prefixed(host, tool.env_prefix)
+    own.update(env_flag)
+    legacy = _prefixed(host, tool.legacy_env_prefix) if tool.legacy else {}
+    out: dict[str, str] = {}
+    for name, value in legacy.items():
+        legacy_name, own_name = f"{tool.legacy_env_prefix}{name}", f"{tool.env_prefix}{name}"
+        if name not in own:
+            info(f"Environment variable {legacy_name} is set, but {own_name} is preferred")
+            out[name] = value
+        elif own[name] != value:
+            warning(f"{legacy_name} and {own_name} have different values, using the latter")
+            warning(f"Skipping environment variable [{legacy_name}={value}], {name} is already "
+                    f"overridden with different value [{own[name]}]")
+    out.update(own)
+    for name in sorted(FIXED & out.keys()):
+        source = tool.env_prefix if name in own else tool.legacy_env_prefix
+        warning(f"Overriding {name} environment variable with {source}{name} is not permitted")
+        del out[name]
     return out
+
+
+def _prefixed(host: Mapping[str, str], prefix: str) -> dict[str, str]:
+    return {k[len(prefix):]: v for k, v in host.items()
+            if k.startswith(prefix) and len(k) > len(prefix)}
 
 
 def _apply_overrides(env: dict[str, str], overrides: Mapping[str, str],

@@ -9,12 +9,18 @@ under a hidden directory; being part of the image, they go in first, so /tmp, th
 and the binds below cover them.  Onto that go the mounts the real runtime makes (apptainer.org
 "Bind Paths and Mounts", and apptainer-exec(1) for -c/--contain and --no-home):
 
-- /tmp and /var/tmp: the host's; empty private ones with --contain;
-- the user's home directory (the passwd entry's): the host's; an empty private one with
-  --contain; with --no-home it is not mounted (an empty directory unless it lies in a kept
-  directory);
+- /tmp and /var/tmp: the host's; empty private ones with --contain; with --no-mount tmp the
+  image's, empty and read-only;
+- the home directory: the host's (the passwd entry's, or --home's SRC at its DEST); an empty
+  private one with --contain (unless --home is given); with --no-home it is not mounted (an
+  empty directory unless it lies in a kept directory); with --no-mount home nothing is made;
+- the host's working directory at its own path, unless --contain or --no-mount cwd;
 - each -B/--bind, in order, after all of the above (so binding a path under a hidden directory
   works); "ro" binds are remounted read-only.
+Finally the double's tmpfs, the image's own files, is made read-only, as a SIF is (measured,
+Apptainer 1.4.5 on Debian, 2026-11-28: /srv, /etc and, with --no-mount tmp, /tmp and /var/tmp
+refuse writes with "Read-only file system"); what is mounted on it stays as it was.  /dev is
+the host's (no --contain, no private /dev/shm: measured, a file in the host's /dev/shm is seen).
 
 How: the root is assembled on a tmpfs mounted over /tmp in the new namespace (nothing of it is
 seen outside the namespace), then the process chroots into it.  Every bind source (and the host
@@ -48,9 +54,16 @@ STAGE = "/tmp"
 class Layout:
     binds: tuple[Bind, ...]
     home: str
-    home_mode: str  # "bind" (the host's), "empty" (--contain), "plain" (--no-home)
+    home_mode: str  # "bind" (home_source), "empty" (--contain), "plain" (--no-home), "none"
     contain: bool
     content: tuple[str, ...] = ()
+    home_source: str = ""  # what "bind" mounts at home; "" means home itself
+    tmp: str = "host"  # "host", "empty" (--contain), "none" (--no-mount tmp)
+    cwd: str | None = None  # the host's working directory, mounted at its own path
+
+    @property
+    def home_from(self) -> str:
+        return self.home_source or self.home
 
 
 class _Assembly:
@@ -79,10 +92,13 @@ def build(layout: Layout) -> str:
         _populate_top(view, top)
         for path in layout.content:
             _mount_bind(view, Bind(path, path, True), fds[path])
-        _mount_tmp(view, fds, layout.contain)
+        _mount_tmp(view, fds, layout.tmp)
         _mount_home(view, fds, layout)
+        if layout.cwd is not None and layout.cwd in fds:
+            _mount_bind(view, Bind(layout.cwd, layout.cwd, False), fds[layout.cwd])
         for bind in layout.binds:
             _mount_bind(view, bind, fds[bind.source])
+        _mount(["-o", "remount,ro", view.root])
         return view.root
     finally:
         for fd in fds.values():
@@ -91,11 +107,16 @@ def build(layout: Layout) -> str:
 
 def _open_sources(layout: Layout) -> dict[str, int]:
     paths = [*layout.content, *(b.source for b in layout.binds)]
-    if not layout.contain:
+    if layout.tmp == "host":
         paths.append("/tmp")
     if layout.home_mode == "bind":
-        paths.append(layout.home)
+        paths.append(layout.home_from)
     fds: dict[str, int] = {}
+    if layout.cwd is not None:
+        try:  # a working directory that is gone is not mounted (the command starts elsewhere)
+            fds[layout.cwd] = os.open(layout.cwd, os.O_PATH | os.O_DIRECTORY)
+        except OSError:
+            pass
     for path in paths:
         if path in fds:
             continue
@@ -127,25 +148,31 @@ def _populate_top(view: _Assembly, top: Sequence[tuple[str, os.stat_result]]) ->
     os.chmod(view.inside("/tmp"), 0o1777)
 
 
-def _mount_tmp(view: _Assembly, fds: dict[str, int], contain: bool) -> None:
-    if not contain:
+def _mount_tmp(view: _Assembly, fds: dict[str, int], tmp: str) -> None:
+    if tmp == "host":
         _mount_fd(fds["/tmp"], view.inside("/tmp"))
         view.note("/tmp", True)
         return
+    if tmp == "empty":  # --contain: private and writable
+        _mount(["-t", "tmpfs", "-o", "mode=1777", "hpcdet-apptainer-double", view.inside("/tmp")])
+        view.note("/tmp", False)
     var_tmp = view.inside("/var/tmp")
     if os.path.isdir(var_tmp):
-        _mount(["-t", "tmpfs", "-o", "mode=1777", "hpcdet-apptainer-double", var_tmp])
+        options = "mode=1777" if tmp == "empty" else "mode=1777,ro"
+        _mount(["-t", "tmpfs", "-o", options, "hpcdet-apptainer-double", var_tmp])
         view.note("/var/tmp", False)
 
 
 def _mount_home(view: _Assembly, fds: dict[str, int], layout: Layout) -> None:
     home = layout.home
+    if layout.home_mode == "none":
+        return
     if layout.home_mode == "plain":
         if not _creatable_or_present(view, home):
             return
-    _ensure(view, home, directory=True, bind=Bind(home, home, False))
+    _ensure(view, home, directory=True, bind=Bind(layout.home_from, home, False))
     if layout.home_mode == "bind":
-        _mount_fd(fds[home], view.inside(home))
+        _mount_fd(fds[layout.home_from], view.inside(home))
         view.note(home, True)
     elif layout.home_mode == "empty":
         _mount(["-t", "tmpfs", "-o", "mode=0700", "hpcdet-apptainer-double", view.inside(home)])

@@ -8,8 +8,11 @@ over the destination, so nobody ever sees half an image.
 Real SIF files are executable (they start with a "#!/usr/bin/env run-singularity" line), so the
 mode is 0777 less the umask.
 
-Messages for unusable images follow apptainer 1.x ("could not open image X: failed to retrieve
-path for X: lstat X: no such file or directory"; "image format not recognized").  A content path
+Messages for unusable images are Apptainer 1.4.5's (measured on Debian, 2026-11-28; exit 255,
+relative names made absolute from the working directory): "While checking container
+encryption: could not open image /abs/X: failed to retrieve path for /abs/X: lstat /abs/X: no
+such file or directory"; "While checking container encryption: could not open image /abs/X:
+image format not recognized".  A content path
 that is missing on the host makes the image unusable for `exec`, in the double's own words
 ("could not open image X: hpcdet's apptainer double: image content P doesn't exist on the
 host").
@@ -25,6 +28,7 @@ import tempfile
 from .messages import Fatal
 
 MAGIC = "HPCDET-APPTAINER-DOUBLE-SIF 1"
+CHECKING = "While checking container encryption: "
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,8 +58,8 @@ def read(path: str) -> Sif:
     """The image at `path`, or Fatal with the real tool's wording."""
     absolute = os.path.abspath(path)
     if not os.path.lexists(absolute):
-        raise Fatal(f"could not open image {path}: failed to retrieve path for {path}: "
-                    f"lstat {absolute}: no such file or directory")
+        raise Fatal(f"{CHECKING}could not open image {absolute}: failed to retrieve path for "
+                    f"{absolute}: lstat {absolute}: no such file or directory")
     try:
         with open(absolute, encoding="utf-8") as f:
             magic, body = f.readline().rstrip("\n"), f.readline()
@@ -63,7 +67,7 @@ def read(path: str) -> Sif:
     except (OSError, UnicodeDecodeError, ValueError):
         data = None
     if not isinstance(data, dict):
-        raise Fatal(f"could not open image {absolute}: image format not recognized")
+        raise Fatal(f"{CHECKING}could not open image {absolute}: image format not recognized")
     return Sif(str(data.get("ref", "")), dict(data.get("env") or {}),
                dict(data.get("labels") or {}), tuple(str(p) for p in data.get("content") or ()))
 

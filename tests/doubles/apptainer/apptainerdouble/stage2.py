@@ -9,14 +9,15 @@ status is the command's.  Without namespaces `exec` calls enter() directly.
 Everything this module and fsview need is imported before the view hides the interpreter's own
 files (a pyenv Python lives under /root).
 
-Working directory (apptainer's StartProcess, internal/pkg/runtime/engine/apptainer/
-process_linux.go): --pwd must exist ("failed to set working directory: chdir X: no such file or
-directory", fatal); otherwise the host's current directory if the container has it, else the
-home directory, else "/".  The command is looked up in the container's PATH; a missing one
-fails like apptainer 1.x's `exec` ("\"foo\": executable file not found in $PATH"; with a slash:
-"stat /x: no such file or directory").  A file without "#!" is run by /bin/sh, as apptainer
-retries on ENOEXEC.
-"""
+Working directory (measured, Apptainer 1.4.5 on Debian, 2026-11-28): --pwd must exist ("failed
+to set working directory: chdir X: no such file or directory", fatal); with --contain the home
+directory; otherwise the host's current directory if the container has it, else the home
+directory, else "/", with one warning naming the last directory tried ("WARNING: Error changing
+the container working directory. Using '/root' instead: chdir /srv/m1: no such file or
+directory"; with no home either: "Using '/' instead: chdir /d: ..."). The command is looked up
+in the container's PATH; a missing one fails like apptainer 1.4.5's `exec` (exit 255) ("\"foo\":
+executable file not found in $PATH"; with a slash: "stat /x: no such file or directory"). A file
+without "#!" is run by /bin/sh, as apptainer retries on ENOEXEC."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ from typing import Any
 
 from . import fsview
 from .binds import Bind
-from .messages import FATAL_EXIT, Fatal, fatal
+from .messages import FATAL_EXIT, Fatal, fatal, warning
 
 SHELL = "/bin/sh"
 
@@ -62,8 +63,11 @@ def enter(plan: Mapping[str, Any]) -> None:
 def _layout(plan: Mapping[str, Any]) -> fsview.Layout:
     binds = tuple(Bind(str(b["source"]), str(b["target"]), bool(b["read_only"]))
                   for b in plan["binds"])
+    cwd = plan.get("mount_cwd")
     return fsview.Layout(binds, str(plan["home"]), str(plan["home_mode"]),
-                         bool(plan["contain"]), tuple(str(p) for p in plan["content"]))
+                         bool(plan["contain"]), tuple(str(p) for p in plan["content"]),
+                         home_source=str(plan.get("home_source") or ""),
+                         tmp=str(plan.get("tmp", "host")), cwd=str(cwd) if cwd else None)
 
 
 def _choose_cwd(plan: Mapping[str, Any]) -> str:
@@ -74,10 +78,30 @@ def _choose_cwd(plan: Mapping[str, Any]) -> str:
         except OSError as e:
             raise Fatal(f"failed to set working directory: chdir {pwd}: {_go(e)}") from None
         return os.getcwd()
-    for candidate in (plan.get("cwd"), plan.get("home"), "/"):
-        if candidate and _chdir(str(candidate)):
-            return str(candidate)
+    cwd, home = plan.get("cwd"), str(plan.get("home") or "/")
+    if cwd is None:  # --contain: the home directory, silently
+        return home if _chdir(home) else "/"
+    failed = _chdir_error(str(cwd))
+    if failed is None:
+        return str(cwd)
+    tried = str(cwd)
+    for fallback in (home, "/"):
+        if fallback != "/" and (error := _chdir_error(fallback)) is not None:
+            failed, tried = error, fallback
+            continue
+        warning(f"Error changing the container working directory. Using '{fallback}' "
+                f"instead: chdir {tried}: {failed}")
+        _chdir(fallback)
+        return fallback
     return "/"
+
+
+def _chdir_error(path: str) -> str | None:
+    try:
+        os.chdir(path)
+    except OSError as e:
+        return _go(e)
+    return None
 
 
 def _chdir(path: str) -> bool:

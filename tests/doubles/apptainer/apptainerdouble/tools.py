@@ -19,6 +19,7 @@ class Tool:
     version: str
     prefix: str
     prompt: str
+    legacy: str = ""  # an older prefix also read (apptainer reads SINGULARITY*), or ""
 
     @property
     def version_line(self) -> str:
@@ -30,13 +31,18 @@ class Tool:
         """Host variables with this prefix are set, without it, inside the container."""
         return f"{self.prefix}ENV_"
 
+    @property
+    def legacy_env_prefix(self) -> str:
+        return f"{self.legacy}ENV_" if self.legacy else ""
+
     def var(self, name: str) -> str:
         """A runtime or configuration variable, e.g. var("CONTAINER") -> APPTAINER_CONTAINER."""
         return f"{self.prefix}_{name}"
 
 
 TOOLS: dict[str, Tool] = {
-    "apptainer": Tool("apptainer", "apptainer", "1.3.4", "APPTAINER", "Apptainer> "),
+    "apptainer": Tool("apptainer", "apptainer", "1.3.4", "APPTAINER", "Apptainer> ",
+                           "SINGULARITY"),
     "singularity": Tool("singularity", "singularity-ce", "3.11.4", "SINGULARITY",
                         "Singularity> "),
 }
