@@ -48,8 +48,15 @@ class Jobs:
             self.last_poll += min(300.0, self.poll_interval)
             log.warning("scheduler status query failed: %s", e)
             return False
+        try:
+            statuses = self.scheduler.parse_status(result.stdout)
+        except ValueError as e:
+            # An answer that cannot be read says nothing: no job counts as gone.
+            self.last_poll += min(300.0, self.poll_interval)
+            log.warning("could not read the scheduler's status answer: %s", e)
+            return False
         self.polls += 1
-        self.statuses = self.scheduler.parse_status(result.stdout)
+        self.statuses = statuses
         gone = [j for j in live if j not in self.statuses]
         final_cmd = self.scheduler.final_status_command(gone)
         if final_cmd is not None:

@@ -105,21 +105,26 @@ class PbsScheduler(Scheduler):
         super().__init__(settings)
         # Servers before PBS Pro 18 have no -F json: the first refusal turns it off.
         self.json = True
+        # Whose jobs the status query keeps (qstat lists every user's).
+        self.user = getpass.getuser()
 
     def _format(self) -> list[str]:
         return ["-F", "json"] if self.json else []
 
     def status_command(self, job_ids: Collection[str]) -> list[str]:
-        # One call for all of the user's queued and running jobs, subjobs included (-t); jobs
-        # that have left it are asked about by id, in history (final_status_command).
-        return ["qstat", "-f", *self._format(), "-t", "-u", getpass.getuser()]
+        # One call for all queued and running jobs, subjobs included (-t), kept to the user's
+        # by Job_Owner: with -u, 23.06 prints its text table and a JSON without the jobs
+        # (exit 0; fixed after 23.06, openpbs #2676). Jobs that have left it are asked about
+        # by id, in history (final_status_command): a second call in the ticks where some
+        # have.
+        return ["qstat", "-f", *self._format(), "-t"]
 
     def parse_status(self, stdout: str) -> dict[str, JobStatus]:
         # The queue order is kept as nice values (hpcdet.priority): PBS's Priority, negated.
         # qstat lists jobs in queue order; qorder can exchange the places of queued jobs and
         # arrays, not of subjobs (qorder.1B).
         found = {}
-        for place, (job_id, s) in enumerate(self.parse_final_status(stdout).items()):
+        for place, (job_id, s) in enumerate(self._parse(stdout, self.user).items()):
             orderable = s.native == "Q" and self.array_of(job_id) == job_id
             found[job_id] = dataclasses.replace(
                 s, nice=None if s.priority is None else -s.priority,
@@ -139,9 +144,13 @@ class PbsScheduler(Scheduler):
         return ["qstat", "-f", *self._format(), "-x", "-t", *sorted(job_ids)]
 
     def parse_final_status(self, stdout: str) -> dict[str, JobStatus]:
+        return self._parse(stdout, None)
+
+    @staticmethod
+    def _parse(stdout: str, owner: str | None) -> dict[str, JobStatus]:
         if stdout.lstrip().startswith("Job Id:"):
-            return pbs_status.parse_qstat_text(stdout)
-        return pbs_status.parse_qstat_json(stdout)
+            return pbs_status.parse_qstat_text(stdout, owner)
+        return pbs_status.parse_qstat_json(stdout, owner)
 
     def cancel_command(self, job_ids: Collection[str]) -> list[str]:
         return ["qdel", *sorted(job_ids)]

@@ -137,8 +137,8 @@ def _scan_inside(block: str, name: str, key: str) -> str | None:
     return _scan_value(block[span[0]: span[1]], key) if span else None
 
 
-_SCANNED = ("job_state", "Exit_status", "substate", "comment", "Job_Name", "queue",
-            "exec_host", "stime", "Priority", "Hold_Types")
+_SCANNED = ("job_state", "Exit_status", "substate", "comment", "Job_Name", "Job_Owner",
+            "queue", "exec_host", "stime", "Priority", "Hold_Types")
 _SCANNED_INSIDE = (("estimated", "start_time"), ("Resource_List", "walltime"),
                    ("resources_used", "walltime"))
 
@@ -162,6 +162,21 @@ def scan_jobs(text: str) -> dict[str, dict[str, Any]]:
     heads = list(_JOB_HEAD.finditer(text))
     ends = [h.start() for h in heads[1:]] + [len(text)]
     return {h.group(1): _scan_job(text[h.end(): e]) for h, e in zip(heads, ends)}
+
+
+# qstat's -a table: a "Job ID" heading over a rule of dashes, then one row per job.
+_TABLE_RULE = re.compile(r"^-{3,}(?: +-+)+ *$", re.MULTILINE)
+_TABLE_ROW = re.compile(r"^\d+(?:\[\d*\])?(?:\.\S*)? +\S", re.MULTILINE)
+
+
+def table_instead_of_jobs(text: str) -> bool:
+    """Whether qstat printed its text table of jobs and then JSON without them: OpenPBS 23.06
+    does that for ``qstat -f -F json -u USER`` (exit 0; fixed after 23.06, openpbs #2676)."""
+    first = re.search(r"^\{", text, re.MULTILINE)
+    before = text[: first.start()] if first else text
+    rule = _TABLE_RULE.search(before)
+    return bool(rule and _TABLE_ROW.search(before, rule.end())
+                and not _JOB_HEAD.search(text, first.start() if first else len(text)))
 
 
 def job_ids(text: str) -> set[str]:

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from hpcdet.schedulers.base import JobStatus, Partition
-from hpcdet.schedulers.pbs_json import job_ids, load_json, scan_jobs
+from hpcdet.schedulers.pbs_json import job_ids, load_json, scan_jobs, table_instead_of_jobs
 from hpcdet.states import JobState
 
 log = logging.getLogger(__name__)
@@ -74,11 +74,16 @@ _EXEC_CODES: dict[int, tuple[str, JobState, str]] = {
 }
 # MoM reports a job killed by signal N as 256 + N (req_delete.c: SIGKILL + 0x100).
 _SIGNALED = 256
-# job.h JOB_SUBSTATE_TERMINATED: a history job that qdel ended.
+# job.h JOB_SUBSTATE_TERMINATED: a history job that qdel ended; JOB_SUBSTATE_FAILED: one
+# that failed, an array whose subjobs did not all succeed included (23.06.06 gives such an
+# array the Exit_status of its last subjob to end, 0 when that one succeeded).
 _SUBSTATE_TERMINATED = 91
+_SUBSTATE_FAILED = 93
 _SUBSTATE_DEPENDENCY = 22
-# qdel appends " and terminated" to the comment (e.g. "Not Running: ... and terminated").
-_DELETED = re.compile(r"\band terminated$|\bdeleted\b", re.IGNORECASE)
+# qdel appends " and terminated" to the comment (e.g. "Not Running: ... and terminated"), on
+# 23.06.06 also " by user@host" for a job that ran ("... and terminated by pbsuser@pbshead").
+_TERMINATED = re.compile(r" and terminated(?: by \S+)?$")
+_DELETED = re.compile(r"\band terminated(?: by \S+)?$|\bdeleted\b", re.IGNORECASE)
 
 
 def final_state(
@@ -89,22 +94,24 @@ def final_state(
 
     Args:
         exit_status: ``Exit_status``; None when PBS set none (a job deleted before it ran).
-            An array job's own status is 0, 1 (a subjob failed) or 2 (a PBS error).
+            An array job's own status is 0, 1 or 2 from its last subjob to end, not from all.
         comment: the job's ``comment``; qdel leaves "... and terminated" there.
-        substate: ``substate``; 91 means qdel ended the job.
+        substate: ``substate``; 91 means qdel ended the job (whatever its exit status: a
+            script that traps SIGTERM may exit 0), 93 that it failed (an array: a subjob did).
         over_walltime: it used its whole walltime, for servers older than
             JOB_EXEC_KILL_WALLTIME that report that kill as a signal.
 
     Returns:
-        COMPLETED for 0; the state of a JOB_EXEC_* code; CANCELED for any other end of a job
-        qdel deleted; TIMEOUT for a signal at the walltime; FAILED otherwise.
+        the state of a JOB_EXEC_* code; CANCELED for a job qdel deleted; COMPLETED for 0
+        unless the substate says it failed; TIMEOUT for a signal at the walltime; FAILED
+        otherwise.
     """
-    if exit_status == 0:
-        return JobState.COMPLETED
     if exit_status is not None and exit_status < 0:
         return _EXEC_CODES.get(exit_status, ("", JobState.FAILED, ""))[1]
     if substate == _SUBSTATE_TERMINATED or _DELETED.search(" ".join(comment.split())):
         return JobState.CANCELED
+    if exit_status == 0:
+        return JobState.FAILED if substate == _SUBSTATE_FAILED else JobState.COMPLETED
     if exit_status is not None and exit_status > _SIGNALED and over_walltime:
         return JobState.TIMEOUT
     return JobState.FAILED
@@ -147,8 +154,9 @@ def reason_in_words(comment: str) -> str:
         resource: ncpus (R: 8 A: 4 T: 4))"; "" for an empty comment.
     """
     text = " ".join(comment.split())
-    if text.endswith(" and terminated"):
-        before = reason_in_words(text[: -len(" and terminated")])
+    terminated = _TERMINATED.search(text)
+    if terminated:
+        before = reason_in_words(text[: terminated.start()])
         return f"deleted ({before})" if before else "deleted"
     if text.startswith("Can Never Run: "):
         return "can never start: " + text[len("Can Never Run: "):]
@@ -277,21 +285,39 @@ def _unreadable(what: str, text: str) -> ValueError:
 
 # -- qstat -f -F json -----------------------------------------------------------------------
 
-def parse_qstat_json(text: str) -> dict[str, JobStatus]:
-    """Jobs from ``qstat -f -F json -x -t <ids>``, keyed by id as PBS prints it.
+def _owned_by(attrs: Mapping[str, Any], owner: str | None) -> bool:
+    """Whether ``Job_Owner`` (``user@host``) names ``owner``; a job without one is kept."""
+    if owner is None:
+        return True
+    found = _text(attrs.get("Job_Owner")).strip()
+    return not found or found.partition("@")[0] == owner
+
+
+def parse_qstat_json(text: str, owner: str | None = None) -> dict[str, JobStatus]:
+    """Jobs from ``qstat -f -F json [-x] -t [ids]``, keyed by id as PBS prints it.
 
     Keys look like ``12.server``, ``12[].server`` (an array) or ``12[3].server`` (a subjob).
     Never raises on the known defects: the JSON is read as is, else repaired (unquoted values
     such as ``005``, raw control characters, stray quotes, invalid escapes, plaintext around
     the JSON), else each job is read from its own text, so one broken job costs only itself.
     A job whose state cannot be found is UNKNOWN. Jobs missing from the output (#2672: one
-    job only for several ids on some builds) are missing from the result.
+    job only for several ids on some builds) are missing from the result, and so is
+    everything when nothing matched (23.06 then prints no ``Jobs`` key at all).
+
+    Args:
+        owner: keep only the jobs whose ``Job_Owner`` is this user (``user@host``).
 
     Raises:
-        ValueError: nothing readable at all (blank text gives an empty dict).
+        ValueError: nothing readable at all (blank text gives an empty dict), or qstat's
+            text table where the jobs should be (23.06's ``-u`` with ``-F json``).
     """
     if not text.strip():
         return {}
+    if table_instead_of_jobs(text):
+        raise ValueError(
+            "qstat printed its text table of jobs instead of JSON (OpenPBS 23.06 does so for "
+            "`qstat -f -F json -u USER`, openpbs #2676); ask without -u: "
+            f"{text.strip()[:200]!r}")
     doc = load_json(text)
     listed = doc.get("Jobs") if isinstance(doc, dict) else None
     jobs: dict[str, Any] = {}
@@ -303,7 +329,7 @@ def parse_qstat_json(text: str) -> dict[str, JobStatus]:
         jobs.update((k, v) for k, v in scan_jobs(text).items() if k in missing)
     if not jobs and not isinstance(doc, dict) and '"pbs_server"' not in text:
         raise _unreadable("qstat JSON output", text)
-    return {job_id: _status(attrs) for job_id, attrs in jobs.items()}
+    return {job_id: _status(attrs) for job_id, attrs in jobs.items() if _owned_by(attrs, owner)}
 
 
 # -- qstat -f (text) ----------------------------------------------------------------------------
@@ -333,8 +359,9 @@ def _attributes(lines: list[str]) -> dict[str, str]:
     return found
 
 
-def parse_qstat_text(text: str) -> dict[str, JobStatus]:
-    """Jobs from plain ``qstat -f -x -t <ids>``, for servers without a usable ``-F json``.
+def parse_qstat_text(text: str, owner: str | None = None) -> dict[str, JobStatus]:
+    """Jobs from plain ``qstat -f [-x] -t [ids]``, for servers without a usable ``-F json``;
+    of ``owner`` only, if given (as `parse_qstat_json`).
 
     Each job starts at ``Job Id: <id>``; its ``    key = value`` lines follow, long values
     continued on lines that start with a tab. Dotted keys (``Resource_List.walltime``) nest
@@ -363,7 +390,8 @@ def parse_qstat_text(text: str) -> dict[str, JobStatus]:
                 attrs.setdefault(group, {})[inner] = value
             else:
                 attrs[key] = _variables(value) if key == "Variable_List" else value
-        result[job_id] = _status(attrs)
+        if _owned_by(attrs, owner):
+            result[job_id] = _status(attrs)
     return result
 
 

@@ -93,9 +93,9 @@ def scheduler_statuses(scheduler: Scheduler) -> tuple[dict[str, JobStatus], str]
     """The scheduler's word on the user's jobs now, and "" or why it gave none."""
     try:
         out = CommandRunner(timeout=30).run(scheduler.status_command([])).stdout
-    except SchedulerCommandError as e:
+        return scheduler.parse_status(out), ""
+    except (SchedulerCommandError, ValueError) as e:
         return {}, str(e)
-    return scheduler.parse_status(out), ""
 
 
 def job_queue(store: Store, statuses: Mapping[str, JobStatus],

@@ -90,7 +90,7 @@ def test_commands() -> None:
     assert pbs.parse_job_id("13[].pbsdouble\n") == "13[].pbsdouble"
     with pytest.raises(ValueError, match="qsub output"):
         pbs.parse_job_id("qsub: Unknown queue\n")
-    assert pbs.status_command([])[:6] == ["qstat", "-f", "-F", "json", "-t", "-u"]
+    assert pbs.status_command([]) == ["qstat", "-f", "-F", "json", "-t"]
     assert pbs.final_status_command([]) is None
     assert pbs.final_status_command(["9.s", "8.s"]) == [
         "qstat", "-f", "-F", "json", "-x", "-t", "8.s", "9.s"]
@@ -160,6 +160,9 @@ def test_a_server_without_json_is_asked_in_plain_qstat_f() -> None:
     status = pbs.parse_status(text)["5.s"]
     assert (status.state, status.name, status.priority, status.nice) == (
         JobState.RUNNING, "hpcdet-e1-t1-r1", -30, 30)
+    pbs.user = "pbsuser"
+    owned = text + "    Job_Owner = other@pbs01\nJob Id: 6.s\n    Job_Owner = pbsuser@pbs01\n"
+    assert list(pbs.parse_status(owned)) == ["6.s"]  # qstat lists every user's jobs
 
 
 @pytest.mark.parametrize(("output", "transient"), [

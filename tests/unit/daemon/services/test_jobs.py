@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
-from hpcdet.daemon.jobs import CANCEL_BATCH
+import pytest
+
+from hpcdet.daemon.jobs import CANCEL_BATCH, Jobs
 from hpcdet.schedulers.base import SiteLimits
+from hpcdet.schedulers.pbs import PbsScheduler
+from hpcdet.schedulers.runner import CommandRunner, Result
 from tests.unit.daemon.services.support import World, squeue_line
 
 
@@ -115,3 +120,37 @@ def test_submit_and_find_by_name_and_directory(tmp_path: Path) -> None:
     jobs.poll()
     assert jobs.find("hpcdet-e1-t1-r2", Path("/mine")) == "8"
     assert jobs.find("hpcdet-e1-t1-r3", Path("/mine")) == ""
+
+
+class _Qstat(CommandRunner):
+    """Answers qstat with one real 23.06.06 output (tests/unit/schedulers/pbs_samples)."""
+
+    def __init__(self, sample: str) -> None:
+        super().__init__()
+        self.stdout = (Path(__file__).parents[2] / "schedulers" / "pbs_samples" / sample
+                       ).read_text()
+        self.ran: list[list[str]] = []
+
+    def run(self, cmd: Sequence[str], check: bool = True, stdin: str | None = None) -> Result:
+        self.ran.append(list(cmd))
+        return Result(self.stdout, "", 0)
+
+
+def test_qstat_s_text_table_in_place_of_json_is_no_answer_not_every_job_gone(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    w = World(tmp_path)
+    w.experiment(1)
+    w.trial(1, 1)
+    w.run(1, 1, job_id="3[0].pbshead")
+    scheduler = PbsScheduler()
+    scheduler.user = "pbsuser"
+    # What 23.06.06 prints for `qstat -f -F json -t -u pbsuser` (exit 0).
+    runner = _Qstat("qstat-f-json-t-u.json")
+    jobs = Jobs(scheduler, runner, w.store, poll_interval=5.0)
+    assert not jobs.poll()
+    assert "text table" in caplog.text and jobs.missing.get("3[0].pbshead", 0) == 0
+    assert runner.ran == [["qstat", "-f", "-F", "json", "-t"]]  # one call, and no -u
+    runner.stdout = (Path(__file__).parents[2] / "schedulers" / "pbs_samples"
+                     / "qstat-f-json-t.json").read_text()
+    assert jobs.poll() and len(runner.ran) == 2  # listed: no second, history call
+    assert [r.state for r in w.store.runs()] == ["RUNNING"]
