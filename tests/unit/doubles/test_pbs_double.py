@@ -214,10 +214,10 @@ def test_array_jobs(pbs: Pbs) -> None:
     assert seen_running == 2
     assert parent["array"] == "True"
     assert parent["array_indices_submitted"] == "0-6:2"
-    assert parent["array_state_count"] == "Queued:0 Running:0 Exiting:0 Expired:4 "
+    assert parent["array_state_count"] == "Queued:0 Running:0 Exiting:0 Expired:4"
     assert parent["Exit_status"] == 0
     sub = jobs[f"{seq}[4].pbsdouble"]
-    assert sub["job_state"] == "X" and sub["array_index"] == 4
+    assert sub["job_state"] == "F" and sub["array_index"] == 4  # X only while it ran
     assert sub["array_id"] == jid
     out = (pbs.work / f"arr.sh.o{seq}.4").read_text()
     assert out.split() == ["4", jid, f"{seq}[4].pbsdouble"]
@@ -227,13 +227,13 @@ def test_array_parent_json_while_running(pbs: Pbs) -> None:
     jid = pbs.qsub("-J", "1-5", "-l", "select=1:ncpus=4", "--", "/bin/sleep", "5")
     seq = jid.split("[")[0]
     parent = pbs.wait_state(jid, "B")
-    assert parent["array_state_count"] == "Queued:3 Running:2 Exiting:0 Expired:0 "
+    assert parent["array_state_count"] == "Queued:3 Running:2 Exiting:0 Expired:0"
     assert parent["array_indices_remaining"] == "3-5"
     assert pbs.run("qdel", f"{seq}[4]").returncode == 0
     assert pbs.job(jid)["array_indices_remaining"] == "3,5"
     assert pbs.run("qdel", jid).returncode == 0
     parent = pbs.wait_state(jid, "F")
-    assert parent["array_state_count"].endswith("Expired:5 ")
+    assert parent["array_state_count"].endswith("Expired:5")
 
 
 def test_scheduling_order_priority_qorder_and_holds(pbs: Pbs) -> None:
@@ -548,3 +548,100 @@ def test_queue_associated_node(tmp_path: Path) -> None:
         pbs.run("qdel", g, w1, w2, big)
     finally:
         kill_all(pbs.home)
+
+
+# -- following real OpenPBS 23.06.06 (tests/unit/schedulers/pbs_samples, issue 39) -----------
+
+SAMPLES = Path(__file__).resolve().parents[1] / "schedulers" / "pbs_samples"
+
+
+def _sample_jobs(name: str) -> dict:
+    return json.loads((SAMPLES / name).read_text())["Jobs"]
+
+
+def _same_shape(real: dict, ours: dict, what: str) -> None:
+    """Every attribute both have is of the same JSON type, nested ones too."""
+    for key in real.keys() & ours.keys():
+        if isinstance(real[key], dict):
+            _same_shape(real[key], ours[key], f"{what}.{key}")
+        elif key != "Job_Name":  # a string unless it looks numeric, in both
+            assert type(real[key]) is type(ours[key]), (f"{what}.{key}", real[key], ours[key])
+
+
+def test_u_with_json_gives_the_text_table_and_a_skeleton_as_23_06(pbs: Pbs) -> None:
+    from hpcdet.schedulers.pbs_status import parse_qstat_json
+
+    jid = pbs.qsub("-J", "0-3%2", "-N", "arr", "--", "/bin/sleep", "5")
+    pbs.wait_state(jid, "B")
+    p = pbs.run("qstat", "-f", "-F", "json", "-t", "-u", os.environ.get("USER", "root"))
+    real = (SAMPLES / "qstat-f-json-t-u.json").read_text()
+    assert p.returncode == 0
+    with pytest.raises(ValueError):
+        json.loads(p.stdout)
+    table, _, skeleton = p.stdout.partition("\n{")
+    real_table, _, real_skeleton = real.partition("\n{")
+    assert table.splitlines()[2:5] == real_table.splitlines()[2:5]  # the headings
+    rows = table.splitlines()[5:]
+    assert [r.split()[0] for r in rows] == [jid.replace("[]", f"[{i}]") for i in range(4)]
+    assert [r.split()[-2] for r in rows] == ["R", "R", "Q", "Q"]
+    assert json.loads("{" + skeleton).keys() == json.loads("{" + real_skeleton).keys()
+    with pytest.raises(ValueError, match="text table"):
+        parse_qstat_json(p.stdout)
+
+
+def test_json_types_and_keys_follow_23_06(pbs: Pbs) -> None:
+    jid = pbs.qsub("-J", "0-3%2", "-N", "arr", "--", "/bin/sleep", "1")
+    pbs.wait_state(jid, "B")
+    ours = pbs.jobs(jid, x=False, t=True)
+    real = _sample_jobs("qstat-f-json-t.json")
+    _same_shape(real["3[].pbshead"], ours[jid], "parent")
+    assert ours[jid]["array"] == "True"
+    assert ours[jid]["array_state_count"] == "Queued:2 Running:2 Exiting:0 Expired:0"
+    running, queued = (ours[jid.replace("[]", f"[{i}]")] for i in (0, 3))
+    _same_shape(real["3[0].pbshead"], running, "running subjob")
+    _same_shape(real["3[1].pbshead"], queued, "queued subjob")
+    assert running["array_index"] == 0
+    assert "array_id" not in queued and "array_index" not in queued  # as 3[1] in the sample
+    pbs.wait_state(jid, "F", timeout=15)
+    history = pbs.jobs(jid, t=True)
+    real = _sample_jobs("arr-x-t.json")
+    for key, state in history.items():
+        assert (state["job_state"], state["substate"], state["Exit_status"]) == ("F", 92, 0)
+        _same_shape(real["3[].pbshead" if key == jid else "3[1].pbshead"], state, key)
+    assert history[jid]["comment"].endswith(" and finished")
+    plain = pbs.qsub("-N", "123", "--", "/bin/true")
+    done = pbs.wait_state(plain, "F")
+    _same_shape(_sample_jobs("mpi2-x.json")["17.pbshead"], done, "job")
+    assert done["Job_Name"] == 123  # a JSON number, as vars.json's first job
+
+
+def test_ends_have_the_substates_and_comments_of_23_06(pbs: Pbs) -> None:
+    failed = pbs.qsub("--", "/bin/bash", "-c", "exit 3")
+    killed = pbs.qsub("--", "/bin/bash", "-c", "kill -9 $$")
+    wall = pbs.qsub("-l", "walltime=00:00:01", "--", "/bin/sleep", "30")
+    deleted = pbs.qsub("--", "/bin/sleep", "30")
+    pbs.wait_state(deleted, "R")
+    assert pbs.run("qdel", deleted).returncode == 0
+    user = pbs.job(deleted)["Job_Owner"]
+    ends = {j: pbs.wait_state(j, "F") for j in (failed, killed, wall, deleted)}
+    got = {j: (e["substate"], e.get("Exit_status"), e["comment"].rpartition(") and ")[2])
+           for j, e in ends.items()}
+    assert got == {failed: (93, 3, "failed"), killed: (93, 265, "failed"),
+                   wall: (93, -29, "exceeded resource walltime"),
+                   deleted: (91, 271, f"terminated by {user}")}
+
+
+def test_an_array_s_exit_status_is_its_last_subjob_s(pbs: Pbs) -> None:
+    # Index 1 fails at once, 0 and 2 end later with 0: the parent gets 0, substate 93.
+    jid = pbs.qsub("-J", "0-2", "--", "/bin/bash", "-c",
+                   '[ "$PBS_ARRAY_INDEX" = 1 ] && exit 3; sleep 1')
+    sub = jid.replace("[]", "[1]")
+    deadline = time.time() + 10
+    while (s := pbs.jobs(sub, t=True)[sub])["job_state"] != "X" and time.time() < deadline:
+        time.sleep(0.1)
+    assert (s["job_state"], s["substate"], s["Exit_status"]) == ("X", 93, 3)
+    assert pbs.job(jid)["job_state"] == "B"
+    parent = pbs.wait_state(jid, "F", timeout=15)
+    assert (parent["Exit_status"], parent["substate"]) == (0, 93)
+    assert parent["comment"].endswith(" and failed")
+    assert pbs.jobs(sub, t=True)[sub]["job_state"] == "F"  # X only while the array runs

@@ -15,7 +15,7 @@ JOB_EXEC_KILL_WALLTIME = -29
 # Substates (src/include/job.h JOB_SUBSTATE_*).
 SUB_QUEUED, SUB_HELD, SUB_WAITING = 10, 20, 30
 SUB_RUNNING, SUB_EXITING, SUB_BEGUN = 42, 50, 70
-SUB_TERMINATED, SUB_FINISHED = 91, 92
+SUB_TERMINATED, SUB_FINISHED, SUB_FAILED = 91, 92, 93
 
 FINAL_STATES = ("F", "X")
 ACTIVE_STATES = ("R", "E")
@@ -56,13 +56,25 @@ def refresh_array_state(job: dict, now: float, history: bool) -> None:
                                                "substate": SUB_TERMINATED, "mtime": now}
         c = array_counts(job)
     if c["Queued"] == 0 and c["Running"] == 0 and c["Exiting"] == 0:
-        job["state"], job["substate"] = "F", SUB_FINISHED
+        job["state"] = "F"
         job["mtime"] = job["obittime"] = now
-        # pbs_job_attributes.7B Exit_status: "If any subjob of an array job has non-zero exit
-        # status, the array job has non-zero exit status."
-        bad = [s for s in job["array"]["subjobs"].values() if s.get("exit_status", 0) != 0]
-        if any("exit_status" in s for s in job["array"]["subjobs"].values()) or not bad:
-            job["exit_status"] = 1 if bad else 0
+        subs = job["array"]["subjobs"].values()
+        # Measured on 23.06.06 (src/server/array_func.c, same on master): the parent's
+        # Exit_status comes from the LAST subjob to end: 0, 1 (it exited > 0) or 2 (< 0);
+        # its substate says 91 if a subjob was deleted, else 93 if any failed, else 92.
+        ended = sorted((s for s in subs if "exit_status" in s), key=lambda s: s.get("end", 0))
+        if ended:
+            last = ended[-1]["exit_status"]
+            job["exit_status"] = 0 if last == 0 else (1 if last > 0 else 2)
+        if job.get("deleted") or any(s.get("deleted") for s in subs):
+            job["substate"], end = SUB_TERMINATED, "terminated"
+        elif any(s.get("exit_status", 0) != 0 for s in subs):
+            job["substate"], end = SUB_FAILED, "failed"
+        else:
+            job["substate"], end = SUB_FINISHED, "finished"
+        comment = job.get("comment", "")
+        if not comment.endswith(" and terminated"):
+            job["comment"] = f"{comment} and {end}".strip()
     elif any(sub.get("stime") for sub in job["array"]["subjobs"].values()):
         job["state"], job["substate"] = "B", SUB_BEGUN
     elif job["hold"] != "n":

@@ -19,7 +19,14 @@ from .jobs import active_units, ordered_jobs
 from .nodes import Str as JsonStr
 from .nodes import all_nodes, find_node, node_attrs, node_dsv, node_json, node_text, nodes_document
 from .plumbing import report, resolve
-from .render import job_attrs, render_dsv, render_full, render_json, render_table
+from .render import (
+    job_attrs,
+    render_alt_table,
+    render_dsv,
+    render_full,
+    render_json,
+    render_table,
+)
 from .schedule import schedule_pass
 from .state import PBS_VERSION, Store, double_home, load_config
 
@@ -122,7 +129,12 @@ def qstat_main(argv: list[str]) -> int:
                 add_job(job, True)
         if "E" in flags:
             items.sort(key=lambda t: (int(t[1]["seq"]), -1 if t[2] is None else t[2]))
-        if "f" in flags:
+        if "f" in flags and users is not None and fmt and fmt.lower() == "json":
+            # 23.06.06: -u switches to the -a table and the JSON follows without the jobs,
+            # exit 0 (fixed after 23.06, openpbs #2676).
+            print(render_alt_table(store, items))
+            print(render_json(store, []), end="")
+        elif "f" in flags:
             rendered = [(jid, job_attrs(store, job, i)) for jid, job, i in items]
             if fmt and fmt.lower() == "json":
                 print(render_json(store, rendered))

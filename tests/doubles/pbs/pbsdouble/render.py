@@ -36,6 +36,8 @@ def job_attrs(store: Store, job: dict, index: int | None = None) -> list[tuple[s
         unit = job
     jid = job_id(cfg, job, index)
     state = unit["state"]
+    if state == "X" and job["state"] == "F":
+        state = "F"  # 23.06.06: X while the array runs, F once it is history
     a: list[tuple[str, object]] = [
         ("Job_Name", job["name"]),
         ("Job_Owner", f"{job['owner']}@{job['submit_host']}"),
@@ -86,12 +88,13 @@ def job_attrs(store: Store, job: dict, index: int | None = None) -> list[tuple[s
         a += [("array", "True"),
               ("array_state_count",
                f"Queued:{c['Queued']} Running:{c['Running']} Exiting:{c['Exiting']} "
-               f"Expired:{c['Expired']} "),
+               f"Expired:{c['Expired']}"),
               ("array_indices_submitted", arr["submitted"]),
               ("array_indices_remaining", fmt_ranges(queued_indices(job), arr["step"]))]
         if arr.get("max_run"):
             a.append(("max_run_subjobs", str(arr["max_run"])))
-    if index is not None:
+    if index is not None and str(index) in job["array"]["subjobs"]:
+        # 23.06.06: a queued subjob has neither.
         a += [("array_id", job_id(cfg, job, None)), ("array_index", str(index))]
     if "exit_status" in unit and state in ("F", "X"):
         a.append(("Exit_status", str(unit["exit_status"])))
@@ -220,4 +223,26 @@ def render_table(store: Store, rows: list[tuple[str, dict, int | None]], wide: b
         out.append(f"{cut(jid, w[0]):<{w[0]}}  {cut(job['name'], w[1]):<{w[1]}} "
                    f"{cut(job['owner'], w[2]):<{w[2]}}  {tuse:>8} {state} "
                    f"{cut(job['queue'], w[1])}")
+    return "\n".join(out)
+
+
+def render_alt_table(store: Store, rows: list[tuple[str, dict, int | None]]) -> str:
+    """qstat.1B's alternate (-a) table, as 23.06.06 prints it for ``-u``: a blank line, the
+    server, a two-line heading, one row per job (with -t the subjobs, not their array)."""
+    out = ["", f"{store.cfg['server']}: ",
+           " " * 60 + "Req'd  Req'd   Elap",
+           "Job ID          Username Queue    Jobname    SessID NDS TSK Memory Time  S Time",
+           "--------------- -------- -------- ---------- ------ --- --- ------ ----- - -----"]
+    subjobs = {job["seq"] for _jid, job, index in rows if index is not None}
+    for jid, job, index in rows:
+        if index is None and job["seq"] in subjobs:
+            continue
+        unit = job if index is None else job["array"]["subjobs"].get(str(index), {"state": "Q"})
+        running = unit["state"] in ("R", "E")
+        sess = str(unit.get("session_id") or "--") if running else "--"
+        elapsed = fmt_duration(time.time() - unit["stime"])[:5] if running and unit.get(
+            "stime") else "--"
+        out.append(f"{jid[:15]:<15} {job['owner'][:8]:<8} {job['queue'][:8]:<8} "
+                   f"{job['name'][:10]:<10} {sess:>6} {1:>3} {job['rl'].get('ncpus', 1):>3} "
+                   f"{'--':>6} {'--':>5} {unit['state']} {elapsed}")
     return "\n".join(out)

@@ -233,11 +233,13 @@ def runner_main(seq: str, index_text: str) -> int:
             return 0
         u = get_unit(j, index)
         base = u.get("comment", "")
+        # The words of 23.06.06 (shared/reference/openpbs-23.06/README.md).
         if wt_killed:
-            u["comment"] = (f"{base} and exceeded its walltime (job killed: walltime "
-                            f"{math.ceil(end - start)} exceeded limit {walltime})")
+            u["comment"] = f"{base} and exceeded resource walltime"
         elif u.get("deleted"):
-            u["comment"] = f"{base} and terminated"
+            u["comment"] = f"{base} and terminated by {j['owner']}@{j['submit_host']}"
+        elif status != 0:
+            u["comment"] = f"{base} and failed"
         else:
             u["comment"] = f"{base} and finished"
         u["walltime_used"] = end - start

@@ -12,6 +12,7 @@ from .jobs import (
     ACTIVE_STATES,
     JOB_EXEC_FAIL1,
     SUB_BEGUN,
+    SUB_FAILED,
     SUB_FINISHED,
     SUB_HELD,
     SUB_QUEUED,
@@ -162,7 +163,9 @@ def finish_unit(store: Store, job: dict, index: int | None, status: int | None,
                 now: float) -> None:
     unit = get_unit(job, index)
     unit["state"] = "F" if index is None else "X"
-    unit["substate"] = SUB_TERMINATED if unit.get("deleted") else SUB_FINISHED
+    # job.h: 91 deleted, 93 failed (an exit status other than 0), 92 finished.
+    unit["substate"] = (SUB_TERMINATED if unit.get("deleted") else
+                        SUB_FINISHED if status in (0, None) else SUB_FAILED)
     if status is not None:
         unit["exit_status"] = status
     unit["mtime"] = unit["obittime"] = unit["end"] = now
