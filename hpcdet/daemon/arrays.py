@@ -10,7 +10,7 @@ moment two arrays overlap, within the search's concurrency.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 
@@ -33,6 +33,15 @@ def slot_room(trials_at_once: int | None, array_tasks: int, singles: int
     if trials_at_once is None:
         return None, True
     return max(0, trials_at_once - singles), array_tasks == 0 and singles < trials_at_once
+
+
+def tasks_waiting(array_job_id: str, pending: Iterable[str],
+                  array_of: Callable[[str], str]) -> bool:
+    """Whether any of the ``pending`` job ids is a task of the array ``array_job_id``, by the
+    backend's ``array_of`` (Slurm's ``12_3`` of ``12``, PBS's ``12[3].server`` of
+    ``12[].server``); the array's own id is not one of its tasks."""
+    return any(job_id != array_job_id and array_of(job_id) == array_job_id
+               for job_id in pending)
 
 
 def next_chunk(

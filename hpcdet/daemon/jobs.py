@@ -111,6 +111,8 @@ class Jobs:
             try:
                 self.runner.run(self.scheduler.cancel_command(batch))
             except SchedulerCommandError as e:
+                if self.scheduler.nothing_to_cancel(e.exit_code, e.stderr):
+                    continue  # those had already ended
                 self.canceled.difference_update(batch)  # asked again by whoever still wants it
                 log.warning("cancel of %s failed: %s", batch, e)
 

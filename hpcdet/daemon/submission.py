@@ -12,7 +12,7 @@ from collections import deque
 from pathlib import Path
 
 from hpcdet.config.cluster import ClusterConfig
-from hpcdet.daemon.arrays import next_chunk, owner, slot_room
+from hpcdet.daemon.arrays import next_chunk, owner, slot_room, tasks_waiting
 from hpcdet.daemon.configs import Configs
 from hpcdet.daemon.controls import Controls
 from hpcdet.daemon.guard import Guard
@@ -138,10 +138,9 @@ class Submission:
         if len(chunks) < len(rows):
             return chunks  # an array the daemon died submitting: _settle_submissions decides
         covered = sum(a.count for a in rows)
-        pending = bool(rows) and any(
-            st.state == JobState.PENDING and job_id.startswith(f"{rows[-1].job_id}_")
-            for job_id, st in self.jobs.statuses.items()
-        )
+        pending = bool(rows) and tasks_waiting(
+            rows[-1].job_id, (job_id for job_id, st in self.jobs.statuses.items()
+                              if st.state == JobState.PENDING), self.scheduler.array_of)
         if rows and rows[-1].submitted > self.jobs.last_poll:
             pending = True  # not yet seen by a status query
         headroom = None

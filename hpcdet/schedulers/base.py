@@ -255,6 +255,11 @@ class Scheduler(abc.ABC):
     @abc.abstractmethod
     def cancel_command(self, job_ids: Collection[str]) -> list[str]: ...
 
+    def nothing_to_cancel(self, exit_code: int, stderr: str) -> bool:
+        """Whether a failed cancel command only said that jobs had already ended or are no
+        longer known: nothing is left to cancel."""
+        return False
+
     def array_task_id(self, job_id: str, index: int) -> str:
         """How the status query names task ``index`` of array ``job_id``."""
         return f"{job_id}_{index}"

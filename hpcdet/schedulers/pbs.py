@@ -155,6 +155,13 @@ class PbsScheduler(Scheduler):
     def cancel_command(self, job_ids: Collection[str]) -> list[str]:
         return ["qdel", *sorted(job_ids)]
 
+    def nothing_to_cancel(self, exit_code: int, stderr: str) -> bool:
+        # 23.06.06: "qdel: Job has finished 6.pbshead" (35), "qdel: Unknown Job Id 9.s"
+        # (153), a line per such id; the others named are deleted all the same.
+        lines = [line for line in stderr.splitlines() if line.strip()]
+        return exit_code in (35, UNKNOWN_JOB_EXIT) and bool(lines) and all(
+            "Job has finished" in line or "Unknown Job Id" in line for line in lines)
+
     def array_task_id(self, job_id: str, index: int) -> str:
         return pbs_status.subjob_id(job_id, index)
 

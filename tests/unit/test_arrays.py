@@ -1,6 +1,11 @@
 from __future__ import annotations
 
-from hpcdet.daemon.arrays import Chunk, next_chunk, owner
+from pathlib import Path
+
+from hpcdet.daemon.arrays import Chunk, next_chunk, owner, tasks_waiting
+from hpcdet.schedulers.pbs import PbsScheduler
+from hpcdet.schedulers.slurm import SlurmScheduler
+from hpcdet.states import JobState
 
 
 def test_one_array_when_the_site_allows() -> None:
@@ -31,3 +36,19 @@ def test_owner() -> None:
     assert owner(0, chunks) == ("10", 0)
     assert owner(57, chunks) == ("11", 7)
     assert owner(100, chunks) is None
+
+
+def test_waiting_tasks_are_told_by_the_backend_s_own_task_ids() -> None:
+    # Real OpenPBS 23.06.06: 3[].pbshead running, 3[1]..3[3] queued (issue 39).
+    sample = Path(__file__).parent / "schedulers" / "pbs_samples" / "qstat-f-json-t.json"
+    pbs = PbsScheduler()
+    pbs.user = "pbsuser"
+    statuses = pbs.parse_status(sample.read_text())
+    pending = [j for j, s in statuses.items() if s.state == JobState.PENDING]
+    assert pending == ["3[1].pbshead", "3[2].pbshead", "3[3].pbshead"]
+    assert tasks_waiting("3[].pbshead", pending, pbs.array_of)
+    assert not tasks_waiting("4[].pbshead", pending, pbs.array_of)
+    assert not tasks_waiting("3[].pbshead", ["3[].pbshead"], pbs.array_of)
+    slurm = SlurmScheduler()
+    assert tasks_waiting("12", ["12_3"], slurm.array_of)
+    assert not tasks_waiting("12", ["12", "120_1"], slurm.array_of)

@@ -200,3 +200,14 @@ def test_an_array_whose_last_subjob_succeeded_but_another_failed_failed() -> Non
                       comment="Job Array Began at Sat Nov 28 at 05:53 and terminated")
     assert canceled.state == JobState.CANCELED
 
+
+
+def test_qdel_of_ended_jobs_leaves_nothing_to_cancel_but_other_refusals_count() -> None:
+    ops = transcript("ops-qdel-qalter-qorder-qmove-qhold.log")
+    scheduler = backend()
+    for cmd in ("qdel 6.pbshead", "qdel 999.pbshead"):
+        said, rc = ops[cmd]
+        assert scheduler.nothing_to_cancel(rc, said), cmd
+    assert not scheduler.nothing_to_cancel(
+        35, "qdel: Job has finished 6.pbshead\nqdel: Request invalid for state of job 7.s\n")
+    assert not scheduler.nothing_to_cancel(168, "qdel: Request invalid for state of job 7.s\n")

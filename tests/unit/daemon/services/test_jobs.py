@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from hpcdet.daemon.jobs import CANCEL_BATCH, Jobs
+from hpcdet.errors import SchedulerCommandError
 from hpcdet.schedulers.base import SiteLimits
 from hpcdet.schedulers.pbs import PbsScheduler
 from hpcdet.schedulers.runner import CommandRunner, Result
@@ -154,3 +155,32 @@ def test_qstat_s_text_table_in_place_of_json_is_no_answer_not_every_job_gone(
                      / "qstat-f-json-t.json").read_text()
     assert jobs.poll() and len(runner.ran) == 2  # listed: no second, history call
     assert [r.state for r in w.store.runs()] == ["RUNNING"]
+
+
+class _Qdel(CommandRunner):
+    """qdel as 23.06.06 answers it for a job that has finished (pbs_samples' transcript)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ran: list[list[str]] = []
+
+    def run(self, cmd: Sequence[str], check: bool = True, stdin: str | None = None) -> Result:
+        self.ran.append(list(cmd))
+        said = "".join(f"qdel: Job has finished {j}\n" for j in cmd[1:] if j.startswith("6"))
+        if said:
+            raise SchedulerCommandError(cmd, 35, "", said)
+        return Result("", "", 0)
+
+
+def test_qdel_of_a_finished_pbs_job_is_no_failure_and_not_asked_again(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    transcript = (Path(__file__).parents[2] / "schedulers" / "pbs_samples"
+                  / "ops-qdel-qalter-qorder-qmove-qhold.log").read_text()
+    assert "$ qdel 6.pbshead\nqdel: Job has finished 6.pbshead\n[rc=35]" in transcript
+    w = World(tmp_path)
+    runner = _Qdel()
+    jobs = Jobs(PbsScheduler(), runner, w.store, poll_interval=5.0)
+    jobs.cancel(["6.pbshead", "7.pbshead"])
+    jobs.cancel(["6.pbshead", "7.pbshead"])
+    assert runner.ran == [["qdel", "6.pbshead", "7.pbshead"]]
+    assert "cancel of" not in caplog.text
