@@ -262,6 +262,7 @@ class Daemon:
         began = time.process_time()
         if not self.jobs.poll():
             return
+        self.submission.refuse_never_running()
         self.queue.order()
         if self.submission.unsettled:
             # What the last daemon left half-submitted, or what the scheduler refused for now

@@ -178,6 +178,25 @@ class Submission:
         self.journal.record(exp.id, "array_submitted", job_id=job_id, **entry)
         return [*chunks, (job_id, chunk.offset, chunk.count)]
 
+    def refuse_never_running(self) -> None:
+        """An experiment whose job the scheduler took but says it can never start (PBS
+        accepts such a job and leaves it queued for good) stops with the scheduler's reason,
+        as a refused submission does; stopping it cancels the job."""
+        if not any(status.never_runs for status in self.jobs.statuses.values()):
+            return
+        refused: dict[int, str] = {}
+        for exp_id, job_id in self.store.live_jobs():
+            status = self.jobs.statuses.get(job_id)
+            if status is not None and status.never_runs and exp_id not in refused:
+                refused[exp_id] = job_id
+        for exp_id, job_id in sorted(refused.items()):
+            exp = self.store.experiment(exp_id)
+            if exp.error:
+                continue
+            reason = self.jobs.statuses[job_id].reason
+            self._refuse(exp, f"the scheduler can never start job {job_id} as asked ({reason}):"
+                              " ask for fewer slots or nodes, or another resource pool")
+
     def _refuse(self, exp: Experiment, message: str) -> None:
         """The scheduler refused the search's array: the experiment stops with its reason."""
         log.warning("experiment %d: %s", exp.id, message)

@@ -34,6 +34,8 @@ class JobStatus:
     # Its place in the scheduler's queue, where the user may exchange places (PBS's qorder);
     # None elsewhere.
     position: int | None = None
+    # The scheduler took it but says it can never start as asked (PBS: "Can Never Run").
+    never_runs: bool = False
 
 
 @dataclass(frozen=True)

@@ -267,6 +267,8 @@ def _status(attrs: Mapping[str, Any]) -> JobStatus:
             log.warning("unknown PBS job state %r", native)
         state = mapped or JobState.UNKNOWN
     start = _text(attrs.get("stime"))
+    # 23.06.06 accepts a job that can never fit (qsub exits 0) and leaves it queued with this.
+    never_runs = native == "Q" and comment.startswith("Can Never Run")
     if state == JobState.PENDING:
         start = _text(_nested(attrs, "estimated", "start_time"))
     return JobStatus(
@@ -276,6 +278,7 @@ def _status(attrs: Mapping[str, Any]) -> JobStatus:
         priority=_int(attrs.get("Priority")), partition=_text(attrs.get("queue")),
         start=_epoch(start) if start else None,
         workdir=_text(_nested(attrs, "Variable_List", "PBS_O_WORKDIR")),
+        never_runs=never_runs,
     )
 
 

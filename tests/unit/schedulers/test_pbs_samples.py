@@ -211,3 +211,14 @@ def test_qdel_of_ended_jobs_leaves_nothing_to_cancel_but_other_refusals_count() 
     assert not scheduler.nothing_to_cancel(
         35, "qdel: Job has finished 6.pbshead\nqdel: Request invalid for state of job 7.s\n")
     assert not scheduler.nothing_to_cancel(168, "qdel: Request invalid for state of job 7.s\n")
+
+
+def test_a_job_that_can_never_run_says_so() -> None:
+    # 23.06.06 accepts `qsub -l select=2:ncpus=1 -l place=scatter` on one node (exit 0) and
+    # leaves it in Q with this comment.
+    text = changed(sample("qstat-f-json.json"), "0.pbshead", job_state="Q", substate=10,
+                   comment="Can Never Run: Not enough total nodes available")
+    found = backend().parse_status(text)
+    assert found["0.pbshead"].never_runs and found["0.pbshead"].state == JobState.PENDING
+    assert found["0.pbshead"].reason == "can never start: Not enough total nodes available"
+    assert not found["3[].pbshead"].never_runs

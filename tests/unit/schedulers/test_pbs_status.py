@@ -617,7 +617,7 @@ def test_held_and_queued_jobs() -> None:
         state=JobState.PENDING,
         reason="can never start: Insufficient amount of resource: ngpus (R: 8 A: 4 T: 4)",
         native="Q", name="hpcdet-e2-t2-r1", priority=0, partition="gpu",
-        workdir="/shared/runs/exp-2/trials/2/run-1")
+        workdir="/shared/runs/exp-2/trials/2/run-1", never_runs=True)
     assert jobs["19.pbs-head"] == JobStatus(
         state=JobState.PENDING,
         reason="waiting for nodes or CPUs/GPUs to become free"

@@ -13,6 +13,8 @@ from hpcdet.daemon import journal
 from hpcdet.daemon.controls import Controls
 from hpcdet.daemon.submission import HOLD_FIRST_SECONDS, Submission
 from hpcdet.rundir.layout import CONTROL_FILE, SCRIPT_FILE, array_dir, array_slot
+from hpcdet.schedulers.base import JobStatus
+from hpcdet.states import JobState
 from tests.unit.daemon.fake_local import Killed, kill_after
 from tests.unit.daemon.services.support import World, squeue_line
 
@@ -238,3 +240,28 @@ def _appends(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
 
     monkeypatch.setattr(journal, "append_lines", counted)
     return appended
+
+
+def test_a_job_the_scheduler_says_can_never_run_stops_its_experiment_and_is_canceled(
+        tmp_path: Path) -> None:
+    w = World(tmp_path)
+    for exp_id in (1, 2):
+        w.experiment(exp_id)
+        w.trial(exp_id, exp_id)
+        w.run(exp_id, exp_id, job_id=f"10{exp_id}")
+    submission = _submission(w)
+    reason = "can never start: Not enough total nodes available"
+    submission.jobs.statuses = {
+        "101": JobStatus(JobState.PENDING, reason, "Q", never_runs=True),
+        "102": JobStatus(JobState.PENDING, "waiting", "Q")}
+    submission.refuse_never_running()
+    submission.refuse_never_running()  # said once
+    first, second = w.store.experiment(1), w.store.experiment(2)
+    assert first.error == ("the scheduler can never start job 101 as asked (" + reason + "): "
+                           "ask for fewer slots or nodes, or another resource pool")
+    assert second.error == ""
+    assert sum(1 for line in w.paths.journal(1).read_text().splitlines()
+               if "experiment_error" in line) == 1
+    w.finisher(submission.jobs).finish(first)
+    assert w.runner.commands("scancel") == [["scancel", "101"]]
+    assert w.store.experiment(1).state == "STOPPING_ERROR"
