@@ -645,3 +645,13 @@ def test_an_array_s_exit_status_is_its_last_subjob_s(pbs: Pbs) -> None:
     assert (parent["Exit_status"], parent["substate"]) == (0, 93)
     assert parent["comment"].endswith(" and failed")
     assert pbs.jobs(sub, t=True)[sub]["job_state"] == "F"  # X only while the array runs
+
+
+def test_qsub_v_refuses_a_value_with_a_quote_as_23_06(pbs: Pbs) -> None:
+    said = (SAMPLES / "qsub-v-quoting.log").read_text()
+    for value in ('BAR=x"y', "BAZ=it's"):
+        assert value in said and "cannot send environment with the job\n[rc=1]" in said
+        p = pbs.run("qsub", "-v", value, "--", "/bin/true")
+        assert (p.returncode, p.stderr) == (1, "qsub: cannot send environment with the job\n")
+    jid = pbs.qsub("-v", "FOO=a b", "--", "/bin/true")
+    assert pbs.wait_state(jid, "F")["Variable_List"]["FOO"] == "a b"

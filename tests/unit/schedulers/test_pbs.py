@@ -174,3 +174,16 @@ def test_a_server_without_json_is_asked_in_plain_qstat_f() -> None:
 ])
 def test_a_refusal_for_now_is_told_from_one_for_good(output: str, transient: bool) -> None:
     assert PbsScheduler().refusal_is_transient(output) is transient
+
+
+def test_environment_values_qsub_v_would_refuse_go_in_the_script() -> None:
+    # 23.06.06's `qsub -v` refuses values with ' or " (tests/unit/schedulers/pbs_samples/
+    # qsub-v-quoting.log): the script exports them itself.
+    value = "it's \"quoted\", $(not run)"
+    script = PbsScheduler().render_script(_request(environment={"Q": value}))
+    assert not any(line.startswith("#PBS -v") or line.startswith("#PBS -V")
+                   for line in script.splitlines())
+    export = next(line for line in script.splitlines() if line.startswith("export Q="))
+    out = subprocess.run(["bash", "-c", f'{export}\nprintf %s "$Q"'], capture_output=True,
+                         text=True, check=True).stdout
+    assert out == value
