@@ -1,7 +1,10 @@
 from __future__ import annotations
 
 import json
+import os
 import random
+import shlex
+from pathlib import Path
 
 import pytest
 
@@ -9,9 +12,10 @@ from hpcdet.cli.common import when
 from hpcdet.cli.job import _status
 from hpcdet.priority import PendingJob, nice_for, plan_nice, position_between, validate
 from hpcdet.schedulers.base import JobStatus
+from hpcdet.schedulers.pbs import PbsScheduler
 from hpcdet.states import JobState
 from hpcdet.store.models import Experiment, Run, Trial
-from hpcdet.views.queue import queue
+from hpcdet.views.queue import queue, scheduler_statuses
 
 
 def _exp(i: int, priority: int | None = None, slots: int = 1) -> Experiment:
@@ -145,3 +149,15 @@ def test_a_pool_filter_matches_the_pool_or_the_partition_its_jobs_are_in() -> No
     assert rows["1"].in_pool("debug") and rows["1"].in_pool("default")
     assert not rows["1"].in_pool("gpu")
     assert rows["2"].in_pool("gpu") and not rows["2"].in_pool("debug")
+
+
+def test_job_list_says_why_qstat_gave_no_jobs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                             ) -> None:
+    # A qstat that answers as 23.06.06 does for -u with -F json (exit 0): not "no jobs".
+    sample = Path(__file__).parents[1] / "schedulers" / "pbs_samples" / "qstat-f-json-t-u.json"
+    qstat = tmp_path / "qstat"
+    qstat.write_text(f"#!/bin/sh\ncat {shlex.quote(str(sample))}\n")
+    qstat.chmod(0o700)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    statuses, why = scheduler_statuses(PbsScheduler())
+    assert statuses == {} and "text table" in why
