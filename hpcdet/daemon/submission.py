@@ -40,6 +40,8 @@ from hpcdet.store.repository import Store
 
 log = logging.getLogger(__name__)
 
+# How long the scheduler must say a job can never start before its experiment stops.
+NEVER_RUNS_GRACE = 600.0
 # A submission the scheduler refused for now (its job table or the user's submit limit full,
 # its controller unreachable: Scheduler.refusal_is_transient, or no answer in time) holds all
 # submissions this long, doubled at each refusal in a row up to HOLD_MAX_SECONDS; then the
@@ -71,6 +73,8 @@ class Submission:
         self.guard = guard
         self.submissions: deque[float] = deque()  # when, within the last minute
         self.held_until = 0.0  # no submission before (a refusal for now: _held)
+        # When the scheduler first said each job can never start (refuse_never_running).
+        self.never_since: dict[str, float] = {}
         self.hold_seconds = 0.0  # the last hold's length; 0 after a submission succeeds
         self.held_reason = ""  # the refusal holding submissions; "" when none does
         # Submissions journaled without a job id, to settle at the next poll: what a killed
@@ -178,16 +182,22 @@ class Submission:
         self.journal.record(exp.id, "array_submitted", job_id=job_id, **entry)
         return [*chunks, (job_id, chunk.offset, chunk.count)]
 
-    def refuse_never_running(self) -> None:
+    def refuse_never_running(self, now: float | None = None) -> None:
         """An experiment whose job the scheduler took but says it can never start (PBS
         accepts such a job and leaves it queued for good) stops with the scheduler's reason,
-        as a refused submission does; stopping it cancels the job."""
-        if not any(status.never_runs for status in self.jobs.statuses.values()):
+        as a refused submission does, once the scheduler has said so for NEVER_RUNS_GRACE
+        seconds; stopping it cancels the job. The grace: PBS says it of a job that needs more
+        nodes than are up, and ran it once a MOM came back (measured, OpenPBS 23.06)."""
+        now = time.time() if now is None else now
+        never = {job for job, status in self.jobs.statuses.items() if status.never_runs}
+        self.never_since = {job: self.never_since.get(job, now) for job in never}
+        due = {job for job, since in self.never_since.items()
+               if now - since >= NEVER_RUNS_GRACE}
+        if not due:
             return
         refused: dict[int, str] = {}
         for exp_id, job_id in self.store.live_jobs():
-            status = self.jobs.statuses.get(job_id)
-            if status is not None and status.never_runs and exp_id not in refused:
+            if job_id in due and exp_id not in refused:
                 refused[exp_id] = job_id
         for exp_id, job_id in sorted(refused.items()):
             exp = self.store.experiment(exp_id)

@@ -11,7 +11,7 @@ import pytest
 from hpcdet.config.cluster import ClusterConfig
 from hpcdet.daemon import journal
 from hpcdet.daemon.controls import Controls
-from hpcdet.daemon.submission import HOLD_FIRST_SECONDS, Submission
+from hpcdet.daemon.submission import HOLD_FIRST_SECONDS, NEVER_RUNS_GRACE, Submission
 from hpcdet.rundir.layout import CONTROL_FILE, SCRIPT_FILE, array_dir, array_slot
 from hpcdet.schedulers.base import JobStatus
 from hpcdet.states import JobState
@@ -254,8 +254,12 @@ def test_a_job_the_scheduler_says_can_never_run_stops_its_experiment_and_is_canc
     submission.jobs.statuses = {
         "101": JobStatus(JobState.PENDING, reason, "Q", never_runs=True),
         "102": JobStatus(JobState.PENDING, "waiting", "Q")}
-    submission.refuse_never_running()
-    submission.refuse_never_running()  # said once
+    submission.refuse_never_running(now=1000.0)
+    # A node may come back meanwhile: nothing is refused before the grace has passed.
+    submission.refuse_never_running(now=1000.0 + NEVER_RUNS_GRACE - 1)
+    assert w.store.experiment(1).error == ""
+    submission.refuse_never_running(now=1000.0 + NEVER_RUNS_GRACE)
+    submission.refuse_never_running(now=1000.0 + NEVER_RUNS_GRACE + 5)  # said once
     first, second = w.store.experiment(1), w.store.experiment(2)
     assert first.error == ("the scheduler can never start job 101 as asked (" + reason + "): "
                            "ask for fewer slots or nodes, or another resource pool")
@@ -265,3 +269,19 @@ def test_a_job_the_scheduler_says_can_never_run_stops_its_experiment_and_is_canc
     w.finisher(submission.jobs).finish(first)
     assert w.runner.commands("scancel") == [["scancel", "101"]]
     assert w.store.experiment(1).state == "STOPPING_ERROR"
+
+
+def test_a_job_that_could_run_again_starts_the_grace_afresh(tmp_path: Path) -> None:
+    w = World(tmp_path)
+    w.experiment(1)
+    w.trial(1, 1)
+    w.run(1, 1, job_id="101")
+    submission = _submission(w)
+    never = JobStatus(JobState.PENDING, "can never start", "Q", never_runs=True)
+    submission.jobs.statuses = {"101": never}
+    submission.refuse_never_running(now=0.0)
+    submission.jobs.statuses = {"101": JobStatus(JobState.PENDING, "waiting", "Q")}
+    submission.refuse_never_running(now=NEVER_RUNS_GRACE - 10)  # a MOM came back
+    submission.jobs.statuses = {"101": never}
+    submission.refuse_never_running(now=NEVER_RUNS_GRACE + 10)
+    assert w.store.experiment(1).error == ""
