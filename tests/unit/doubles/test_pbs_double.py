@@ -187,7 +187,8 @@ def test_qdel_escalates_to_sigkill(pbs: Pbs) -> None:
     pbs.wait_state(jid, "R")
     t0 = time.time()
     pbs.run("qdel", jid)
-    assert pbs.job(jid)["job_state"] in "EF"
+    # No check of the state right after: a real server's qdel is asynchronous (the job stays
+    # R for 1-2 s, openpbs-23.06 reference), so R, E and F are all right there.
     j = pbs.wait_state(jid, "F", timeout=8)
     assert j["Exit_status"] == 256 + 9
     assert time.time() - t0 >= 0.9  # kill_delay = 1
