@@ -96,7 +96,11 @@ class Jobs:
         try:
             done = self.runner.run(self.scheduler.submit_command(script))
         except SchedulerCommandError as e:
-            e.transient = e.transient or self.scheduler.refusal_is_transient(e.stderr + e.stdout)
+            said = e.stderr + e.stdout
+            e.transient = e.transient or self.scheduler.refusal_is_transient(said)
+            advice = self.scheduler.advice_for(said)
+            if advice:
+                e.args = (f"{e.args[0]}; {advice}",)
             raise
         return self.scheduler.parse_job_id(done.stdout)
 

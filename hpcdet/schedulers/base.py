@@ -249,6 +249,13 @@ class Scheduler(abc.ABC):
         """Whether a refused submission's output says the scheduler may take it later."""
         return any(words in output for words in self.transient_refusals)
 
+    # Words of a refused submission's output, and what the user can do about them.
+    refusal_advice: ClassVar[tuple[tuple[str, str], ...]] = ()
+
+    def advice_for(self, output: str) -> str:
+        """What to do about a refused submission, when its output says (else "")."""
+        return next((advice for words, advice in self.refusal_advice if words in output), "")
+
     def answered(self, exit_code: int, stderr: str) -> bool:
         """Whether a status query's output can be read (some schedulers exit non-zero when a
         job asked about is no longer known, and still report the others)."""

@@ -65,6 +65,13 @@ class PbsScheduler(Scheduler):
         "Connection refused",
     )
 
+    # Measured, OpenPBS 23.06.06: root's qsub exits 175 with this unless the server lists root.
+    refusal_advice: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("Bad UID for job execution",
+         "PBS runs no job as root unless the server's acl_roots lists root (qmgr -c 'set "
+         "server acl_roots += root'): run hpcdet as your own user"),
+    )
+
     def options(self, cfg: ExperimentConfig) -> BatchOptions:
         p = cfg.pbs
         return BatchOptions("pbs", p.slots_per_node, p.walltime_seconds, p.queue, p.account,

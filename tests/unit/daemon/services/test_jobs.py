@@ -184,3 +184,21 @@ def test_qdel_of_a_finished_pbs_job_is_no_failure_and_not_asked_again(
     jobs.cancel(["6.pbshead", "7.pbshead"])
     assert runner.ran == [["qdel", "6.pbshead", "7.pbshead"]]
     assert "cancel of" not in caplog.text
+
+
+class _RootsQsub(CommandRunner):
+    """qsub as 23.06.06 answers root when the server's acl_roots lacks it (reference README)."""
+
+    def run(self, cmd: Sequence[str], check: bool = True, stdin: str | None = None) -> Result:
+        raise SchedulerCommandError(cmd, 175, "", "qsub: Bad UID for job execution\n")
+
+
+def test_a_refused_submission_says_what_to_do_when_the_backend_knows(tmp_path: Path) -> None:
+    w = World(tmp_path)
+    jobs = Jobs(PbsScheduler(), _RootsQsub(), w.store, poll_interval=5.0)
+    with pytest.raises(SchedulerCommandError) as refused:
+        jobs.submit(tmp_path / "job.pbs")
+    said = str(refused.value)
+    assert said.startswith("`qsub` failed with exit code 175: qsub: Bad UID for job execution")
+    assert "acl_roots" in said and "run hpcdet as your own user" in said
+    assert not refused.value.transient
