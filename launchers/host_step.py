@@ -108,10 +108,20 @@ class HostSteps:
             for request in sorted(self.run_dir.glob(f"launch/*/{REQUEST}")):
                 if request in self._served:
                     continue
-                asked = read_json(request)
-                if asked is None or asked.get("node_rank") != self.node_rank:
+                try:
+                    asked = read_json(request)
+                except (OSError, ValueError):
+                    continue  # being written (or unreadable): looked at again next round
+                if not isinstance(asked, dict) or asked.get("node_rank") != self.node_rank:
                     continue
                 self._served.add(request)
+                if not (isinstance(asked.get("argv"), list) and asked["argv"]
+                        and isinstance(asked.get("env"), dict)):
+                    # A launcher's request hpcdet did not write: answered, never the end of
+                    # the service that the node's other steps need.
+                    self.write(f"[hpcdet] a step request without argv and env: {request}")
+                    write_atomic(request.parent / EXIT, {"exit_code": 127})
+                    continue
                 self._run(request.parent, asked)
 
     def _run(self, step_dir: Path, asked: dict[str, Any]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import threading
 import time
@@ -25,6 +26,18 @@ def test_the_harness_runs_the_launchers_step_and_passes_signals_on(tmp_path: Pat
         elsewhere = tmp_path / "launch" / "mpi-2"
         elsewhere.mkdir()
         (elsewhere / "host-step.json").write_text('{"node_rank": 1, "argv": ["true"], "env": {}}')
+        # A request half written, then one of the wrong shape: neither ends the service.
+        half = tmp_path / "launch" / "mpi-3"
+        half.mkdir()
+        (half / "host-step.json").write_text('{"node_rank": 0, "ar')
+        odd = tmp_path / "launch" / "mpi-4"
+        odd.mkdir()
+        (odd / "host-step.json").write_text('{"node_rank": 0, "argv": "true", "env": {}}')
+        deadline = time.monotonic() + 30
+        while not (odd / "host-step.exit").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert json.loads((odd / "host-step.exit").read_text()) == {"exit_code": 127}
+        assert not (half / "host-step.exit").exists()
         other = tmp_path / "launch" / "mpi-1"
         other.mkdir()
         def term_later() -> None:
