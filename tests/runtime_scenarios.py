@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 from pathlib import Path
 from typing import Any
 
@@ -58,8 +59,7 @@ def what_reaches_the_trial(h: Hpcdet, rt: Runtime, tmp: Path) -> None:
     hook: all reach the trial as written; what it writes to the bind and to checkpoint
     storage is the user's (not root's, not a sub-uid's)."""
     rt.configure(h)
-    uid = os.getuid() if h.user is None else int(
-        __import__("pwd").getpwnam(h.user).pw_uid)
+    uid = os.getuid() if h.user is None else pwd.getpwnam(h.user).pw_uid
     data = h.mkdir(tmp / "data")
     (data / "hello.txt").write_text("hello from the host\n")
     out_dir = h.mkdir(tmp / "out")

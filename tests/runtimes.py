@@ -50,8 +50,7 @@ class Runtime:
         if self.name == "podman" and self.rootless:
             conf = h.mkdir(h.root / ".config" / "containers") / "storage.conf"
             store = podman_store(USER)
-            conf.write_text(f'[storage]\ndriver = "overlay"\ngraphroot = "{store}/graph"\n'
-                            f'runroot = "{store}/run"\n')
+            conf.write_text(storage_conf(store))
             shutil.chown(conf, USER, USER)
             shutil.chown(conf.parent.parent, USER, USER)
 
@@ -78,6 +77,12 @@ def require_runtimes() -> None:
     pytest.skip(reason)
 
 
+def storage_conf(store: Path) -> str:
+    """Podman's storage.conf that points at the shared rootless store ``store``."""
+    return (f'[storage]\ndriver = "overlay"\ngraphroot = "{store}/graph"\n'
+            f'runroot = "{store}/run"\n')
+
+
 def podman_store(user: str) -> Path:
     """A rootless Podman image store of ``user``'s holding the base image, made once per
     machine (the import takes seconds; every test that needs it shares it)."""
@@ -93,9 +98,7 @@ def podman_store(user: str) -> Path:
             return store
         home = store / "home" / ".config" / "containers"
         home.mkdir(parents=True, exist_ok=True)
-        (home / "storage.conf").write_text(
-            f'[storage]\ndriver = "overlay"\ngraphroot = "{store}/graph"\n'
-            f'runroot = "{store}/run"\n')
+        (home / "storage.conf").write_text(storage_conf(store))
         subprocess.run(["chown", "-R", f"{user}:", str(store)], check=True)
         store.chmod(0o755)
         subprocess.run(["runuser", "-u", user, "--", "env", "-i", f"HOME={store / 'home'}",
