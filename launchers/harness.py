@@ -67,8 +67,11 @@ def own_address(node: NodeEnv, num_nodes: int) -> str:
         # A UDP connect sends nothing; it asks the kernel which source address routes to the
         # chief, which is the interface the other nodes share with this one.
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            s.connect((chief, 9))
-            return str(s.getsockname()[0])
+            try:
+                s.connect((chief, 9))
+                return str(s.getsockname()[0])
+            except OSError:  # a name this node cannot resolve: its own name's address then
+                pass
     return socket.gethostbyname(socket.gethostname())
 
 

@@ -30,7 +30,8 @@ from hpcdet.store.ids import id_problem
 
 
 class NoSlurm(CommandRunner):
-    def run(self, cmd: Sequence[str], check: bool = True, stdin: str | None = None) -> Result:
+    def run(self, cmd: Sequence[str], check: bool = True, stdin: str | None = None,
+            cwd: Path | None = None) -> Result:
         return Result("", "", 0)
 
 

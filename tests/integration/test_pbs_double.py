@@ -38,6 +38,7 @@ def _pbs(tmp_path: Path, extra_env: dict[str, str]) -> Iterator[Hpcdet]:
     (home / "config.json").write_text(json.dumps({
         "hosts": [{"name": "pbs-a", "ncpus": 4}, {"name": "pbs-b", "ncpus": 4}],
         "kill_delay": 2,
+        "acl_roots": ["root"],  # CI runs as root; a real server's acl_roots must list it
     }))
     h = Hpcdet(tmp_path / "user", "pbs", extra_env={
         "PATH": f"{DOUBLE / 'bin'}{os.pathsep}{os.environ['PATH']}",

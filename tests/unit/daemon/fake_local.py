@@ -81,7 +81,8 @@ class FakeLocal(CommandRunner):
     def __post_init__(self) -> None:
         super().__init__()
 
-    def run(self, cmd: Sequence[str], check: bool = True, stdin: str | None = None) -> Result:
+    def run(self, cmd: Sequence[str], check: bool = True, stdin: str | None = None,
+            cwd: Path | None = None) -> Result:
         # hpcdet_command(...) + [verb, jobs_dir, *args]: the verb follows the module's argv.
         at = next(i for i, a in enumerate(cmd) if "hpcdet.schedulers.local_exec" in a) + 1
         verb, args = cmd[at], cmd[at + 2:]

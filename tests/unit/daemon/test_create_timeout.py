@@ -31,7 +31,8 @@ CONFIG = {"name": "x", "entrypoint": "python3 train.py",
 class FakeSlurm(CommandRunner):
     """sbatch accepts every job; squeue knows none."""
 
-    def run(self, cmd: Sequence[str], check: bool = True, stdin: str | None = None) -> Result:
+    def run(self, cmd: Sequence[str], check: bool = True, stdin: str | None = None,
+            cwd: Path | None = None) -> Result:
         return Result("101\n" if cmd[0] == "sbatch" else "", "", 0)
 
 

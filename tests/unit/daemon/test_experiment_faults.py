@@ -237,7 +237,8 @@ class CancelFailsOnce(FakeLocal):
 
     cancel_failed: bool = False
 
-    def run(self, cmd: Sequence[str], check: bool = True, stdin: str | None = None) -> Result:
+    def run(self, cmd: Sequence[str], check: bool = True, stdin: str | None = None,
+            cwd: Path | None = None) -> Result:
         if "cancel" in cmd and not self.cancel_failed:
             self.cancel_failed = True
             raise SchedulerCommandError(cmd, 1, "", "Socket timed out on send/recv operation")

@@ -17,7 +17,8 @@ from hpcdet.states import SILENT_EXIT
 
 
 class FinishedSlurm(CommandRunner):
-    def run(self, cmd: Sequence[str], check: bool = True, stdin: str | None = None) -> Result:
+    def run(self, cmd: Sequence[str], check: bool = True, stdin: str | None = None,
+            cwd: Path | None = None) -> Result:
         return Result("", "", 0)
 
 

@@ -51,7 +51,8 @@ class ScriptedSlurm(CommandRunner):
         self.refusal = "error: refused"  # what a refused command prints, after its name
         self.ran: list[list[str]] = []
 
-    def run(self, cmd: Sequence[str], check: bool = True, stdin: str | None = None) -> Result:
+    def run(self, cmd: Sequence[str], check: bool = True, stdin: str | None = None,
+            cwd: Path | None = None) -> Result:
         cmd = list(cmd)
         self.ran.append(cmd)
         if cmd[0] in self.refuse:

@@ -71,10 +71,11 @@ def test_an_image_to_convert_is_locked_for_the_cli_before_its_jobs_go(
     locked_at_sbatch: list[bool] = []
     run = w.runner.run
 
-    def sbatch_sees_the_lock(cmd: list[str], check: bool = True, stdin: str | None = None) -> Any:
+    def sbatch_sees_the_lock(cmd: list[str], check: bool = True, stdin: str | None = None,
+                             cwd: Path | None = None) -> Any:
         if cmd[0] == "sbatch":
             locked_at_sbatch.append(lock.is_dir())
-        return run(cmd, check, stdin)
+        return run(cmd, check, stdin, cwd)
 
     monkeypatch.setattr(w.runner, "run", sbatch_sees_the_lock)
     config = {**CONFIG, "environment": {"image": "acme/x:1"}}
