@@ -15,7 +15,8 @@ from pathlib import Path
 
 from hpcdet.core._distributed import DistributedContext
 from hpcdet.core._events import RunEvents
-from hpcdet.rundir.exchange import FileWatch, read_json
+from hpcdet.rundir.atomic import read_json
+from hpcdet.rundir.filewatch import FileWatch
 
 logger = logging.getLogger("hpcdet.core")
 

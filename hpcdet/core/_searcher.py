@@ -19,7 +19,8 @@ from typing import Any, Protocol
 from hpcdet.core._distributed import DistributedContext
 from hpcdet.core._events import RunEvents
 from hpcdet.core._preempt import PreemptWatcher
-from hpcdet.rundir.exchange import FileWatch, read_json
+from hpcdet.rundir.atomic import read_json
+from hpcdet.rundir.filewatch import FileWatch
 
 logger = logging.getLogger("hpcdet.core")
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from hpcdet.core._events import RunEvents
-from hpcdet.rundir.exchange import read_json
+from hpcdet.rundir.atomic import read_json
 
 logger = logging.getLogger("hpcdet.core")
 

@@ -18,7 +18,7 @@ from hpcdet.daemon.jobs import Jobs
 from hpcdet.daemon.site import Site
 from hpcdet.paths import StatePaths
 from hpcdet.rundir import layout
-from hpcdet.rundir.exchange import write_atomic
+from hpcdet.rundir.atomic import write_atomic
 from hpcdet.states import STOPPING_STATES, SUBMITTED_RUN_STATES, ExperimentState, JobState
 from hpcdet.store.models import Experiment, Run, Trial
 from hpcdet.store.reads import LiveRun

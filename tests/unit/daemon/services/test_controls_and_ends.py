@@ -10,7 +10,7 @@ from pathlib import Path
 from hpcdet.daemon.controls import Controls
 from hpcdet.daemon.feed import Feed
 from hpcdet.daemon.run_ends import RunEnds
-from hpcdet.rundir.exchange import write_atomic
+from hpcdet.rundir.atomic import write_atomic
 from hpcdet.rundir.layout import CONTROL_FILE, EXIT_FILE, NODES_DIR
 from tests.unit.daemon.services.support import World, squeue_line
 
