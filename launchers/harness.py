@@ -49,7 +49,7 @@ from hpcdet.launch.host_step import PREFIX_ENV, HostSteps, container_record
 from hpcdet.node_env import NodeEnv
 from hpcdet.private import hpcdet_command, tighten_umask
 from hpcdet.rundir import layout
-from hpcdet.rundir.exchange import dumps, write_atomic, write_text_atomic
+from hpcdet.rundir.atomic import dumps, write_atomic, write_text_atomic
 from hpcdet.rundir.layout import PREEMPT_FILE
 from hpcdet.rundir.spec import CLUSTER_INFO_ENV, RUN_DIR_ENV, ClusterInfoRecord, RunSpec
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from hpcdet import __version__
-from hpcdet.rundir.exchange import read_events
+from hpcdet.rundir.events import read_events
 from tests.support import EXAMPLES, FIXTURES, Hpcdet, copy_examples
 
 

@@ -18,7 +18,7 @@ from hpcdet.daemon.jobs import Jobs
 from hpcdet.daemon.site import Site
 from hpcdet.paths import StatePaths
 from hpcdet.rundir import layout
-from hpcdet.rundir.exchange import write_atomic
+from hpcdet.rundir.control import Control, write_control
 from hpcdet.states import STOPPING_STATES, SUBMITTED_RUN_STATES, ExperimentState, JobState
 from hpcdet.store.models import Experiment, Run, Trial
 from hpcdet.store.reads import LiveRun
@@ -80,13 +80,11 @@ class Controls:
         key = (run.trial_id, run.run_id)
         said = (preempt, reason, best[exp.id], run.ops_json, run.first_op, run.ops_decided)
         if self.written.get(key) != said:
-            control: dict[str, Any] = {
-                "preempt": preempt, "reason": reason, "best_validation": best[exp.id],
-            }
             ops = json.loads(run.ops_json)
-            if ops:
-                control.update(ops=ops[run.first_op:], decided=run.ops_decided)
-            write_atomic(Path(layout.run_files(self.paths.run(exp.id, *key)).control), control)
+            control = Control(preempt, reason, best[exp.id],
+                              tuple(ops[run.first_op:]) if ops else None,
+                              run.ops_decided if ops else 0)
+            write_control(Path(layout.run_files(self.paths.run(exp.id, *key)).control), control)
             self.written[key] = said
         if preempt:
             self.preempt_asked.setdefault(key, time.time())

@@ -14,7 +14,7 @@ from hpcdet.daemon.guard import Guard
 from hpcdet.daemon.searching import SearchDriver, searcher_source
 from hpcdet.errors import StoreError
 from hpcdet.paths import StatePaths
-from hpcdet.rundir.exchange import Event, EventBatch, iter_events
+from hpcdet.rundir.events import Event, EventBatch, iter_events
 from hpcdet.rundir.layout import run_files
 from hpcdet.search.base import (
     EXIT_CANCELED,

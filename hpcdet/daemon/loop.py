@@ -38,7 +38,7 @@ from hpcdet.daemon.site import Site
 from hpcdet.daemon.submission import Submission
 from hpcdet.daemon.wake import Doorbell
 from hpcdet.paths import StatePaths, hostname
-from hpcdet.rundir.exchange import write_atomic
+from hpcdet.rundir.atomic import write_atomic
 from hpcdet.schedulers import Scheduler, make_scheduler
 from hpcdet.schedulers.runner import CommandRunner
 from hpcdet.states import RUNNING_EXPERIMENT_STATES, ExperimentState

@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 from hpcdet.errors import DiskFullError, HpcdetError, disk_full_cause
 from hpcdet.paths import StatePaths
-from hpcdet.rundir.exchange import write_atomic
+from hpcdet.rundir.atomic import write_atomic
 
 log = logging.getLogger(__name__)
 

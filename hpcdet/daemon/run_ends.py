@@ -17,7 +17,7 @@ from hpcdet.daemon.journal import Journal
 from hpcdet.daemon.retention import Retention
 from hpcdet.paths import StatePaths
 from hpcdet.rundir import layout
-from hpcdet.rundir.exchange import read_json
+from hpcdet.rundir.atomic import read_json
 from hpcdet.states import FINAL_TRIAL_STATES, JobState, RunEnd, RunState, TrialState, decide_run_end
 from hpcdet.store.reads import LiveRun
 from hpcdet.store.repository import Store

@@ -31,7 +31,7 @@ from hpcdet.errors import SchedulerCommandError
 from hpcdet.paths import StatePaths
 from hpcdet.priority import nice_for, queue_key
 from hpcdet.rundir import layout
-from hpcdet.rundir.exchange import read_json, write_text_atomic
+from hpcdet.rundir.atomic import read_json, write_text_atomic
 from hpcdet.rundir.layout import EXIT_FILE
 from hpcdet.schedulers.base import ArraySpec
 from hpcdet.states import Decision, ExperimentState, JobState, RunState, TrialState

@@ -19,7 +19,7 @@ from hpcdet.daemon.wake import ring
 from hpcdet.errors import DaemonError, DiskFullError, HpcdetError, disk_full_cause
 from hpcdet.link import Created, JobUpdate
 from hpcdet.paths import StatePaths
-from hpcdet.rundir.exchange import read_json, write_atomic
+from hpcdet.rundir.atomic import read_json, write_atomic
 from hpcdet.snapshot import Snapshot
 
 

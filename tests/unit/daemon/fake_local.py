@@ -21,7 +21,7 @@ from hpcdet.config.cluster import ClusterConfig
 from hpcdet.daemon import journal
 from hpcdet.daemon.loop import Daemon
 from hpcdet.paths import StatePaths
-from hpcdet.rundir.exchange import dumps, read_json, write_atomic
+from hpcdet.rundir.atomic import dumps, read_json, write_atomic
 from hpcdet.rundir.layout import CONTROL_FILE, EVENTS_FILE, EXIT_FILE
 from hpcdet.rundir.spec import RunSpec
 from hpcdet.schedulers.local_exec import NAME_MARK

@@ -18,7 +18,7 @@ from hpcdet.daemon import run_ends
 from hpcdet.daemon.process import STATUS_FILE
 from hpcdet.daemon.searching import SearchDriver
 from hpcdet.errors import SchedulerCommandError
-from hpcdet.rundir.exchange import read_json
+from hpcdet.rundir.atomic import read_json
 from hpcdet.rundir.layout import EVENTS_FILE
 from hpcdet.schedulers.runner import Result
 from hpcdet.search import Initialize, OpCompleted, Searcher

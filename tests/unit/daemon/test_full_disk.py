@@ -17,7 +17,7 @@ from hpcdet.daemon.loop import Daemon
 from hpcdet.errors import DiskFullError
 from hpcdet.link import files as client_files
 from hpcdet.paths import StatePaths
-from hpcdet.rundir.exchange import read_json
+from hpcdet.rundir.atomic import read_json
 from hpcdet.schedulers.runner import CommandRunner, Result
 from hpcdet.snapshot import snapshot
 from tests.full_disk import fill, mount_small_fs

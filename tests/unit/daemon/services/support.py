@@ -20,7 +20,7 @@ from hpcdet.daemon.searching import SearchDriver
 from hpcdet.daemon.site import Site
 from hpcdet.errors import SchedulerCommandError
 from hpcdet.paths import StatePaths
-from hpcdet.rundir.exchange import EventWriter
+from hpcdet.rundir.event_writer import EventWriter
 from hpcdet.schedulers import make_scheduler
 from hpcdet.schedulers.runner import CommandRunner, Result
 from hpcdet.store.repository import Store

@@ -10,7 +10,8 @@ from pathlib import Path
 from hpcdet.daemon.controls import Controls
 from hpcdet.daemon.feed import Feed
 from hpcdet.daemon.run_ends import RunEnds
-from hpcdet.rundir.exchange import write_atomic
+from hpcdet.rundir.atomic import write_atomic
+from hpcdet.rundir.control import Control, read_control
 from hpcdet.rundir.layout import CONTROL_FILE, EXIT_FILE, NODES_DIR
 from tests.unit.daemon.services.support import World, squeue_line
 
@@ -38,6 +39,7 @@ def test_a_running_trial_is_told_to_carry_on_then_to_checkpoint_on_pause(
     controls = _controls(w)
     controls.sync_all()
     assert _control(run_dir) == {"preempt": False, "reason": "", "best_validation": None}
+    assert read_control(run_dir / CONTROL_FILE) == Control()  # what the trial reads of it
     (run_dir / NODES_DIR).mkdir()  # it has started
     w.journal.record(1, "experiment_state", state="PAUSED", cascade=True)
     controls.sync_all()
