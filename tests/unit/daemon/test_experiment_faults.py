@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from hpcdet.daemon import run_ends
-from hpcdet.daemon.process import STATUS_FILE
 from hpcdet.daemon.searching import SearchDriver
 from hpcdet.errors import SchedulerCommandError
+from hpcdet.protocol.process import STATUS_FILE
 from hpcdet.rundir.atomic import read_json
 from hpcdet.rundir.layout import EVENTS_FILE
 from hpcdet.schedulers.runner import Result
