@@ -56,6 +56,7 @@ def test_the_contracts_hold(tree: Path) -> None:
     ("trial-side-stdlib", "hpcdet/rundir/spec.py", "import yaml"),
     ("cli-only-typer", "hpcdet/daemon/requests.py", "import typer"),
     ("store-only-sql", "hpcdet/paths.py", "import sqlite3"),
+    ("link-no-daemon", "hpcdet/link/files.py", "import hpcdet.daemon.requests"),
 ])
 def test_a_broken_rule_fails(tree: Path, contract: str, module: str, line: str) -> None:
     path = tree / module
