@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,8 @@ from hpcdet.daemon.creation import Creation
 from hpcdet.daemon.queueing import Queue
 from hpcdet.daemon.submission import Submission
 from hpcdet.errors import ConfigError, HpcdetError, NotFoundError, StateError, UsageError
-from hpcdet.protocol.messages import REQUESTS
+from hpcdet.link import Client
+from hpcdet.protocol.messages import REQUESTS, Create, Pause, Ping, Request, encode
 from hpcdet.rundir import layout
 from hpcdet.rundir.exchange import read_json
 from tests.unit.daemon.services.support import CONFIG, World
@@ -180,6 +182,39 @@ def test_requests_left_on_disk_by_the_previous_release_are_served(tmp_path: Path
     assert no_op == {"ok": False, "error": "unknown request None"}
     assert sorted(p.name for p in w.paths.requests.iterdir()
                   if not p.name.endswith(".reply.json")) == []
+
+
+class Loopback:
+    """A whole transport: what a second one (SSH) must do, here into the daemon's own
+    ``Commands.handle`` in this process, through JSON as on any wire."""
+
+    def __init__(self, commands: Commands, requests: Path) -> None:
+        self.commands, self.requests = commands, requests
+
+    def send(self, request: Request[Any]) -> object:
+        wire = json.loads(json.dumps(encode(request)))
+        return json.loads(json.dumps(self.commands.handle(*wire)))
+
+    def send_with_context(self, take: Callable[[Path], None],
+                          request: Callable[[str, Path], Create]) -> object:
+        staging = self.requests / "loop.context"
+        take(staging)
+        return self.send(request("loop", staging))
+
+
+def test_a_client_over_another_transport_creates_and_acts(tmp_path: Path) -> None:
+    w = World(tmp_path)
+    client = Client(Loopback(Built(w).commands, w.paths.requests))
+    context = tmp_path / "ctx"
+    context.mkdir()
+    (context / "train.py").write_text("print(1)\n")
+    created = client.create(CONFIG, context)
+    assert (created.experiment_id, created.trial_ids) == (1, [1])
+    assert (w.paths.context(1) / "train.py").read_text() == "print(1)\n"
+    assert client.send(Pause(1)) == "Paused experiment 1"
+    assert client.send(Ping()).pid == os.getpid()
+    with pytest.raises(StateError, match="only ACTIVE ones can pause"):
+        client.send(Pause(1))
 
 
 def test_trials_run_with_the_submitters_python_and_sharing_hpcdets_is_said(
