@@ -23,7 +23,7 @@ from hpcdet.errors import ConfigError, HpcdetError, NotFoundError, StateError, U
 from hpcdet.link import Client
 from hpcdet.protocol.messages import REQUESTS, Create, Pause, Ping, Request, encode
 from hpcdet.rundir import layout
-from hpcdet.rundir.exchange import read_json
+from hpcdet.rundir.atomic import read_json
 from tests.unit.daemon.services.support import CONFIG, World
 
 
