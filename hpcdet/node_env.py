@@ -132,10 +132,12 @@ class NodeEnv:
         # PBS_JOBID is "123.server" or "123[4].server"; the number alone spreads ports.
         job = env.get("PBS_JOBID", "")
         nodes = _unique_hosts(env.get("PBS_NODEFILE"))
+        rank = _first_int(env, NODE_RANK_VAR)
         return cls(
             scheduler="pbs", resources_type="pbs-job", job_id=job.split(".")[0].split("[")[0],
-            node_rank=_first_int(env, NODE_RANK_VAR),
-            node_name=env.get(NODE_NAME_VAR, ""),
+            node_rank=rank,
+            # PBS's name for the vnode, which may differ from the host's own name.
+            node_name=env.get(NODE_NAME_VAR) or (nodes[0] if nodes and rank == 0 else ""),
             nodes=nodes,
             route_to=env.get(CHIEF_HOST_VAR) or (nodes[0] if nodes else None),
             array_index=_int(env.get("PBS_ARRAY_INDEX")),

@@ -215,7 +215,9 @@ def rebuild_on_network_fs(h: Hpcdet, tmp: Path) -> None:
     assert h.create(ctx / "0_start.yaml", ctx, "-f") == 3
 
 
-def one_status_query_per_tick(h: Hpcdet, tmp: Path, experiments: int = 4) -> None:
+def one_status_query_per_tick(h: Hpcdet, tmp: Path, experiments: int = 4,
+                              query: str = "squeue", submit: str = "sbatch",
+                              hosts: frozenset[str] = frozenset({"node1", "node2"})) -> None:
     ctx = tmp / "ctx"
     ctx.mkdir()
     (ctx / "sleep.py").write_text("import time\ntime.sleep(20)\n")
@@ -230,14 +232,14 @@ def one_status_query_per_tick(h: Hpcdet, tmp: Path, experiments: int = 4) -> Non
     st = h.daemon_status()
     calls = st["scheduler_calls"]
     assert st["polls"] >= 2
-    assert calls.get("squeue", 0) == st["polls"], st
-    assert calls.get("sbatch", 0) == experiments
+    assert calls.get(query, 0) == st["polls"], st
+    assert calls.get(submit, 0) == experiments
     for exp in ids:
         assert h.wait_state(exp, {"COMPLETED", "ERROR"})["experiment"]["state"] == "COMPLETED"
     nodes = set()
     for info in h.state.glob("runs/exp-*/trials/*/run-1/nodes/0.json"):
         nodes.add(json.loads(info.read_text())["agent_id"])
-    assert nodes <= {"node1", "node2"} and nodes, nodes
+    assert nodes <= hosts and nodes, nodes  # the scheduler's names for its nodes
 
 
 def startup_hook_and_list_entrypoint(h: Hpcdet, tmp: Path) -> None:

@@ -125,6 +125,11 @@ def test_a_walltime_kill_is_a_timeout_not_the_trial_s_failure(
     scenarios.killed_at_walltime(pbs_hpcdet, tmp_path, "pbs:\n  walltime: '00:00:10'\n")
 
 
+def test_one_qstat_per_tick(pbs_hpcdet: Hpcdet, tmp_path: Path) -> None:
+    scenarios.one_status_query_per_tick(pbs_hpcdet, tmp_path, 3, "qstat", "qsub",
+                                        frozenset({"pbs-a", "pbs-b"}))
+
+
 def test_a_trial_that_can_never_fit_is_refused_naming_the_nodes(
         pbs_hpcdet: Hpcdet, tmp_path: Path) -> None:
     scenarios.never_fits(pbs_hpcdet, tmp_path, "pbs", "'(all nodes)'")
