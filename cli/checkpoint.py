@@ -121,8 +121,7 @@ def describe(
         print_json({"uuid": c.uuid, "experiment_id": c.experiment_id, "trial_id": c.trial_id,
                     "steps_completed": c.steps_completed, "report_time": c.reported,
                     "state": c.state, "validation_metrics": validation,
-                    "metadata": json.loads(c.metadata_json),
-                    "resources": json.loads(c.resources_json)})
+                    "metadata": c.metadata, "resources": c.resources})
         return
     _describe(c, validation)
 

@@ -243,6 +243,7 @@ def describe(
 
 
 def _describe_json(reads: "Reads", experiment_id: int) -> dict[str, Any]:
+    from hpcdet.records import stored_form
     from hpcdet.views.experiments import daemon_faults, describe_experiment, experiment_dict
     from hpcdet.views.trials import trial_dict
 
@@ -251,9 +252,9 @@ def _describe_json(reads: "Reads", experiment_id: int) -> dict[str, Any]:
         "experiment": experiment_dict(view.experiment),
         "config": view.config,
         # the stored row, and its JSON columns decoded (hparams, metadata, alerts)
-        "trials": [{**t.trial.to_dict(), **trial_dict(t.trial)} for t in view.trials],
-        "runs": [r.to_dict() for r in view.runs],
-        "arrays": [a.to_dict() for a in view.arrays],
+        "trials": [{**stored_form(t.trial), **trial_dict(t.trial)} for t in view.trials],
+        "runs": [stored_form(r) for r in view.runs],
+        "arrays": [stored_form(a) for a in view.arrays],
         # what the running daemon skips now for an I/O error and retries every round
         "faults": [f.to_dict() for f in daemon_faults(paths(), experiment_id)],
     }
@@ -276,7 +277,7 @@ def _describe_text(reads: "Reads", experiment_id: int, workloads_from: "Optional
                       f"lasts: {fault.error}", markup=False)
     if exp.description:
         console.print(f"description: {exp.description}")
-    labels = json.loads(exp.labels_json)
+    labels = exp.labels
     if labels or exp.archived:
         console.print(f"labels: {', '.join(labels)}" + ("   archived" if exp.archived else ""))
     console.print(f"searcher {searcher.get('name')}  metric {searcher.get('metric')}  "
@@ -287,7 +288,7 @@ def _describe_text(reads: "Reads", experiment_id: int, workloads_from: "Optional
     table(
         ["Trial ID", "Request", "State", "Status", "Hyperparameters", "Restarts", "Searcher",
          "Ckpt Steps", "Best Validation", "Latest Checkpoint", "Reason"],
-        [[t.id, t.request_id, t.state, t.status, t.hparams_json, t.restarts, row.searcher,
+        [[t.id, t.request_id, t.state, t.status, json.dumps(t.hparams), t.restarts, row.searcher,
           t.steps_completed, t.best_validation, t.latest_checkpoint, t.end_reason]
          for row in view.trials for t in [row.trial]],
         title="Trials",
@@ -347,7 +348,7 @@ def continue_(
     p = paths()
     overrides = None
     if config:
-        stored = json.loads(read_store(p).experiment(experiment_id).config_json)
+        stored = read_store(p).experiment(experiment_id).stored_config
         overrides = load_experiment_config(yaml.safe_dump(stored), config).raw
     console.print(connect(p).continue_experiment(experiment_id, overrides))
     if follow:
@@ -360,7 +361,7 @@ def config(experiment_id: ExperimentId) -> None:
     """Print the experiment's config (YAML), as hpcdet runs it: defaults filled in."""
     import yaml
 
-    stored = json.loads(read_store(paths()).experiment(experiment_id).config_json)
+    stored = read_store(paths()).experiment(experiment_id).stored_config
     print(yaml.safe_dump(stored, sort_keys=False), end="")
 
 
@@ -437,8 +438,8 @@ def list_trials(
         print_json([trial_dict(row.trial) for row in trials])
         return
     cols = ["Trial ID", "State", "H-Params", "Started", "Ended", "# of Batches"]
-    rows = [[t.id, t.state, t.hparams_json, when(t.started), when(t.ended), t.steps_completed]
-            for row in trials for t in [row.trial]]
+    rows = [[t.id, t.state, json.dumps(t.hparams), when(t.started), when(t.ended),
+             t.steps_completed] for row in trials for t in [row.trial]]
     print_csv(cols, rows) if csv else table(cols, rows)
 
 

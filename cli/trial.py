@@ -69,7 +69,7 @@ def describe(
     t = view.trial
     cols = ["Trial ID", "Experiment ID", "State", "Status", "Hyperparameters", "Restarts",
             "Steps Completed", "Best Validation", "Latest Checkpoint", "Reason"]
-    row = [t.id, t.experiment_id, t.state, t.status, t.hparams_json, t.restarts,
+    row = [t.id, t.experiment_id, t.state, t.status, json.dumps(t.hparams), t.restarts,
            t.steps_completed, t.best_validation, t.latest_checkpoint, t.end_reason]
     if csv:
         print_csv(cols, [row])

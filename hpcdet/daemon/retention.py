@@ -17,8 +17,9 @@ from hpcdet.config import ExperimentConfig
 from hpcdet.daemon.configs import Configs
 from hpcdet.daemon.journal import Journal
 from hpcdet.paths import StatePaths
+from hpcdet.records import CheckpointRecord as Checkpoint
+from hpcdet.records import ExperimentRecord as Experiment
 from hpcdet.states import FINAL_TRIAL_STATES
-from hpcdet.store.models import Checkpoint, Experiment
 from hpcdet.store.repository import Store
 
 

@@ -44,7 +44,7 @@ def api_routes(paths: StatePaths, store: Callable[[], Store]) -> list[Route]:
         view = describe_experiment(store(), exp_id)
         return JSONResponse({
             "experiment": experiment_dict(view.experiment),
-            "labels": json.loads(view.experiment.labels_json),
+            "labels": list(view.experiment.labels),
             "config": view.config,
             "searcher": view.searcher,
             "best": asdict(view.best) if view.best else None,
@@ -92,7 +92,7 @@ def api_routes(paths: StatePaths, store: Callable[[], Store]) -> list[Route]:
             "uuid": c.checkpoint.uuid, "steps_completed": c.checkpoint.steps_completed,
             "state": c.checkpoint.state, "reported": c.checkpoint.reported,
             "metric": c.metric, "files": c.files, "size": c.size,
-            "metadata": json.loads(c.checkpoint.metadata_json),
+            "metadata": c.checkpoint.metadata,
         } for c in found.checkpoints])
 
     def logs(request: Request) -> Response:

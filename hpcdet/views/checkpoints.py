@@ -16,8 +16,9 @@ from hpcdet.daemon.jobspec import trusted_storage
 from hpcdet.errors import NotFoundError, StateError, UsageError
 from hpcdet.paths import StatePaths
 from hpcdet.private import PrivacyError, check_holder, check_owned, private_dir
+from hpcdet.records import CheckpointRecord as Checkpoint
+from hpcdet.records import ExperimentRecord as Experiment
 from hpcdet.states import CheckpointState
-from hpcdet.store.models import Checkpoint, Experiment
 from hpcdet.store.repository import Store
 
 
@@ -28,11 +29,11 @@ class RankedCheckpoint:
 
     @property
     def files(self) -> int:
-        return len(json.loads(self.checkpoint.resources_json))
+        return len(self.checkpoint.resources)
 
     @property
     def size(self) -> int:
-        return sum(int(v) for v in json.loads(self.checkpoint.resources_json).values())
+        return sum(int(v) for v in self.checkpoint.resources.values())
 
 
 @dataclass(frozen=True)
@@ -150,4 +151,4 @@ def checkpoint_validation(store: Store, ckpt: Checkpoint) -> dict[str, Any]:
 
 
 def _config(exp: Experiment) -> ExperimentConfig:
-    return ExperimentConfig.from_dict(json.loads(exp.config_json))
+    return exp.config
