@@ -64,13 +64,12 @@ def set_gc_policy(
 ) -> None:
     """Change which checkpoints it keeps, and delete the others now."""
     from hpcdet.checkpoint_gc import RetentionPolicy
-    from hpcdet.daemon.retention import doomed_checkpoints
+    from hpcdet.views.checkpoints import doomed_checkpoints
 
     policy = RetentionPolicy(save_experiment_best, save_trial_best, save_trial_latest)
     if not yes:
         store = read_store(paths())
-        cfg = store.experiment(experiment_id).config
-        doomed = doomed_checkpoints(store, experiment_id, cfg, policy)
+        doomed = doomed_checkpoints(store, experiment_id, policy)
         table(["Trial ID", "Steps Completed", "UUID"],
               [[c.trial_id, c.steps_completed, c.uuid] for c in doomed],
               title="The checkpoints this policy deletes now", fold=True)

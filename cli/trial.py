@@ -32,6 +32,7 @@ from hpcdet.cli.follow import (
 )
 from hpcdet.errors import NotFoundError, UsageError
 from hpcdet.link import connect
+from hpcdet.views import lookups
 from hpcdet.views.trials import describe_trial, trial_metrics
 
 if TYPE_CHECKING:
@@ -167,7 +168,7 @@ def download(
     if (sort_by is None) != (smaller_is_better is None):
         raise UsageError("--sort-by and --smaller-is-better must be set together")
     store = read_store(paths())
-    trial = store.trial(trial_id)
+    trial = lookups.trial(store, trial_id)
     chosen = uuid or trial.latest_checkpoint
     if best:
         from hpcdet.views.checkpoints import ranked_checkpoints
@@ -179,6 +180,6 @@ def download(
     if chosen is None:
         raise NotFoundError(f"trial {trial_id} has no checkpoint to download"
                             + (" with a validation metric to rank it by" if best else ""))
-    if store.checkpoint(chosen).trial_id != trial_id:
+    if lookups.checkpoint(store, chosen).trial_id != trial_id:
         raise NotFoundError(f"checkpoint {chosen} is not one of trial {trial_id}'s")
     download_checkpoint(chosen, output_dir, quiet)

@@ -8,7 +8,7 @@ from dataclasses import MISSING, dataclass, fields
 from typing import Any, ClassVar, Union
 
 from hpcdet.errors import HpcdetError
-from hpcdet.store.ids import check_id
+from hpcdet.ids import check_id
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,6 @@ and deleting a checkpoint (journaled, then its files removed)."""
 
 from __future__ import annotations
 
-import json
 import shutil
 
 from hpcdet.checkpoint_gc import (
@@ -32,7 +31,7 @@ def doomed_checkpoints(store: Store, exp_id: int, cfg: ExperimentConfig, policy:
     if not ckpts:
         return []
     validations = [
-        ValidationRecord(m.trial_id, m.steps_completed, json.loads(m.metrics_json))
+        ValidationRecord(m.trial_id, m.steps_completed, m.metrics)
         for trial_id in ended for m in store.metrics(trial_id, "validation")
     ]
     doomed = checkpoints_to_delete(

@@ -8,7 +8,7 @@ import functools
 import json
 from collections.abc import Callable
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -16,10 +16,9 @@ from starlette.routing import Route
 
 from hpcdet.config.schema import INT64_MAX
 from hpcdet.errors import UsageError
+from hpcdet.ids import check_id
 from hpcdet.link import JobUpdate, connect
 from hpcdet.paths import StatePaths
-from hpcdet.store.ids import check_id
-from hpcdet.store.repository import Store
 from hpcdet.views import curves as plots
 from hpcdet.views.checkpoints import ranked_checkpoints
 from hpcdet.views.cluster import cluster_view, site_scheduler
@@ -27,6 +26,9 @@ from hpcdet.views.experiments import describe_experiment, experiment_dict, exper
 from hpcdet.views.logs import LEVELS, LogFilter, log_page
 from hpcdet.views.queue import job_queue, scheduler_statuses
 from hpcdet.views.trials import describe_trial, trial_dict, trial_metrics
+
+if TYPE_CHECKING:
+    from hpcdet.views.access import Store
 
 # What a POST may ask of an experiment, as the daemon link names it.
 ACTIONS = ("pause", "activate", "cancel", "kill")
