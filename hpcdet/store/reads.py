@@ -65,7 +65,6 @@ class Reads:
         # A URI of the absolute path: a '?' or '#' in a directory name stays part of the path.
         self._conn = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True,
                                      timeout=30)
-        self._conn.row_factory = sqlite3.Row
         hold_to_oldest_limit(self._conn)
 
     def close(self) -> None:
@@ -101,9 +100,10 @@ class Reads:
                 "`hpcdet daemon start`); it sets a damaged database aside and rebuilds it."
             ) from e
 
-    def _records(self, decode: Callable[[sqlite3.Row], R], sql: str,
+    def _records(self, decode: Callable[[dict[str, Any]], R], names: tuple[str, ...], sql: str,
                  params: Sequence[Any] = ()) -> list[R]:
-        return [decode(row) for row in self._rows(sql, params)]
+        """The rows ``sql`` selects (the columns ``names``, in order) as records."""
+        return [decode(dict(zip(names, row))) for row in self._rows(sql, params)]
 
     def experiments(self, config: bool = True, archived: bool = True,
                     labels: Collection[str] = (), offset: int = 0, limit: int | None = None
@@ -118,13 +118,13 @@ class Reads:
         where += ["EXISTS (SELECT 1 FROM json_each(experiment.labels_json) AS label "
                   "WHERE label.value = ?)"] * len(labels)
         return self._records(
-            decode.experiment,
+            decode.experiment, EXPERIMENT_COLUMNS,
             f"SELECT {columns} FROM experiment {'WHERE ' if where else ''}{' AND '.join(where)}"
             " ORDER BY experiment.id LIMIT ? OFFSET ?",
             (*labels, -1 if limit is None else limit, offset))
 
     def experiment(self, exp_id: int) -> ExperimentRecord:
-        found = self._records(decode.experiment,
+        found = self._records(decode.experiment, EXPERIMENT_COLUMNS,
                               f"SELECT {_columns(EXPERIMENT_COLUMNS, 'experiment')}"
                               " FROM experiment WHERE experiment.id = ?", (exp_id,))
         if not found:
@@ -149,20 +149,23 @@ class Reads:
         """The experiment's trials (or every trial), by id."""
         where, params = ("WHERE trial.experiment_id = ?", (exp_id,)) if exp_id is not None \
             else ("", ())
-        return self._records(decode.trial, f"SELECT {_columns(TRIAL_COLUMNS, 'trial')} FROM trial "
+        return self._records(decode.trial, TRIAL_COLUMNS,
+                             f"SELECT {_columns(TRIAL_COLUMNS, 'trial')} FROM trial "
                              f"{where} ORDER BY trial.id", params)
 
     def experiment_runs(self, exp_id: int) -> list[RunRecord]:
         """The runs of the experiment's trials, by trial then run."""
         return self._records(
-            decode.run, f"SELECT {_columns(RUN_COLUMNS, 'run')} FROM run JOIN trial ON "
+            decode.run, RUN_COLUMNS,
+            f"SELECT {_columns(RUN_COLUMNS, 'run')} FROM run JOIN trial ON "
             "trial.id = run.trial_id WHERE trial.experiment_id = ? ORDER BY run.trial_id, "
             "run.run_id", (exp_id,))
 
     def arrays(self, exp_id: int) -> list[ArrayRecord]:
         """The experiment's submitted job arrays (those with a job id), in submission order."""
         return self._records(
-            decode.array, f"SELECT {_columns(ARRAY_COLUMNS, 'arrayjob')} FROM arrayjob WHERE "
+            decode.array, ARRAY_COLUMNS,
+            f"SELECT {_columns(ARRAY_COLUMNS, 'arrayjob')} FROM arrayjob WHERE "
             "arrayjob.experiment_id = ? AND arrayjob.job_id != '' ORDER BY arrayjob.\"index\"",
             (exp_id,))
 

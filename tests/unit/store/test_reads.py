@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from dataclasses import fields, replace
 from pathlib import Path
 
 import pytest
@@ -130,3 +131,13 @@ def test_the_listing_commands_start_without_heavy_imports(
              "HPCDET_CLUSTER_CONFIG": str(cluster)})
     assert done.returncode == 0, done.stderr
     assert done.stderr.splitlines()[-1] == "[]"
+
+
+def test_records_are_built_with_every_field(j: Journaled) -> None:
+    """The store builds records without their __init__ (a listing builds thousands)."""
+    with Reads(j.store.path) as reads:
+        built = [*reads.experiments(), *reads.trials(), *reads.experiment_runs(1),
+                 *reads.arrays(1), *j.store.experiments(), *j.store.trials()]
+    for record in built:
+        assert set(vars(record)) == {f.name for f in fields(record)}, type(record)
+        assert replace(record) == record  # the generated __init__ takes them back
