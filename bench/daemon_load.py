@@ -34,7 +34,7 @@ from pathlib import Path
 from bench.figures import Figure, table
 from bench.sandbox import Sandbox
 from hpcdet.paths import StatePaths
-from hpcdet.rundir.exchange import EventWriter
+from hpcdet.rundir.event_writer import EventWriter
 from hpcdet.rundir.layout import EVENTS_FILE
 
 CONFIG = """\

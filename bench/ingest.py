@@ -29,8 +29,8 @@ from typing import Any
 
 from bench.figures import Figure, median
 from bench.sandbox import REPO
-from hpcdet.rundir import exchange
-from hpcdet.rundir.exchange import EventWriter
+from hpcdet.rundir import events as event_log
+from hpcdet.rundir.event_writer import EventWriter
 from hpcdet.store.ingest import BestOf
 from hpcdet.store.repository import Store
 
@@ -141,7 +141,7 @@ def backlog(root: Path, limit: int) -> tuple[float, float]:
 def _backlog_child(root: Path, limit: int) -> None:
     store = _store(root / f"backlog-{limit}.db")
     best = BestOf("loss", smaller_is_better=True)
-    exchange.BATCH_BYTES = limit
+    event_log.BATCH_BYTES = limit
     before = _peak_rss()
     start = time.perf_counter()
     while store.ingest_events(1, 1, root / "events.jsonl", best).last_seq is not None:
@@ -166,7 +166,7 @@ def measure(rows: int, repeats: int) -> list[Figure]:
         runs = [once(Path(tmp), rows) for _ in range(repeats)]
         _events(Path(tmp) / "events.jsonl", 10 * rows)
         size = (Path(tmp) / "events.jsonl").stat().st_size
-        bounded, whole = backlog(Path(tmp), exchange.BATCH_BYTES), backlog(Path(tmp), size)
+        bounded, whole = backlog(Path(tmp), event_log.BATCH_BYTES), backlog(Path(tmp), size)
     ours, raw, one_each = (median([r[k] for r in runs]) for k in range(3))
     # Each ingest against the raw insert right after it: this machine's speed drifts from one
     # repeat to the next, and a pair shares its moment.
@@ -183,7 +183,7 @@ def measure(rows: int, repeats: int) -> list[Figure]:
                    "", None),
             Figure("ingest", f"daemon RSS growth reading a backlog of {10 * rows:,} reports "
                    f"({size / 2**20:.0f} MiB of log), in batches of "
-                   f"{exchange.BATCH_BYTES / 2**20:g} MiB", bounded[0] / 1e6, "MB",
+                   f"{event_log.BATCH_BYTES / 2**20:g} MiB", bounded[0] / 1e6, "MB",
                    "the same log read in one batch (before 2026-11-27)", whole[0] / 1e6,
                    note=f"{10 * rows / bounded[1]:.3g} reports/s in batches, "
                    f"{10 * rows / whole[1]:.3g} in one")]

@@ -34,7 +34,7 @@ from bench.figures import Figure, median, p99, table
 from hpcdet import core
 from hpcdet.errors import HpcdetError
 from hpcdet.private import private_dir
-from hpcdet.rundir.exchange import read_events
+from hpcdet.rundir.events import read_events
 from hpcdet.rundir.spec import CLUSTER_INFO_ENV, ClusterInfoRecord, RunSpec
 
 

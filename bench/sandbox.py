@@ -45,6 +45,7 @@ class Sandbox:
         self.extra: dict[str, str] = {}
         if backend == "pbs":
             (root / "pbs").mkdir(exist_ok=True)
+            (root / "pbs" / "config.json").write_text('{"acl_roots": ["root"]}\n')
             path = f"{PBS_DOUBLE}{os.pathsep}{path}"
             self.extra["PBS_DOUBLE_HOME"] = str(root / "pbs")
         self.calls_log = root / "calls.log"

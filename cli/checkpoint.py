@@ -18,6 +18,7 @@ from hpcdet.cli.common import (
 )
 from hpcdet.errors import UsageError
 from hpcdet.link import connect
+from hpcdet.protocol.messages import DeleteCheckpoint
 from hpcdet.views import lookups
 
 if TYPE_CHECKING:
@@ -147,4 +148,4 @@ def delete(
                       "for good. Do you still want to proceed?", abort=True)
     client = connect(paths())
     for uuid in listed:
-        print(client.delete_checkpoint(uuid))
+        print(client.send(DeleteCheckpoint(uuid)))

@@ -15,7 +15,7 @@ app = typer.Typer(no_args_is_help=True)
 @app.command()
 def start() -> None:
     """Start the daemon (detached; it outlives your login session)."""
-    from hpcdet.views import daemon_process as process
+    from hpcdet.protocol import process
 
     current = process.start(paths())
     console.print(f"daemon running on {current.record['host']}, pid {current.record['pid']}")
@@ -27,7 +27,7 @@ def start() -> None:
 @app.command()
 def stop() -> None:
     """Stop the daemon. Jobs keep running; a new daemon picks them up."""
-    from hpcdet.views import daemon_process as process
+    from hpcdet.protocol import process
 
     console.print("daemon stopped" if process.stop(paths()) else "no daemon was running")
 
@@ -53,7 +53,7 @@ def _print_faults(status: dict[str, Any]) -> None:
 @app.command()
 def status() -> None:
     """Where the daemon runs, since when, its last tick and the live jobs."""
-    from hpcdet.views import daemon_process as process
+    from hpcdet.protocol import process
 
     p = paths()
     current = process.info(p)

@@ -39,6 +39,15 @@ from hpcdet.cli.follow import (
 )
 from hpcdet.errors import ImageError, NotFoundError, UsageError
 from hpcdet.link import connect
+from hpcdet.protocol.messages import (
+    Activate,
+    Cancel,
+    Continue,
+    DeleteExperiment,
+    Kill,
+    Pause,
+    SetExperiment,
+)
 from hpcdet.states import FINAL_EXPERIMENT_STATES, ExperimentState
 from hpcdet.views import lookups
 
@@ -311,19 +320,19 @@ def _describe_text(reads: "Union[Reads, Store]", experiment_id: int,
 @app.command()
 def pause(experiment_id: ExperimentId) -> None:
     """Checkpoint and stop the experiment's trials; `activate` resumes them."""
-    console.print(connect(paths()).pause(experiment_id))
+    console.print(connect(paths()).send(Pause(experiment_id)))
 
 
 @app.command()
 def activate(experiment_id: ExperimentId) -> None:
     """Resume a paused experiment from its latest checkpoints."""
-    console.print(connect(paths()).activate(experiment_id))
+    console.print(connect(paths()).send(Activate(experiment_id)))
 
 
 @app.command()
 def kill(experiment_id: ExperimentId) -> None:
     """Stop the experiment's trials at once."""
-    console.print(connect(paths()).kill(experiment_id))
+    console.print(connect(paths()).send(Kill(experiment_id)))
 
 
 app.command("unpause", hidden=True)(activate)
@@ -332,7 +341,7 @@ app.command("unpause", hidden=True)(activate)
 @app.command()
 def cancel(experiment_id: ExperimentId) -> None:
     """Stop the experiment gracefully: running trials checkpoint first."""
-    console.print(connect(paths()).cancel(experiment_id))
+    console.print(connect(paths()).send(Cancel(experiment_id)))
 
 
 @app.command("continue")
@@ -352,7 +361,7 @@ def continue_(
     if config:
         stored = lookups.experiment(read_store(p), experiment_id).stored_config
         overrides = load_experiment_config(yaml.safe_dump(stored), config).raw
-    console.print(connect(p).continue_experiment(experiment_id, overrides))
+    console.print(connect(p).send(Continue(experiment_id, overrides)))
     if follow:
         trial = lookups.trials(read_store(p), experiment_id)[0]
         raise typer.Exit(follow_trial(p, trial.id))
@@ -387,13 +396,13 @@ def wait(
 @app.command()
 def archive(experiment_id: ExperimentId) -> None:
     """Hide a finished experiment from `experiment list` (--all shows it)."""
-    console.print(connect(paths()).set_experiment(experiment_id, "archived", True))
+    console.print(connect(paths()).send(SetExperiment(experiment_id, "archived", True)))
 
 
 @app.command()
 def unarchive(experiment_id: ExperimentId) -> None:
     """Show an archived experiment in `experiment list` again."""
-    console.print(connect(paths()).set_experiment(experiment_id, "archived", False))
+    console.print(connect(paths()).send(SetExperiment(experiment_id, "archived", False)))
 
 
 @app.command()
@@ -405,7 +414,7 @@ def delete(
     if not yes:
         typer.confirm(f"Deleting experiment {experiment_id} removes its checkpoints, logs and "
                       "metrics for good. Do you still wish to proceed?", abort=True)
-    console.print(connect(paths()).delete_experiment(experiment_id))
+    console.print(connect(paths()).send(DeleteExperiment(experiment_id)))
 
 
 @app.command()

@@ -6,7 +6,8 @@ from typing import Annotated
 import typer
 
 from hpcdet.cli.common import ExperimentId, console, paths, read_store, table
-from hpcdet.link import JobUpdate, connect
+from hpcdet.link import connect
+from hpcdet.protocol.messages import JobUpdate, SetExperiment, UpdateJobs
 
 label_app = typer.Typer(no_args_is_help=True, help="Add or remove an experiment's labels.")
 
@@ -14,13 +15,13 @@ label_app = typer.Typer(no_args_is_help=True, help="Add or remove an experiment'
 @label_app.command("add")
 def label_add(experiment_id: ExperimentId, label: str) -> None:
     """Add a label."""
-    console.print(connect(paths()).set_experiment(experiment_id, "labels_add", label))
+    console.print(connect(paths()).send(SetExperiment(experiment_id, "labels_add", label)))
 
 
 @label_app.command("remove")
 def label_remove(experiment_id: ExperimentId, label: str) -> None:
     """Remove a label."""
-    console.print(connect(paths()).set_experiment(experiment_id, "labels_remove", label))
+    console.print(connect(paths()).send(SetExperiment(experiment_id, "labels_remove", label)))
 
 
 set_app = typer.Typer(no_args_is_help=True, help="Change one setting of an experiment.")
@@ -29,13 +30,13 @@ set_app = typer.Typer(no_args_is_help=True, help="Change one setting of an exper
 @set_app.command("name")
 def set_name(experiment_id: ExperimentId, name: str) -> None:
     """Rename the experiment."""
-    console.print(connect(paths()).set_experiment(experiment_id, "name", name))
+    console.print(connect(paths()).send(SetExperiment(experiment_id, "name", name)))
 
 
 @set_app.command("description")
 def set_description(experiment_id: ExperimentId, description: str) -> None:
     """Set the experiment's description."""
-    console.print(connect(paths()).set_experiment(experiment_id, "description", description))
+    console.print(connect(paths()).send(SetExperiment(experiment_id, "description", description)))
 
 
 @set_app.command("max-slots")
@@ -45,7 +46,7 @@ def set_max_slots(
 ) -> None:
     """Cap the slots its trials hold at once (none: no cap), from now on."""
     value = None if max_slots.lower() in ("none", "null") else _count(max_slots)
-    console.print(connect(paths()).set_experiment(experiment_id, "max_slots", value))
+    console.print(connect(paths()).send(SetExperiment(experiment_id, "max_slots", value)))
 
 
 def _count(text: str) -> int:
@@ -75,18 +76,20 @@ def set_gc_policy(
               title="The checkpoints this policy deletes now", fold=True)
         typer.confirm("Changing the checkpoint garbage collection policy of an experiment may "
                       "delete checkpoints for good. Do you wish to proceed?", abort=True)
-    console.print(connect(paths()).set_experiment(experiment_id, "gc_policy", {
+    console.print(connect(paths()).send(SetExperiment(experiment_id, "gc_policy", {
         "save_experiment_best": save_experiment_best, "save_trial_best": save_trial_best,
-        "save_trial_latest": save_trial_latest}))
+        "save_trial_latest": save_trial_latest})))
 
 
 @set_app.command("priority")
 def set_priority(experiment_id: ExperimentId, priority: int) -> None:
     """Its place in the job queue, as `hpcdet job update --priority` sets it."""
-    console.print(connect(paths()).update_jobs([JobUpdate(experiment_id, "priority", priority)]))
+    console.print(connect(paths()).send(
+        UpdateJobs.of([JobUpdate(experiment_id, "priority", priority)])))
 
 
 @set_app.command("weight")
 def set_weight(experiment_id: ExperimentId, weight: float) -> None:
     """Its fair-share weight, as `hpcdet job update --weight` sets it."""
-    console.print(connect(paths()).update_jobs([JobUpdate(experiment_id, "weight", weight)]))
+    console.print(connect(paths()).send(
+        UpdateJobs.of([JobUpdate(experiment_id, "weight", weight)])))

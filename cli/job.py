@@ -9,7 +9,8 @@ import typer
 
 from hpcdet.cli.common import console, paths, print_csv, print_json, read_store, table, when
 from hpcdet.errors import UsageError
-from hpcdet.link import JobUpdate, connect
+from hpcdet.link import connect
+from hpcdet.protocol.messages import JobUpdate, UpdateJobs
 
 if TYPE_CHECKING:
     from hpcdet.schedulers import Scheduler
@@ -143,7 +144,7 @@ def _send(updates: list[tuple[str, str, object]]) -> None:
         if field in ("ahead_of", "behind_of"):
             value = experiment_of(store, str(value), scheduler)
         requests.append(JobUpdate(experiment_of(store, job_id, scheduler), field, value))
-    said = connect(paths()).update_jobs(requests)
+    said = connect(paths()).send(UpdateJobs.of(requests))
     if said:
         console.print(said, markup=False)
 

@@ -32,6 +32,7 @@ from hpcdet.cli.follow import (
 )
 from hpcdet.errors import NotFoundError, UsageError
 from hpcdet.link import connect
+from hpcdet.protocol.messages import ContinueTrial, KillTrial
 from hpcdet.views import lookups
 from hpcdet.views.trials import describe_trial, trial_metrics
 
@@ -133,7 +134,7 @@ def continue_(
 ) -> None:
     """A new experiment whose one trial warm-starts from this trial's latest checkpoint."""
     p = paths()
-    created = connect(p).continue_trial(trial_id)
+    created = connect(p).send(ContinueTrial(trial_id))
     console.print(f"Created experiment {created.experiment_id}")
     if follow:
         raise typer.Exit(follow_trial(p, created.trial_ids[0]))
@@ -142,7 +143,7 @@ def continue_(
 @app.command()
 def kill(trial_id: TrialId) -> None:
     """End the trial as CANCELED now; the rest of its experiment goes on."""
-    console.print(connect(paths()).kill_trial(trial_id))
+    console.print(connect(paths()).send(KillTrial(trial_id)))
 
 
 @app.command()

@@ -32,6 +32,16 @@ from hpcdet.config import load_experiment_config
 from hpcdet.errors import HpcdetError, NotFoundError, StateError
 from hpcdet.link import connect
 from hpcdet.paths import StatePaths, state_dir
+from hpcdet.protocol.messages import (
+    Activate,
+    Cancel,
+    DeleteCheckpoint,
+    DeleteExperiment,
+    Kill,
+    KillTrial,
+    Pause,
+    SetExperiment,
+)
 from hpcdet.records import CheckpointRecord as CheckpointRow
 from hpcdet.states import FINAL_EXPERIMENT_STATES, CheckpointState, ExperimentState, TrialState
 from hpcdet.store.repository import Store
@@ -156,7 +166,7 @@ class Checkpoint:
         return str(copy_checkpoint(_store(), _paths(), self.uuid, dest))
 
     def delete(self) -> None:
-        connect(_paths()).delete_checkpoint(self.uuid)
+        connect(_paths()).send(DeleteCheckpoint(self.uuid))
 
     def __repr__(self) -> str:
         return f"Checkpoint(uuid={self.uuid})"
@@ -219,7 +229,7 @@ class Trial:
         return _top(self.experiment_id, self.id, sort_by, smaller_is_better)
 
     def kill(self) -> None:
-        connect(_paths()).kill_trial(self.id)
+        connect(_paths()).send(KillTrial(self.id))
 
     def get_experiment(self) -> Experiment:
         return Experiment(self.experiment_id)
@@ -285,37 +295,37 @@ class Experiment:
         return iter_trials_metrics([t.id for t in self.list_trials()], group)
 
     def pause(self) -> None:
-        connect(_paths()).pause(self.id)
+        connect(_paths()).send(Pause(self.id))
 
     def activate(self) -> None:
-        connect(_paths()).activate(self.id)
+        connect(_paths()).send(Activate(self.id))
 
     def cancel(self) -> None:
-        connect(_paths()).cancel(self.id)
+        connect(_paths()).send(Cancel(self.id))
 
     def kill(self) -> None:
-        connect(_paths()).kill(self.id)
+        connect(_paths()).send(Kill(self.id))
 
     def archive(self) -> None:
-        connect(_paths()).set_experiment(self.id, "archived", True)
+        connect(_paths()).send(SetExperiment(self.id, "archived", True))
 
     def unarchive(self) -> None:
-        connect(_paths()).set_experiment(self.id, "archived", False)
+        connect(_paths()).send(SetExperiment(self.id, "archived", False))
 
     def add_label(self, label: str) -> None:
-        connect(_paths()).set_experiment(self.id, "labels_add", label)
+        connect(_paths()).send(SetExperiment(self.id, "labels_add", label))
 
     def remove_label(self, label: str) -> None:
-        connect(_paths()).set_experiment(self.id, "labels_remove", label)
+        connect(_paths()).send(SetExperiment(self.id, "labels_remove", label))
 
     def set_name(self, name: str) -> None:
-        connect(_paths()).set_experiment(self.id, "name", name)
+        connect(_paths()).send(SetExperiment(self.id, "name", name))
 
     def set_description(self, description: str) -> None:
-        connect(_paths()).set_experiment(self.id, "description", description)
+        connect(_paths()).send(SetExperiment(self.id, "description", description))
 
     def delete(self) -> None:
-        connect(_paths()).delete_experiment(self.id)
+        connect(_paths()).send(DeleteExperiment(self.id))
 
     def __repr__(self) -> str:
         return f"Experiment(id={self.id})"

@@ -16,6 +16,11 @@ from pathlib import Path
 # walltime; the script computes it from the job's start).
 NODE_RANK_VAR = "HPCDET_NODE_RANK"
 DEADLINE_VAR = "HPCDET_DEADLINE"
+# PBS: the first host of $PBS_NODEFILE (the chief's) and the task's own host. pbsdsh's task on
+# the first node has no PBS_NODEFILE (measured on OpenPBS 23.06.06), and the chief's own host
+# name may resolve to a loopback address there, so the script passes both on the command line.
+CHIEF_HOST_VAR = "HPCDET_CHIEF_HOST"
+NODE_NAME_VAR = "HPCDET_NODE_NAME"
 
 
 @dataclass(frozen=True)
@@ -126,11 +131,13 @@ class NodeEnv:
     def from_pbs(cls, env: Mapping[str, str]) -> NodeEnv:
         # PBS_JOBID is "123.server" or "123[4].server"; the number alone spreads ports.
         job = env.get("PBS_JOBID", "")
+        nodes = _unique_hosts(env.get("PBS_NODEFILE"))
         return cls(
             scheduler="pbs", resources_type="pbs-job", job_id=job.split(".")[0].split("[")[0],
             node_rank=_first_int(env, NODE_RANK_VAR),
-            node_name="",
-            nodes=_unique_hosts(env.get("PBS_NODEFILE")),
+            node_name=env.get(NODE_NAME_VAR, ""),
+            nodes=nodes,
+            route_to=env.get(CHIEF_HOST_VAR) or (nodes[0] if nodes else None),
             array_index=_int(env.get("PBS_ARRAY_INDEX")),
             deadline=_float(env.get(DEADLINE_VAR)),
         )

@@ -33,7 +33,7 @@ from pathlib import Path
 from hpcdet.errors import UsageError
 from hpcdet.node_env import PER_PROCESS_VARS
 from hpcdet.private import PrivacyError, private_dir
-from hpcdet.rundir.exchange import write_text_atomic
+from hpcdet.rundir.atomic import write_text_atomic
 
 from ._launch import (
     LaunchError,

@@ -49,7 +49,7 @@ from hpcdet.launch.host_step import PREFIX_ENV, HostSteps, container_record
 from hpcdet.node_env import NodeEnv
 from hpcdet.private import hpcdet_command, tighten_umask
 from hpcdet.rundir import layout
-from hpcdet.rundir.exchange import dumps, write_atomic, write_text_atomic
+from hpcdet.rundir.atomic import dumps, write_atomic, write_text_atomic
 from hpcdet.rundir.layout import PREEMPT_FILE
 from hpcdet.rundir.spec import CLUSTER_INFO_ENV, RUN_DIR_ENV, ClusterInfoRecord, RunSpec
 
@@ -67,8 +67,11 @@ def own_address(node: NodeEnv, num_nodes: int) -> str:
         # A UDP connect sends nothing; it asks the kernel which source address routes to the
         # chief, which is the interface the other nodes share with this one.
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            s.connect((chief, 9))
-            return str(s.getsockname()[0])
+            try:
+                s.connect((chief, 9))
+                return str(s.getsockname()[0])
+            except OSError:  # a name this node cannot resolve: its own name's address then
+                pass
     return socket.gethostbyname(socket.gethostname())
 
 

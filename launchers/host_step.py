@@ -36,7 +36,7 @@ from hpcdet.containers import (
     passed_names,
     with_trialside,
 )
-from hpcdet.rundir.exchange import read_json, write_atomic
+from hpcdet.rundir.atomic import read_json, write_atomic
 
 REQUEST, SIGNALS, EXIT = "host-step.json", "host-step.signal", "host-step.exit"
 # Set in the trial's environment inside an image: the host command that starts a rank.

@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from hpcdet.private import hpcdet_command
-from hpcdet.rundir.exchange import read_json, write_atomic
+from hpcdet.rundir.atomic import read_json, write_atomic
 from hpcdet.rundir.spec import CLUSTER_INFO_ENV
 
 from ._launch import NodeLayout

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from hpcdet import __version__
-from hpcdet.rundir.exchange import read_events
+from hpcdet.rundir.events import read_events
 from tests.support import EXAMPLES, FIXTURES, Hpcdet, copy_examples
 
 
@@ -688,7 +688,8 @@ def ddp(h: Hpcdet, tmp: Path, config: str) -> None:
     assert (ckpt / "model.pt").exists() and (ckpt / "metadata.json").exists()
 
 
-def never_fits(h: Hpcdet, tmp: Path) -> None:
+def never_fits(h: Hpcdet, tmp: Path, section: str = "slurm",
+               partition: str = "'debug'") -> None:
     """A trial the partition can never hold is refused at submit, naming the limits."""
     ctx = tmp / "ctx"
     ctx.mkdir()
@@ -697,12 +698,41 @@ def never_fits(h: Hpcdet, tmp: Path) -> None:
     cfg.write_text(
         "name: too-big\nentrypoint: python3 x.py\n"
         "searcher: {name: single, metric: x, max_length: 1}\nmax_restarts: 0\n"
-        "resources: {slots_per_trial: 16}\nslurm: {slots_per_node: 4}\n"
+        f"resources: {{slots_per_trial: 16}}\n{section}: {{slots_per_node: 4}}\n"
     )
     out = h.run("experiment", "create", str(cfg), str(ctx)).stdout
-    assert "needs 4 node(s) x 4 CPU slot(s)" in out and "'debug' has 2 node(s)" in out, out
+    assert "needs 4 node(s) x 4 CPU slot(s)" in out and f"{partition} has 2 node(s)" in out, out
     d = h.wait_state(1, {"ERROR"}, timeout=60)
     assert d["runs"] == []  # nothing was left pending in the queue
+
+
+def killed_at_walltime(h: Hpcdet, tmp: Path, limit: str) -> None:
+    """A trial that ignores the deadline notice is killed by the scheduler at its walltime:
+    its run ends timed out, not failed (the harness's exit 143 alone looks like a failure),
+    and no restart is used."""
+    ctx = tmp / "ctx"
+    ctx.mkdir()
+    (ctx / "sleep.py").write_text("import time\nprint('sleeping', flush=True)\ntime.sleep(300)\n")
+    cfg = tmp / "overrun.yaml"
+    cfg.write_text("name: overrun\nentrypoint: python3 sleep.py\n"
+                   "searcher: {name: single, metric: x, max_length: 1}\nmax_restarts: 0\n"
+                   + limit)
+    exp = h.create(cfg, ctx)
+
+    def first_run_ended() -> bool:
+        runs = h.describe(exp)["runs"]
+        return bool(runs) and runs[0]["ended"] is not None
+
+    h.wait_for("run 1 to end", first_run_ended, timeout=180)
+    d = h.describe(exp)
+    run1 = d["runs"][0]
+    # 143 when the trial died of the SIGTERM and the script wrote its exit; none if SIGKILL
+    # came first.
+    assert (run1["state"], run1["outcome"]) == ("TIMEOUT", "timed out"), d
+    assert run1["exit_code"] in (143, None), d
+    assert d["trials"][0]["restarts"] == 0, d["trials"]
+    h.run("experiment", "kill", str(exp))
+    h.wait_state(exp, {"CANCELED"}, timeout=60)
 
 
 def private_tree(roots: list[Path]) -> list[str]:

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hpcdet.daemon.process import lock_held
 from hpcdet.paths import StatePaths
+from hpcdet.protocol.process import lock_held
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples" / "core_api"

@@ -23,7 +23,7 @@ from hpcdet.core._distributed import DistributedContext
 from hpcdet.core._events import RunEvents
 from hpcdet.errors import NotFoundError
 from hpcdet.private import copy_file
-from hpcdet.rundir.exchange import read_json
+from hpcdet.rundir.atomic import read_json
 
 logger = logging.getLogger("hpcdet.core")
 

@@ -32,7 +32,7 @@ from hpcdet.core._searcher import (
     has_daemon_ops,
 )
 from hpcdet.core._train import DummyTrainContext, EarlyExitReason, TensorboardMode, TrainContext
-from hpcdet.rundir.exchange import EventWriter
+from hpcdet.rundir.event_writer import EventWriter
 from hpcdet.rundir.layout import CONTROL_FILE, EVENTS_FILE, PREEMPT_FILE, bell, tensorboard_dir
 
 logger = logging.getLogger("hpcdet.core")

@@ -7,7 +7,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from hpcdet.rundir.exchange import EventWriter
+from hpcdet.rundir.event_writer import EventWriter
 
 _open_runs: set[Path] = set()
 _open_runs_lock = threading.Lock()

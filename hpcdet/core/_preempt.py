@@ -15,7 +15,8 @@ from pathlib import Path
 
 from hpcdet.core._distributed import DistributedContext
 from hpcdet.core._events import RunEvents
-from hpcdet.rundir.exchange import FileWatch, read_json
+from hpcdet.rundir.control import read_control
+from hpcdet.rundir.filewatch import FileWatch
 
 logger = logging.getLogger("hpcdet.core")
 
@@ -37,7 +38,7 @@ class PreemptWatcher:
 
     Args:
         preempt_file: Created by the harness when the scheduler signals preemption.
-        control_file: The daemon's ``control.json`` (``{"preempt": bool, "reason": str}``).
+        control_file: The daemon's ``control.json`` (``hpcdet.rundir.control``).
         interval: Seconds between checks.
     """
 
@@ -82,12 +83,12 @@ class PreemptWatcher:
             self._set("the scheduler signalled preemption")
         elif self._control.changed():
             try:
-                control = read_json(self._control.path, {})
+                reason = read_control(self._control.path).stop_reason
             except ValueError as e:
                 logger.warning("ignoring unreadable %s: %s", self._control.path, e)
                 return
-            if isinstance(control, dict) and control.get("preempt"):
-                self._set(str(control.get("reason") or "the hpcdet daemon requested it"))
+            if reason is not None:
+                self._set(reason)
 
     def _set(self, reason: str) -> None:
         if not self._requested.is_set():

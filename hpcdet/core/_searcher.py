@@ -19,7 +19,8 @@ from typing import Any, Protocol
 from hpcdet.core._distributed import DistributedContext
 from hpcdet.core._events import RunEvents
 from hpcdet.core._preempt import PreemptWatcher
-from hpcdet.rundir.exchange import FileWatch, read_json
+from hpcdet.rundir.control import Control, ControlFileError, read_control
+from hpcdet.rundir.filewatch import FileWatch
 
 logger = logging.getLogger("hpcdet.core")
 
@@ -71,11 +72,10 @@ _FORCED_READ_SECONDS = 2.0
 class ControlOps:
     """Operation lengths that the daemon decides and writes into the run's ``control.json``.
 
-    The daemon writes ``{"preempt": bool, "reason": str, "best_validation": float | None,
-    "ops": [int, ...], "decided": int}``: ``ops`` are the absolute lengths of this run's
-    operations in order (a resumed run starts at the first operation not yet completed);
-    ``decided`` is how many of this run's ``searcher_completed`` events the daemon has
-    processed. Before its i-th operation (i = operations completed so far) the chief waits
+    The daemon writes a ``hpcdet.rundir.control.Control``: ``ops`` are the absolute lengths
+    of this run's operations in order (a resumed run starts at the first operation not yet
+    completed); ``decided`` is how many of this run's ``searcher_completed`` events the daemon
+    has processed. Before its i-th operation (i = operations completed so far) the chief waits
     until ``decided >= i``, because only then does ``ops`` hold every operation the searcher
     will give this run now.
 
@@ -100,7 +100,7 @@ class ControlOps:
         self._watcher = watcher
         self._interval = interval
         self._given = 0
-        self._control: dict[str, Any] = {}
+        self._control = Control()
         self._read_at = float("-inf")
 
     def next_length(self) -> int | None:
@@ -120,7 +120,7 @@ class ControlOps:
         self._flush()
         if not self._wait_decided(index):
             return None
-        ops = _ops(self._control)
+        ops = self._control.ops or ()
         if index >= len(ops):
             logger.info("the searcher has no further operation for this run (%d done)", index)
             return None
@@ -132,7 +132,7 @@ class ControlOps:
         waited = False
         while True:
             self._refresh()
-            if _decided(self._control) >= index:
+            if self._control.decided >= index:
                 return True
             reason = self._preemption()
             if reason is not None:
@@ -152,16 +152,15 @@ class ControlOps:
             return
         self._read_at = now
         try:
-            control = read_json(self._watch.path, {})
+            self._control = read_control(self._watch.path)
+        except ControlFileError:
+            raise
         except ValueError as e:  # keep the last good content and read again on the next check
             logger.warning("ignoring unreadable %s: %s", self._watch.path, e)
-            return
-        if isinstance(control, dict):
-            self._control = control
 
     def _preemption(self) -> str | None:
-        if self._control.get("preempt"):
-            return str(self._control.get("reason") or "the hpcdet daemon requested it")
+        if self._control.stop_reason is not None:
+            return self._control.stop_reason
         if self._watcher is not None and self._watcher.requested:
             return self._watcher.reason
         return None
@@ -171,28 +170,9 @@ def has_daemon_ops(control_path: Path) -> bool:
     """Whether the daemon feeds this run's operations (``control.json`` has ``"ops"``).
 
     Raises:
-        ValueError: ``control.json`` is not valid JSON.
+        ValueError: ``control.json`` is not a valid control file.
     """
-    control = read_json(control_path, {})
-    return isinstance(control, dict) and "ops" in control
-
-
-def _ops(control: Mapping[str, Any]) -> list[int]:
-    ops = control.get("ops", [])
-    if not isinstance(ops, list) or not all(_is_int(v) for v in ops):
-        raise ValueError(f"control.json: 'ops' must be a list of integers, not {ops!r}")
-    return ops
-
-
-def _decided(control: Mapping[str, Any]) -> int:
-    decided = control.get("decided", 0)
-    if not _is_int(decided):
-        raise ValueError(f"control.json: 'decided' must be an integer, not {decided!r}")
-    return int(decided)
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+    return read_control(control_path).ops is not None
 
 
 def configured_length(searcher: Mapping[str, Any]) -> tuple[int | None, Unit | None]:

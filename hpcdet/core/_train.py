@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from hpcdet.core._events import RunEvents
-from hpcdet.rundir.exchange import read_json
+from hpcdet.rundir.control import read_control
 
 logger = logging.getLogger("hpcdet.core")
 
@@ -302,11 +302,9 @@ class TrainContext:
         Returns ``None`` before the daemon has seen a validation of ``searcher.metric``.
         """
         try:
-            control = read_json(self._control_path, {})
+            return read_control(self._control_path).best_validation
         except ValueError:
             return None
-        best = control.get("best_validation") if isinstance(control, dict) else None
-        return None if best is None else float(best)
 
     def report_early_exit(self, reason: EarlyExitReason) -> None:
         """Tell the searcher that this trial ends early and why; only the first report counts."""

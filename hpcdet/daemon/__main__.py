@@ -8,10 +8,10 @@ import sys
 
 from hpcdet.config.cluster import load_cluster_config
 from hpcdet.daemon.loop import Daemon
-from hpcdet.daemon.process import acquire_lock
 from hpcdet.errors import HpcdetError
 from hpcdet.paths import StatePaths, state_dir
 from hpcdet.private import apply_umask
+from hpcdet.protocol.process import acquire_lock
 
 
 def main() -> int:

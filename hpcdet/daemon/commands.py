@@ -7,10 +7,10 @@ import os
 import shutil
 import time
 from collections.abc import Callable
+from dataclasses import fields
 from typing import Any
 
 from hpcdet.config import ExperimentConfig
-from hpcdet.daemon import operations as ops
 from hpcdet.daemon.configs import Configs
 from hpcdet.daemon.controls import Controls
 from hpcdet.daemon.creation import Creation
@@ -20,7 +20,29 @@ from hpcdet.daemon.queueing import Queue
 from hpcdet.daemon.retention import Retention
 from hpcdet.daemon.submission import Submission
 from hpcdet.errors import NotFoundError, StateError, UsageError
+from hpcdet.ids import check_id
 from hpcdet.paths import StatePaths, hostname
+from hpcdet.protocol.messages import (
+    ID_FIELDS,
+    Activate,
+    Cancel,
+    Continue,
+    ContinueTrial,
+    Create,
+    Created,
+    DeleteCheckpoint,
+    DeleteExperiment,
+    Handlers,
+    Kill,
+    KillTrial,
+    Pause,
+    Ping,
+    Pong,
+    SetExperiment,
+    Shutdown,
+    UpdateJobs,
+    decode,
+)
 from hpcdet.records import ExperimentRecord as Experiment
 from hpcdet.rundir import layout
 from hpcdet.states import (
@@ -34,8 +56,8 @@ from hpcdet.store.repository import Store
 
 
 class Commands:
-    """The operations users ask for; ``handle(op, args)`` carries out one request and returns
-    what the CLI prints."""
+    """The requests users make (``hpcdet.protocol.messages``), each carried out by its entry in
+    the dispatch table; ``handle(op, args)`` serves one as it came over the wire."""
 
     def __init__(
         self, store: Store, journal: Journal, paths: StatePaths, configs: Configs,
@@ -53,45 +75,40 @@ class Commands:
         self.queue = queue
         self.finisher = finisher
         self._shutdown = shutdown
+        self.handlers = self._handlers()
 
-    def handle(self, op: str, args: dict[str, Any]) -> Any:
-        """One request as it came over the wire; see ``carry_out``."""
-        return self.carry_out(ops.decode(op, args))
+    def handle(self, op: object, args: object) -> object:
+        """One request as it came over the wire: checked, carried out, its reply as JSON."""
+        request = decode(op, args)
+        for name in ID_FIELDS & {f.name for f in fields(request)}:  # type: ignore[arg-type]
+            check_id(name, getattr(request, name))  # SQLite cannot even look up other ids
+        return self.handlers(request)
 
-    def carry_out(self, operation: ops.Operation) -> Any:
-        """What the operation asks; returns what the CLI prints (or the create's answer)."""
-        if isinstance(operation, ops.Ping):
-            return self.ping()
-        if isinstance(operation, ops.Shutdown):
-            return self.shutdown()
-        if isinstance(operation, ops.Create):
-            return self.creation.create(operation.config, operation.staging,
-                                        operation.request_id, operation.python,
-                                        operation.paused, operation.convert)
-        if isinstance(operation, ops.Pause):
-            return self.pause(operation.exp_id)
-        if isinstance(operation, ops.Activate):
-            return self.activate(operation.exp_id)
-        if isinstance(operation, ops.Cancel):
-            return self.cancel(operation.exp_id)
-        if isinstance(operation, ops.Kill):
-            return self.kill(operation.exp_id)
-        if isinstance(operation, ops.Continue):
-            return self.continue_(operation.exp_id, operation.config)
-        if isinstance(operation, ops.ContinueTrial):
-            return self.continue_trial(operation.trial_id)
-        if isinstance(operation, ops.DeleteCheckpoint):
-            return self.delete_checkpoint(operation.uuid)
-        if isinstance(operation, ops.SetExperiment):
-            return self.set_experiment(operation.exp_id, operation.field, operation.value)
-        if isinstance(operation, ops.DeleteExperiment):
-            return self.delete_experiment(operation.exp_id)
-        if isinstance(operation, ops.KillTrial):
-            return self.kill_trial(operation.trial_id)
-        return self.queue.update_jobs(operation.updates)
+    def _handlers(self) -> Handlers:
+        """What carries out each request type (a test checks that every one has its entry)."""
+        return (Handlers()
+                .on(Ping, lambda _: self.ping())
+                .on(Shutdown, lambda _: self.shutdown())
+                .on(Create, self.create)
+                .on(Pause, lambda r: self.pause(r.exp_id))
+                .on(Activate, lambda r: self.activate(r.exp_id))
+                .on(Cancel, lambda r: self.cancel(r.exp_id))
+                .on(Kill, lambda r: self.kill(r.exp_id))
+                .on(Continue, lambda r: self.continue_(r.exp_id, r.config))
+                .on(ContinueTrial, lambda r: self.continue_trial(r.trial_id))
+                .on(DeleteCheckpoint, lambda r: self.delete_checkpoint(r.uuid))
+                .on(SetExperiment, lambda r: self.set_experiment(r.exp_id, r.field, r.value))
+                .on(DeleteExperiment, lambda r: self.delete_experiment(r.exp_id))
+                .on(KillTrial, lambda r: self.kill_trial(r.trial_id))
+                .on(UpdateJobs, lambda r: self.queue.update_jobs(r.updates)))
 
-    def ping(self) -> dict[str, Any]:
-        return {"pid": os.getpid(), "host": hostname()}
+    def create(self, request: Create) -> Created:
+        return Created.from_reply(self.creation.create(
+            request.config, request.staging, request.request_id, request.python,
+            request.paused, request.convert))
+
+    def ping(self) -> Pong:
+        return Pong(os.getpid(), hostname())
 
     def shutdown(self) -> str:
         self._shutdown()
@@ -172,7 +189,7 @@ class Commands:
         self.submission.submit_queued()
         return f"Continued experiment {exp_id}"
 
-    def continue_trial(self, trial_id: int) -> dict[str, Any]:
+    def continue_trial(self, trial_id: int) -> Created:
         """The WebUI's Continue Trial: a new single-trial experiment warm-started from the
         trial's latest checkpoint, with its hyperparameters fixed."""
         trial = self.store.trial(trial_id)
@@ -189,7 +206,7 @@ class Commands:
         staging = self.paths.requests / f"continue-{trial_id}-{time.time():.0f}.context"
         try:
             shutil.copytree(self.paths.context(exp.id), staging)
-            return self.creation.create(raw, str(staging))
+            return Created.from_reply(self.creation.create(raw, str(staging)))
         finally:
             shutil.rmtree(staging, ignore_errors=True)
 

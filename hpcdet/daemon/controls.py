@@ -21,7 +21,7 @@ from hpcdet.records import LiveRun
 from hpcdet.records import RunRecord as Run
 from hpcdet.records import TrialRecord as Trial
 from hpcdet.rundir import layout
-from hpcdet.rundir.exchange import write_atomic
+from hpcdet.rundir.control import Control, write_control
 from hpcdet.states import STOPPING_STATES, SUBMITTED_RUN_STATES, ExperimentState, JobState
 from hpcdet.store.repository import Store
 
@@ -81,13 +81,11 @@ class Controls:
         key = (run.trial_id, run.run_id)
         said = (preempt, reason, best[exp.id], run.ops, run.first_op, run.ops_decided)
         if self.written.get(key) != said:
-            control: dict[str, Any] = {
-                "preempt": preempt, "reason": reason, "best_validation": best[exp.id],
-            }
-            ops = list(run.ops)
-            if ops:
-                control.update(ops=ops[run.first_op:], decided=run.ops_decided)
-            write_atomic(Path(layout.run_files(self.paths.run(exp.id, *key)).control), control)
+            ops = run.ops
+            control = Control(preempt, reason, best[exp.id],
+                              tuple(ops[run.first_op:]) if ops else None,
+                              run.ops_decided if ops else 0)
+            write_control(Path(layout.run_files(self.paths.run(exp.id, *key)).control), control)
             self.written[key] = said
         if preempt:
             self.preempt_asked.setdefault(key, time.time())

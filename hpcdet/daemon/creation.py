@@ -34,7 +34,7 @@ from hpcdet.errors import (
     disk_full_reason,
 )
 from hpcdet.paths import StatePaths, hostname
-from hpcdet.rundir.exchange import whole_lines, write_atomic
+from hpcdet.rundir.atomic import whole_lines, write_atomic
 from hpcdet.schedulers.templating import check_template_dir
 from hpcdet.states import ExperimentState, TrialState
 from hpcdet.store.repository import Store

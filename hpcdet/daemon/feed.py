@@ -18,7 +18,7 @@ from hpcdet.records import ExperimentRecord as Experiment
 from hpcdet.records import LiveRun
 from hpcdet.records import RunRecord as Run
 from hpcdet.records import TrialRecord as Trial
-from hpcdet.rundir.exchange import Event, EventBatch, iter_events
+from hpcdet.rundir.events import Event, EventBatch, iter_events
 from hpcdet.rundir.layout import run_files
 from hpcdet.search.base import (
     EXIT_CANCELED,

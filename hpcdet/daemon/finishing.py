@@ -8,7 +8,7 @@ from hpcdet.daemon.retention import Retention
 from hpcdet.paths import StatePaths
 from hpcdet.records import ExperimentRecord as Experiment
 from hpcdet.rundir import layout
-from hpcdet.rundir.exchange import write_text_atomic
+from hpcdet.rundir.atomic import write_text_atomic
 from hpcdet.states import ExperimentState, TrialState, experiment_final_state
 from hpcdet.store.repository import Store
 

@@ -91,10 +91,11 @@ class Jobs:
         return bool(status and status.state.is_final) or self.vanished(job_id)
 
     def submit(self, script: Path) -> str:
-        """Submit a batch script; its job id. Raises SchedulerCommandError (``transient`` if
-        the scheduler may take it later) or ValueError."""
+        """Submit a batch script from its own directory, the job's working directory (PBS
+        records qsub's as PBS_O_WORKDIR, which ``find`` compares); its job id. Raises
+        SchedulerCommandError (``transient`` if the scheduler may take it later) or ValueError."""
         try:
-            done = self.runner.run(self.scheduler.submit_command(script))
+            done = self.runner.run(self.scheduler.submit_command(script), cwd=script.parent)
         except SchedulerCommandError as e:
             said = e.stderr + e.stdout
             e.transient = e.transient or self.scheduler.refusal_is_transient(said)

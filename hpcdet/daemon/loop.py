@@ -29,7 +29,6 @@ from hpcdet.daemon.finishing import Finisher
 from hpcdet.daemon.guard import Guard
 from hpcdet.daemon.jobs import Jobs
 from hpcdet.daemon.journal import Journal
-from hpcdet.daemon.process import STATUS_FILE
 from hpcdet.daemon.queueing import Queue
 from hpcdet.daemon.retention import Retention
 from hpcdet.daemon.run_ends import RunEnds
@@ -38,7 +37,8 @@ from hpcdet.daemon.site import Site
 from hpcdet.daemon.submission import Submission
 from hpcdet.daemon.wake import Doorbell
 from hpcdet.paths import StatePaths, hostname
-from hpcdet.rundir.exchange import write_atomic
+from hpcdet.protocol.process import STATUS_FILE
+from hpcdet.rundir.atomic import write_atomic
 from hpcdet.schedulers import Scheduler, make_scheduler
 from hpcdet.schedulers.runner import CommandRunner
 from hpcdet.states import RUNNING_EXPERIMENT_STATES, ExperimentState

@@ -4,6 +4,7 @@ from the scheduler) and deciding, once, what its trial does next."""
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +17,13 @@ from hpcdet.daemon.retention import Retention
 from hpcdet.paths import StatePaths
 from hpcdet.records import LiveRun
 from hpcdet.rundir import layout
-from hpcdet.rundir.exchange import read_json
+from hpcdet.rundir.atomic import read_json
 from hpcdet.states import FINAL_TRIAL_STATES, JobState, RunEnd, RunState, TrialState, decide_run_end
 from hpcdet.store.repository import Store
+
+# How long a signalled run's end waits for the scheduler's final state before it is decided
+# from the exit code alone (the scheduler stopped answering, or lists no end).
+SCHEDULER_WORD_GRACE = 120.0
 
 
 class RunEnds:
@@ -40,6 +45,8 @@ class RunEnds:
         if exit_info is None and not self.jobs.ended(run.job_id):
             return
         if run.state == RunState.SUBMITTING:
+            return
+        if exit_info is not None and awaits_scheduler(exit_info, self.jobs.ended(run.job_id)):
             return
         self.feed.ingest(run)  # what it reported before it ended comes first
         current = self.store.run(run.trial_id, run.run_id)  # as that ingest left it
@@ -76,6 +83,20 @@ class RunEnds:
         if decision.trial_state in FINAL_TRIAL_STATES:
             self.retention.collect(exp)
         self.feed.report_exits()
+
+
+def awaits_scheduler(exit_info: dict[str, Any], job_ended: bool,
+                     now: float | None = None) -> bool:
+    """Whether a run's end waits for the scheduler's word: its harness was killed by a signal
+    (exit 128 + N) and the scheduler has not yet said why. A walltime kill is such a signal
+    (PBS's arrives up to 120 s late, while its job still shows R), and only the scheduler tells
+    it from the user's own failure; it says so within a poll or two of the job's end."""
+    code, ended = exit_info.get("exit_code"), exit_info.get("ended")
+    if job_ended or not isinstance(code, int) or not 128 < code < 256:
+        return False
+    if not isinstance(ended, (int, float)):
+        return False  # an exit file without its time (older harnesses): as before
+    return (time.time() if now is None else now) < ended + SCHEDULER_WORD_GRACE
 
 
 def read_exit(path: str) -> dict[str, Any] | None:

@@ -33,7 +33,7 @@ from hpcdet.records import ExperimentRecord as Experiment
 from hpcdet.records import RunRecord as Run
 from hpcdet.records import TrialRecord as Trial
 from hpcdet.rundir import layout
-from hpcdet.rundir.exchange import read_json, write_text_atomic
+from hpcdet.rundir.atomic import read_json, write_text_atomic
 from hpcdet.rundir.layout import EXIT_FILE
 from hpcdet.schedulers.base import ArraySpec
 from hpcdet.states import Decision, ExperimentState, JobState, RunState, TrialState

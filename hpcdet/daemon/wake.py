@@ -13,17 +13,10 @@ from __future__ import annotations
 import contextlib
 import os
 import select
-import stat
 import time
-from pathlib import Path
 
 from hpcdet.paths import StatePaths
-
-WAKE_FILE = "wake"
-
-
-def wake_path(paths: StatePaths) -> Path:
-    return paths.local_dir() / WAKE_FILE
+from hpcdet.protocol.filedrop import wake_path
 
 
 class Doorbell:
@@ -56,19 +49,3 @@ class Doorbell:
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
-
-
-def ring(paths: StatePaths) -> None:
-    """Wake the daemon on this host after writing a request; a daemon that does not listen
-    (stopped, older, or its FIFO gone) is simply not woken."""
-    try:
-        fd = os.open(wake_path(paths), os.O_WRONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
-    except OSError:  # ENXIO: no daemon has it open; ENOENT: none made it
-        return
-    try:
-        if stat.S_ISFIFO(os.fstat(fd).st_mode):  # never a byte into a file put in its place
-            os.write(fd, b"\0")
-    except OSError:  # EAGAIN: full of rings the daemon has yet to take
-        pass
-    finally:
-        os.close(fd)

@@ -1,51 +1,51 @@
-"""How the CLI (and later an SDK) talks to the user's daemon: one typed interface, one
-implementation per transport. Today's transport is request files in the shared state
-directory (``files``); another (SSH from a laptop) goes beside it behind ``connect``.
+"""How the CLI, the SDK and the web UI talk to the user's daemon: one client that sends the
+typed requests of ``hpcdet.protocol.messages`` over a transport.
+
+    connect(paths).send(Pause(exp_id))   # -> what the CLI prints
+
+A transport carries a request to the daemon and its reply back (``Transport``). Today's is
+request files in the shared state directory (``files``); another (SSH from a laptop) is one
+more module beside it, chosen in ``connect``.
 """
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Protocol, TypeVar
 
 from hpcdet.paths import StatePaths
+from hpcdet.protocol.messages import Create, Created, JobUpdate, Request
+
+R = TypeVar("R")
 
 
-@dataclass(frozen=True)
-class Created:
-    """A new experiment: its id, its first trials, and what the user should know."""
+class Transport(Protocol):
+    """Carries requests to one daemon and its replies back."""
 
-    experiment_id: int
-    trial_ids: list[int]
-    warning: str = ""
-    # The image its trials run in (hpcdet.containers.ContainerSpec as a dict), which the CLI
-    # converts on the login node while the jobs wait for it.
-    image: dict[str, Any] | None = None
-    # The holder of the image's pull lock the daemon took for the CLI (hpcdet.images.reserve).
-    image_reserved: str = ""
+    def send(self, request: Request[Any]) -> object:
+        """The daemon's reply to ``request`` as JSON; raises the error it answered as an
+        HpcdetError."""
+        ...
 
-    @classmethod
-    def from_reply(cls, reply: dict[str, Any]) -> Created:
-        return cls(int(reply["experiment_id"]), [int(t) for t in reply.get("trial_ids", [])],
-                   str(reply.get("warning") or ""), reply.get("image"),
-                   str(reply.get("image_reserved") or ""))
+    def send_with_context(self, take: Callable[[Path], None],
+                          request: Callable[[str, Path], Create]) -> object:
+        """A create: ``take(staging)`` writes the context snapshot into ``staging``, where the
+        daemon can take it, and ``request(request_id, staging)`` is the request that names it.
+        A create given up on (a timeout, Ctrl-C) is withdrawn or left to the daemon, never
+        half done; the reply as ``send``'s."""
+        ...
 
 
-@dataclass(frozen=True)
-class JobUpdate:
-    """`hpcdet job update`: one field of one job (an experiment), e.g. priority 10."""
+class Client:
+    """The daemon client: typed requests, typed replies."""
 
-    experiment_id: int
-    field: str  # priority, weight, resource_pool, ahead_of, behind_of
-    value: object
+    def __init__(self, transport: Transport) -> None:
+        self.transport = transport
 
-
-class DaemonClient(Protocol):
-    def ping(self) -> dict[str, Any]: ...
-
-    def shutdown(self) -> str: ...
+    def send(self, request: Request[R]) -> R:
+        return request.reply(self.transport.send(request))
 
     def create(self, config: dict[str, Any], context: Path,
                on_snapshot: Callable[[int, int], None] | None = None,
@@ -56,35 +56,30 @@ class DaemonClient(Protocol):
         and create the experiment of the validated ``config``, ``paused`` if asked.
         ``convert_image``: the caller converts the trials' image next (``Created.image``),
         so the jobs wait for it."""
-        ...
+        from hpcdet.snapshot import Snapshot
 
-    def pause(self, exp_id: int) -> str: ...
+        def take(staging: Path) -> None:
+            taken = Snapshot(staging, warn)
+            taken.context(context)
+            for extra in includes:
+                taken.include(extra)
+            if on_snapshot is not None:
+                on_snapshot(taken.files, taken.bytes)
 
-    def activate(self, exp_id: int) -> str: ...
+        # Trials run with the python3 the user has at hand, unless the config says otherwise.
+        python = shutil.which("python3") or ""
 
-    def cancel(self, exp_id: int) -> str: ...
+        def request(rid: str, staging: Path) -> Create:
+            return Create(config, str(staging), rid, python, paused, convert_image)
 
-    def kill(self, exp_id: int) -> str: ...
-
-    def continue_experiment(self, exp_id: int, config: dict[str, Any] | None = None) -> str: ...
-
-    def continue_trial(self, trial_id: int) -> Created: ...
-
-    def delete_checkpoint(self, uuid: str) -> str: ...
-
-    def set_experiment(self, exp_id: int, field: str, value: Any) -> str:
-        """``field``: name, description, labels_add, labels_remove or archived."""
-        ...
-
-    def delete_experiment(self, exp_id: int) -> str: ...
-
-    def kill_trial(self, trial_id: int) -> str: ...
-
-    def update_jobs(self, updates: list[JobUpdate]) -> str: ...
+        return request("", Path()).reply(self.transport.send_with_context(take, request))
 
 
-def connect(paths: StatePaths) -> DaemonClient:
+def connect(paths: StatePaths) -> Client:
     """The client for the state directory ``paths`` (the daemon is started when needed)."""
-    from hpcdet.link.files import FileClient
+    from hpcdet.link.files import FileTransport
 
-    return FileClient(paths)
+    return Client(FileTransport(paths))
+
+
+__all__ = ["Client", "Created", "JobUpdate", "Transport", "connect"]

@@ -1,6 +1,7 @@
-"""The daemon client over request files in the shared state directory (the CLI's half of the
-protocol described in ``hpcdet.daemon.requests``): it works from every login node that sees
-the shared filesystem and needs no open port."""
+"""The file-drop transport's client half: requests as files in the shared state directory
+(the format is ``hpcdet.protocol.filedrop``; the daemon serves them in
+``hpcdet.daemon.requests``). It works from every login node that sees the shared filesystem
+and needs no open port."""
 
 from __future__ import annotations
 
@@ -8,98 +9,51 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Callable
 
-from hpcdet.daemon import operations as ops
-from hpcdet.daemon import process
-from hpcdet.daemon.requests import GONE, TAKEN, reply_path, request_path
-from hpcdet.daemon.wake import ring
 from hpcdet.errors import DaemonError, DiskFullError, HpcdetError, disk_full_cause
-from hpcdet.link import Created, JobUpdate
 from hpcdet.paths import StatePaths
-from hpcdet.rundir.exchange import read_json, write_atomic
-from hpcdet.snapshot import Snapshot
+from hpcdet.protocol import process
+from hpcdet.protocol.filedrop import (
+    body,
+    gone_path,
+    reply_path,
+    request_path,
+    ring,
+    taken_path,
+)
+from hpcdet.protocol.messages import Create, Request, encode
+from hpcdet.rundir.atomic import read_json, write_atomic
 
 
-class FileClient:
+class FileTransport:
+    """Requests to the daemon of the state directory ``paths``, started when it runs nowhere."""
+
     def __init__(self, paths: StatePaths) -> None:
         self.paths = paths
 
-    def ping(self) -> dict[str, Any]:
-        result: dict[str, Any] = self._send(ops.Ping())
-        return result
+    def send(self, request: Request[Any], request_id: str | None = None) -> object:
+        op, args = encode(request)
+        return call(self.paths, op, args, request_id=request_id)
 
-    def shutdown(self) -> str:
-        return str(self._send(ops.Shutdown()))
-
-    def create(self, config: dict[str, Any], context: Path,
-               on_snapshot: Callable[[int, int], None] | None = None,
-               warn: Callable[[str], None] | None = None, paused: bool = False,
-               includes: Sequence[Path] = (), convert_image: bool = False) -> Created:
+    def send_with_context(self, take: Callable[[Path], None],
+                          request: Callable[[str, Path], Create]) -> object:
         """The snapshot goes into the request area, where the daemon moves it into the
         experiment; a create given up on (a timeout, Ctrl-C) is withdrawn or left to the
         daemon, never half done (``give_up``)."""
         rid = new_request_id()
         staging = self.paths.requests / f"{rid}.context"
         try:
-            taken = Snapshot(staging, warn)
-            taken.context(context)
-            for extra in includes:
-                taken.include(extra)
-            if on_snapshot is not None:
-                on_snapshot(taken.files, taken.bytes)
-            # Trials run with the python3 the user has at hand, unless the config says otherwise.
-            python = shutil.which("python3") or ""
-            reply = self._send(ops.Create(config, str(staging), rid, python, paused,
-                                          convert_image), request_id=rid)
+            take(staging)
+            return self.send(request(rid, staging), request_id=rid)
         except BaseException as e:
             outcome = give_up(self.paths, rid, staging, e)
             if outcome is e:
                 raise
             if isinstance(outcome, BaseException):
                 raise outcome from e
-            reply = outcome  # answered as the CLI gave up
-        return Created.from_reply(reply)
-
-    def pause(self, exp_id: int) -> str:
-        return str(self._send(ops.Pause(exp_id)))
-
-    def activate(self, exp_id: int) -> str:
-        return str(self._send(ops.Activate(exp_id)))
-
-    def cancel(self, exp_id: int) -> str:
-        return str(self._send(ops.Cancel(exp_id)))
-
-    def kill(self, exp_id: int) -> str:
-        return str(self._send(ops.Kill(exp_id)))
-
-    def continue_experiment(self, exp_id: int, config: dict[str, Any] | None = None) -> str:
-        return str(self._send(ops.Continue(exp_id, config)))
-
-    def continue_trial(self, trial_id: int) -> Created:
-        return Created.from_reply(self._send(ops.ContinueTrial(trial_id)))
-
-    def delete_checkpoint(self, uuid: str) -> str:
-        return str(self._send(ops.DeleteCheckpoint(uuid)))
-
-    def set_experiment(self, exp_id: int, field: str, value: Any) -> str:
-        return str(self._send(ops.SetExperiment(exp_id, field, value)))
-
-    def delete_experiment(self, exp_id: int) -> str:
-        return str(self._send(ops.DeleteExperiment(exp_id)))
-
-    def kill_trial(self, trial_id: int) -> str:
-        return str(self._send(ops.KillTrial(trial_id)))
-
-    def update_jobs(self, updates: list[JobUpdate]) -> str:
-        body = [{"job": u.experiment_id, "field": u.field, "value": u.value} for u in updates]
-        return str(self._send(ops.UpdateJobs(body)) or "")
-
-    def _send(self, operation: ops.Operation, request_id: str | None = None) -> Any:
-        op, args = ops.encode(operation)
-        return call(self.paths, op, args, request_id=request_id)
+            return outcome  # answered as the CLI gave up
 
 
 def call(
@@ -131,7 +85,7 @@ def new_request_id() -> str:
 
 def submit(paths: StatePaths, op: str, args: dict[str, Any], request_id: str | None = None) -> str:
     rid = request_id or new_request_id()
-    write_atomic(request_path(paths, rid), {"op": op, "args": args, "pid": os.getpid()})
+    write_atomic(request_path(paths, rid), body(op, args))
     return rid
 
 
@@ -156,7 +110,7 @@ def wait_reply(paths: StatePaths, rid: str, timeout: float, where: str) -> Any:
             raise HpcdetError(reply["error"])
         soon = time.monotonic() - started < REPLY_SOON
         time.sleep(REPLY_SOON_PAUSE if soon else REPLY_PAUSE)
-    if (paths.requests / f"{rid}{TAKEN}").exists():
+    if taken_path(paths, rid).exists():
         raise DaemonError(
             f"the hpcdet daemon ({where}) took the request but did not answer within "
             f"{timeout:.0f} s (a full disk keeps it from writing its answer). The request is "
@@ -181,12 +135,12 @@ def withdraw(paths: StatePaths, rid: str) -> bool:
 def taken(paths: StatePaths, rid: str) -> bool:
     """Whether the daemon took the request: it carries it out, answered yet or not."""
     # The taken mark first: the daemon writes the reply before it drops the mark.
-    return (paths.requests / f"{rid}{TAKEN}").exists() or reply_path(paths, rid).exists()
+    return taken_path(paths, rid).exists() or reply_path(paths, rid).exists()
 
 
 def abandon(paths: StatePaths, rid: str) -> dict[str, Any] | None:
     """Stop waiting for a request the daemon took; returns its reply when it came meanwhile."""
-    mark = paths.requests / f"{rid}{GONE}"
+    mark = gone_path(paths, rid)
     try:
         mark.touch()
     except OSError:

@@ -32,20 +32,19 @@ from hpcdet.pytorch._reducer import (
     Reducer,
     check_batches,
     check_reducers,
+    plain_metrics,
     reduce_batches,
-    scalar,
 )
 from hpcdet.pytorch._state import (
     CODE_DIR,
     LOAD_DATA_FILE,
     STATE_FILE,
-    STATE_FILES,
     TRIAL_STATE_FILE,
     copy_code,
+    load_state,
+    read_checkpoint,
     rng_state,
-    set_rng_state,
-    strip_module_prefix,
-    unwrap,
+    training_state,
 )
 from hpcdet.pytorch._trial import (
     PyTorchTrial,
@@ -59,27 +58,6 @@ logger = logging.getLogger("hpcdet.pytorch")
 CHECKPOINT_POLICIES = ("best", "all", "none")
 _EVERY_BATCH = LRScheduler.StepMode.STEP_EVERY_BATCH
 _EVERY_EPOCH = LRScheduler.StepMode.STEP_EVERY_EPOCH
-
-
-def plain_metrics(metrics: Any, where: str) -> dict[str, Any]:
-    """What ``train_batch``/``evaluate_batch`` returned as a dict of plain values.
-
-    Raises:
-        TypeError: It is neither a dict nor a tensor (a tensor is taken as the loss).
-    """
-    if isinstance(metrics, torch.Tensor):
-        metrics = {"loss": metrics}
-    if not isinstance(metrics, dict):
-        raise TypeError(f"{where} must return a dict of metrics (or the loss tensor), not "
-                        f"{type(metrics).__name__}")
-    out: dict[str, Any] = {}
-    for k, v in metrics.items():
-        # item() and tolist() copy the value out, so the tensor needs no detach() first.
-        if isinstance(v, torch.Tensor):
-            out[str(k)] = v.item() if v.numel() == 1 else v.tolist()
-        else:
-            out[str(k)] = scalar(v)
-    return out
 
 
 @dataclass
@@ -197,16 +175,9 @@ class Loop:
     def restore(self, uuid: str) -> None:
         """Load the checkpoint ``uuid``; its counters too when it is this trial's own."""
         with self.core.checkpoint.restore_path(uuid) as path:
-            found = [Path(path) / n for n in STATE_FILES if (Path(path) / n).exists()]
-            if not found:
-                raise FileNotFoundError(
-                    f"checkpoint {uuid} has no {STATE_FILE}; it was not saved by a PyTorchTrial")
-            state = torch.load(found[0], map_location=self.ctx.device, weights_only=False)
-            trial_state_file = Path(path) / TRIAL_STATE_FILE
-            counters = (json.loads(trial_state_file.read_text())
-                        if trial_state_file.exists() else {})
+            state, counters = read_checkpoint(Path(path), uuid, self.ctx.device)
         self._callbacks("on_checkpoint_load_start", state)
-        self.load_state(state)
+        load_state(self.ctx, self.callbacks, self.dist.rank, self.dist.size, state)
         own = counters.get("trial_id") == self.ctx._trial_id
         if own:
             self.batches_trained = int(counters.get("batches_trained", 0))
@@ -219,43 +190,6 @@ class Loop:
                 "optimizer_steps", self.batches_trained // self.ctx._aggregation_frequency))
         logger.info("resumed from checkpoint %s at batch %d", uuid, self.batches_trained)
 
-    def load_state(self, state: dict[str, Any]) -> None:
-        """Restore models, optimizers, schedulers, scalers, callbacks and RNG state."""
-        models = state.get("models_state_dict", [])
-        if len(models) != len(self.ctx.models):
-            raise RuntimeError(
-                f"the checkpoint holds {len(models)} models, the trial wrapped "
-                f"{len(self.ctx.models)}; wrap the same models as the run that saved it"
-            )
-        for model, sd in zip(self.ctx.models, models):
-            unwrap(model).load_state_dict(strip_module_prefix(sd))
-        for opt, sd in zip(self.ctx.optimizers, state.get("optimizers_state_dict", [])):
-            opt.load_state_dict(sd)
-        for sched, sd in zip(self.ctx.lr_schedulers, state.get("lr_schedulers_state_dict", [])):
-            sched.load_state_dict(sd)
-        for scaler, sd in zip(self.ctx.scalers, state.get("scalers_state_dict", [])):
-            scaler.load_state_dict(sd)
-        saved_callbacks = state.get("callbacks", {})
-        for name, cb in self.callbacks.items():
-            if name in saved_callbacks:
-                cb.load_state_dict(saved_callbacks[name])
-        rng = state.get("rng_states") or []
-        if len(rng) == self.dist.size:
-            set_rng_state(rng[self.dist.rank])
-        elif "rng_state" in state:
-            set_rng_state(state["rng_state"])
-
-    def state(self, rng_states: list[dict[str, Any]]) -> dict[str, Any]:
-        return {
-            "models_state_dict": [unwrap(m).state_dict() for m in self.ctx.models],
-            "optimizers_state_dict": [o.state_dict() for o in self.ctx.optimizers],
-            "lr_schedulers_state_dict": [s.state_dict() for s in self.ctx.lr_schedulers],
-            "scalers_state_dict": [s.state_dict() for s in self.ctx.scalers],
-            "callbacks": {name: cb.state_dict() for name, cb in self.callbacks.items()},
-            "rng_state": rng_states[0],
-            "rng_states": rng_states,
-        }
-
     def checkpoint(self) -> None:
         """Save a checkpoint at the current batch (collective: every worker calls it)."""
         if self.last_checkpoint == self.batches_trained:
@@ -264,7 +198,7 @@ class Loop:
         self.last_checkpoint = self.batches_trained
         uuid = None
         if self._is_chief():
-            uuid = self._write_checkpoint(self.state(rng_states))
+            uuid = self._write_checkpoint(training_state(self.ctx, self.callbacks, rng_states))
         uuid = self.dist.broadcast(uuid)
         self._callbacks("on_checkpoint_upload_end", uuid)
 
@@ -562,16 +496,3 @@ class Loop:
         logger.info("trained %d batches in %.1f s", self.batches_trained,
                     time.monotonic() - started)
         return False
-
-
-def lengths_from_ops(loop: Loop, ops: Iterator[SearcherOperation], unit: TrainUnit | None
-                     ) -> Iterator[tuple[int, SearcherOperation | None]]:
-    """Targets in batches from the searcher's operations (lengths in ``unit``'s kind)."""
-    kind = type(unit) if unit is not None else Batch
-    for op in ops:
-        yield loop.to_batches(kind(op.length)), op
-
-
-def fixed_length(loop: Loop, length: TrainUnit) -> Iterator[tuple[int, SearcherOperation | None]]:
-    yield loop.to_batches(length), None
-

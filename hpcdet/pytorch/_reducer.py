@@ -15,6 +15,8 @@ import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import torch
+
 
 class Reducer(enum.Enum):
     """How a metric's per-batch values become one value."""
@@ -170,3 +172,24 @@ class WrappedReducer:
                 "(context.wrap_reducer(reducer, name=None))"
             )
         return {k: scalar(v) for k, v in value.items()}
+
+
+def plain_metrics(metrics: Any, where: str) -> dict[str, Any]:
+    """What ``train_batch``/``evaluate_batch`` returned as a dict of plain values.
+
+    Raises:
+        TypeError: It is neither a dict nor a tensor (a tensor is taken as the loss).
+    """
+    if isinstance(metrics, torch.Tensor):
+        metrics = {"loss": metrics}
+    if not isinstance(metrics, dict):
+        raise TypeError(f"{where} must return a dict of metrics (or the loss tensor), not "
+                        f"{type(metrics).__name__}")
+    out: dict[str, Any] = {}
+    for k, v in metrics.items():
+        # item() and tolist() copy the value out, so the tensor needs no detach() first.
+        if isinstance(v, torch.Tensor):
+            out[str(k)] = v.item() if v.numel() == 1 else v.tolist()
+        else:
+            out[str(k)] = scalar(v)
+    return out

@@ -4,15 +4,21 @@ count is not bitwise), and a copy of the trial's code."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import random
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn as nn
+
+if TYPE_CHECKING:
+    from hpcdet.pytorch._callback import PyTorchCallback
+    from hpcdet.pytorch._context import PyTorchTrialContext
 
 logger = logging.getLogger("hpcdet.pytorch")
 
@@ -104,3 +110,64 @@ def copy_code(workdir: Path, to: Path) -> None:
             target = to / source.relative_to(workdir)
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(source, target)
+
+
+def training_state(ctx: PyTorchTrialContext, callbacks: Mapping[str, PyTorchCallback],
+                   rng_states: list[dict[str, Any]]) -> dict[str, Any]:
+    """What a checkpoint saves: models, optimizers, schedulers, scalers, callbacks and every
+    worker's random state."""
+    return {
+        "models_state_dict": [unwrap(m).state_dict() for m in ctx.models],
+        "optimizers_state_dict": [o.state_dict() for o in ctx.optimizers],
+        "lr_schedulers_state_dict": [s.state_dict() for s in ctx.lr_schedulers],
+        "scalers_state_dict": [s.state_dict() for s in ctx.scalers],
+        "callbacks": {name: cb.state_dict() for name, cb in callbacks.items()},
+        "rng_state": rng_states[0],
+        "rng_states": rng_states,
+    }
+
+
+def load_state(ctx: PyTorchTrialContext, callbacks: Mapping[str, PyTorchCallback], rank: int,
+               size: int, state: dict[str, Any]) -> None:
+    """Restore what `training_state` saved; worker ``rank`` of ``size`` takes its own random
+    state when the checkpoint has one per worker."""
+    models = state.get("models_state_dict", [])
+    if len(models) != len(ctx.models):
+        raise RuntimeError(
+            f"the checkpoint holds {len(models)} models, the trial wrapped "
+            f"{len(ctx.models)}; wrap the same models as the run that saved it"
+        )
+    for model, sd in zip(ctx.models, models):
+        unwrap(model).load_state_dict(strip_module_prefix(sd))
+    for opt, sd in zip(ctx.optimizers, state.get("optimizers_state_dict", [])):
+        opt.load_state_dict(sd)
+    for sched, sd in zip(ctx.lr_schedulers, state.get("lr_schedulers_state_dict", [])):
+        sched.load_state_dict(sd)
+    for scaler, sd in zip(ctx.scalers, state.get("scalers_state_dict", [])):
+        scaler.load_state_dict(sd)
+    saved_callbacks = state.get("callbacks", {})
+    for name, cb in callbacks.items():
+        if name in saved_callbacks:
+            cb.load_state_dict(saved_callbacks[name])
+    rng = state.get("rng_states") or []
+    if len(rng) == size:
+        set_rng_state(rng[rank])
+    elif "rng_state" in state:
+        set_rng_state(state["rng_state"])
+
+
+def read_checkpoint(path: Path, uuid: str, device: torch.device
+                    ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A PyTorchTrial checkpoint's state and its trial counters ({} when it has none).
+
+    Raises:
+        FileNotFoundError: the checkpoint was not saved by a PyTorchTrial.
+    """
+    found = [path / n for n in STATE_FILES if (path / n).exists()]
+    if not found:
+        raise FileNotFoundError(
+            f"checkpoint {uuid} has no {STATE_FILE}; it was not saved by a PyTorchTrial")
+    state = torch.load(found[0], map_location=device, weights_only=False)
+    counters_file = path / TRIAL_STATE_FILE
+    counters = json.loads(counters_file.read_text()) if counters_file.exists() else {}
+    return state, counters

@@ -23,14 +23,12 @@ import torch
 import torch.distributed
 
 from hpcdet import core
-from hpcdet.core import DistributedContext, PreemptMode
+from hpcdet.core import DistributedContext, PreemptMode, SearcherOperation
 from hpcdet.pytorch._context import PyTorchTrialContext
 from hpcdet.pytorch._loop import (
     Loop,
     Periods,
     Searcher,
-    fixed_length,
-    lengths_from_ops,
 )
 from hpcdet.pytorch._state import seed_everything
 from hpcdet.pytorch._trial import PyTorchTrial
@@ -228,3 +226,15 @@ class Trainer:
             if latest_checkpoint is None:
                 latest_checkpoint = info.latest_checkpoint
         loop.run(lengths, latest_checkpoint, first_batch)
+
+
+def lengths_from_ops(loop: Loop, ops: Iterator[SearcherOperation], unit: TrainUnit | None
+                     ) -> Iterator[tuple[int, SearcherOperation | None]]:
+    """Targets in batches from the searcher's operations (lengths in ``unit``'s kind)."""
+    kind = type(unit) if unit is not None else Batch
+    for op in ops:
+        yield loop.to_batches(kind(op.length)), op
+
+
+def fixed_length(loop: Loop, length: TrainUnit) -> Iterator[tuple[int, SearcherOperation | None]]:
+    yield loop.to_batches(length), None

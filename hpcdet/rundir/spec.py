@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from hpcdet.rundir.exchange import read_json, write_atomic
+from hpcdet.rundir.atomic import read_json, write_atomic
 from hpcdet.rundir.layout import RUN_SPEC_FILE
 
 CLUSTER_INFO_ENV = "HPCDET_CLUSTER_INFO"

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from hpcdet.private import hpcdet_command, open_private, private_dir, tighten_umask
 from hpcdet.processes import pid_alive
-from hpcdet.rundir.exchange import write_text_atomic
+from hpcdet.rundir.atomic import write_text_atomic
 
 KILL_WAIT = 5.0
 NAME_MARK = "# job-name: "

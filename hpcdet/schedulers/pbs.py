@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from hpcdet.config import ExperimentConfig
-from hpcdet.schedulers import pbs_status
+from hpcdet.schedulers import pbs_ids, pbs_status
 from hpcdet.schedulers.base import (
     BatchOptions,
     JobRequest,
@@ -106,7 +106,7 @@ class PbsScheduler(Scheduler):
         return ["qsub", str(script)]
 
     def parse_job_id(self, stdout: str) -> str:
-        return pbs_status.parse_qsub_output(stdout)
+        return pbs_ids.parse_qsub_output(stdout)
 
     def __init__(self, settings: dict[str, Any] | None = None) -> None:
         super().__init__(settings)
@@ -170,17 +170,17 @@ class PbsScheduler(Scheduler):
             "Job has finished" in line or "Unknown Job Id" in line for line in lines)
 
     def array_task_id(self, job_id: str, index: int) -> str:
-        return pbs_status.subjob_id(job_id, index)
+        return pbs_ids.subjob_id(job_id, index)
 
     def array_of(self, job_id: str) -> str:
         try:
-            return pbs_status.array_id(job_id)
+            return pbs_ids.array_id(job_id)
         except ValueError:
             return job_id
 
     def job_number(self, job_id: str) -> int:
         try:
-            return int(pbs_status.job_number(job_id))
+            return int(pbs_ids.job_number(job_id))
         except ValueError:
             return 0
 

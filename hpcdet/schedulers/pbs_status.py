@@ -1,4 +1,5 @@
-"""PBS Pro / OpenPBS output read by pure functions: job states, exit statuses, qstat, qsub, qmgr.
+"""PBS Pro / OpenPBS output read by pure functions: job states, exit statuses, qstat, qmgr,
+pbsnodes (job ids and qsub's answer: `pbs_ids`).
 
 ``qstat -f -F json`` is the main source. Its JSON is known to break (openpbs #1255 and PR #2603:
 env values such as ``005`` unquoted; #2541: ``qsub -V`` bash functions; PR #2049: bad escapes;
@@ -398,60 +399,7 @@ def parse_qstat_text(text: str, owner: str | None = None) -> dict[str, JobStatus
     return result
 
 
-# -- ids, qsub, qmgr, queues --------------------------------------------------------------------
-
-_ID_PARTS = re.compile(r"(\d+)(\[\d*\])?((?:\.\S*)?)")
-
-
-def _id_parts(job_id: str) -> re.Match[str]:
-    match = _ID_PARTS.fullmatch(job_id.strip())
-    if match is None:
-        raise ValueError(f"not a PBS job id: {job_id!r}")
-    return match
-
-
-def job_number(job_id: str) -> str:
-    """``12[3].server`` -> ``12``.
-
-    Raises:
-        ValueError: not a PBS job id.
-    """
-    return _id_parts(job_id).group(1)
-
-
-def array_id(job_id: str) -> str:
-    """The array a subjob belongs to: ``12[3].server`` -> ``12[].server``; other ids unchanged.
-
-    Raises:
-        ValueError: not a PBS job id.
-    """
-    parts = _id_parts(job_id)
-    return f"{parts.group(1)}[]{parts.group(3)}" if parts.group(2) else job_id.strip()
-
-
-def subjob_id(array_job_id: str, index: int) -> str:
-    """Subjob ``index`` of an array: ``12[].server``, 3 -> ``12[3].server``.
-
-    Raises:
-        ValueError: not a PBS job id, or a negative index.
-    """
-    if index < 0:
-        raise ValueError(f"a subjob index is 0 or more, got {index}")
-    parts = _id_parts(array_job_id)
-    return f"{parts.group(1)}[{index}]{parts.group(3)}"
-
-
-def parse_qsub_output(stdout: str) -> str:
-    """The job id qsub prints (its last line): ``12.server`` or, with -J, ``12[].server``.
-
-    Raises:
-        ValueError: the last line is not a job id; the message quotes the output.
-    """
-    lines = [line.strip() for line in stdout.splitlines() if line.strip()]
-    if lines and _ID_PARTS.fullmatch(lines[-1]):
-        return lines[-1]
-    raise ValueError(f'could not make sense of qsub output "{stdout.strip()}"')
-
+# -- qmgr, pbsnodes -------------------------------------------------------------------------
 
 def parse_qmgr_server(text: str) -> dict[str, str]:
     """``qmgr -c 'list server'``: the server's attributes; its name under ``name``.
@@ -465,39 +413,6 @@ def parse_qmgr_server(text: str) -> dict[str, str]:
         if line.startswith("Server "):
             found["name"] = line[len("Server "):].strip()
     return found
-
-
-def parse_queues(text: str, default_queue: str = "") -> list[Partition]:
-    """Queues from ``qstat -Qf -F json``, as far as fitting a trial goes.
-
-    Disabled queues (``enabled`` False: they refuse jobs) are left out. A queue has limits,
-    not nodes: ``nodes`` is ``resources_max.nodect`` and the per-node numbers are
-    ``resources_max.ncpus``/``ngpus`` divided by it; 0 means no such limit is set.
-
-    Args:
-        text: the JSON; duplicate keys (#2677) keep their last value.
-        default_queue: the server's ``default_queue`` (see `parse_qmgr_server`).
-
-    Raises:
-        ValueError: the JSON cannot be read.
-    """
-    doc = load_json(text)
-    if not isinstance(doc, dict):
-        raise _unreadable("qstat -Qf JSON output", text)
-    queues = doc.get("Queue")
-    result = []
-    for name, attrs in (queues.items() if isinstance(queues, dict) else ()):
-        if not isinstance(attrs, dict) or _text(attrs.get("enabled")).lower() == "false":
-            continue
-        limits = attrs.get("resources_max")
-        limits = limits if isinstance(limits, dict) else {}
-        nodes = _int(limits.get("nodect")) or 0
-        per = max(nodes, 1)
-        result.append(Partition(
-            name, nodes, (_int(limits.get("ncpus")) or 0) // per,
-            (_int(limits.get("ngpus")) or 0) // per, name == default_queue,
-        ))
-    return result
 
 
 ALL_NODES = "(all nodes)"
@@ -528,7 +443,6 @@ def parse_pbsnodes(text: str) -> Partition | None:
 
 
 __all__ = [
-    "ALL_NODES", "STATE_MAP", "array_id", "exit_code", "final_state", "job_number",
-    "parse_pbsnodes", "parse_qmgr_server", "parse_qstat_json", "parse_qstat_text",
-    "parse_qsub_output", "parse_queues", "reason_in_words", "subjob_id",
+    "ALL_NODES", "STATE_MAP", "exit_code", "final_state", "parse_pbsnodes", "parse_qmgr_server",
+    "parse_qstat_json", "parse_qstat_text", "reason_in_words",
 ]

@@ -6,6 +6,7 @@ import logging
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from hpcdet.errors import SchedulerCommandError
 
@@ -26,13 +27,16 @@ class CommandRunner:
         self.timeout = timeout
         self.calls: dict[str, int] = {}
 
-    def run(self, cmd: Sequence[str], check: bool = True, stdin: str | None = None) -> Result:
+    def run(self, cmd: Sequence[str], check: bool = True, stdin: str | None = None,
+            cwd: Path | None = None) -> Result:
+        """``cwd``: where it runs (qsub records its own as the job's PBS_O_WORKDIR)."""
         prog = cmd[0].rsplit("/", 1)[-1]
         self.calls[prog] = self.calls.get(prog, 0) + 1
         log.debug("running %s", cmd)
         try:
             p = subprocess.run(
-                list(cmd), capture_output=True, text=True, timeout=self.timeout, input=stdin
+                list(cmd), capture_output=True, text=True, timeout=self.timeout, input=stdin,
+                cwd=cwd,
             )
         except FileNotFoundError as e:
             raise SchedulerCommandError(cmd, 127, "", f"{cmd[0]}: command not found") from e

@@ -20,14 +20,15 @@ from typing import Any, Callable
 
 from sqlmodel import Session
 
-from hpcdet.rundir.exchange import (
-    COLUMNS,
+from hpcdet.rundir.events import Event, EventBatch, MetricLines
+from hpcdet.rundir.metric_codec import (
     ChunkColumns,
     Chunks,
-    Event,
-    EventBatch,
-    MetricLines,
+    decode_steps,
+    encode_steps,
+    join_columns,
     metric_values,
+    report_texts,
 )
 from hpcdet.states import CheckpointState
 from hpcdet.store.limits import SQL_VARIABLES
@@ -285,9 +286,8 @@ def _chunk_row(trial_id: int, run_id: int, lines: MetricLines, first: int, end: 
                columns: Callable[[], ChunkColumns]) -> Row:
     """The row of chunk lines ``first`` to ``end`` (consecutive, of one group and the same
     metrics), which hold ``reports`` reports: one line's text as it stands, or their values
-    joined column by column, a column at a time (the lines' values lie in ``columns().values``
-    a line's width apart), and each line's time kept while they differ. ``steps``: their
-    steps, as read, or None if they rise."""
+    joined column by column (``join_columns``), and each line's time kept while they differ.
+    ``steps``: their steps, as read, or None if they rise."""
     chunks = lines.chunks
     index = chunks.lines[first]
     low, high = ((lines.steps[index], lines.lasts[chunks.lines[end - 1]]) if steps is None
@@ -297,25 +297,19 @@ def _chunk_row(trial_id: int, run_id: int, lines: MetricLines, first: int, end: 
     reported = lines.times[index]
     if end == first + 1:
         return (*head, *_line_texts(chunks, first), "", "", reported)
-    found = columns()
-    start, stop = found.starts[first], found.starts[end]
-    width = found.starts[first + 1] - start
-    text = "{" + ",".join(
-        f'"{name}":[' + ",".join(found.values[start + j:stop:width]) + "]"
-        for j, name in enumerate(found.names[start:start + width])) + "}"
+    text = join_columns(columns(), first, end)
     times = [lines.times[i] for i in chunks.lines[first:end]]
     times_json = "" if times.count(reported) == len(times) else (
         "[" + ",".join(f"[{n},{t!r}]" for n, t in zip(chunks.reports[first:end], times)) + "]")
-    return (*head, text, "[" + ",".join(chunks.steps[first:end]) + "]", times_json, "",
-            reported)
+    return (*head, text, encode_steps(chunks.steps[first:end]), times_json, "", reported)
 
 
 def _line_texts(chunks: Chunks, k: int) -> tuple[str, str]:
     """The metrics text and steps JSON of a row of chunk line ``k`` alone: its text as it
     stands, or a report's if it holds one report."""
     if chunks.reports[k] == 1:
-        return chunk_metrics(chunks.texts[k], 1)[0], ""
-    return chunks.texts[k], f"[{chunks.steps[k]}]"
+        return report_texts(chunks.texts[k], 1)[0], ""
+    return chunks.texts[k], encode_steps(chunks.steps[k:k + 1])
 
 
 def _reports(lines: MetricLines) -> list[_Line]:
@@ -330,23 +324,8 @@ def _reports(lines: MetricLines) -> list[_Line]:
         steps = chunks.steps_of(k)
         reports[i:i + 1] = [
             (end, seq, group, step, text, "", reported)
-            for step, text in zip(steps, chunk_metrics(metrics_json, len(steps)))]
+            for step, text in zip(steps, report_texts(metrics_json, len(steps)))]
     return reports
-
-
-def chunk_metrics(columns_json: str, reports: int) -> list[str]:
-    """The metrics text of each report of a chunk row's columns. The pattern that let the
-    chunk in admits none of ``,[]{}`` inside its strings, so its columns are found by their
-    brackets and their values split at commas. A column of another length than the row's
-    steps (only a trial that forged a signed line writes one) is cut or filled with null."""
-    columns = [(name, _values(values, reports)) for name, values in COLUMNS.findall(columns_json)]
-    return ["{" + ",".join(f'"{name}":{values[k]}' for name, values in columns) + "}"
-            for k in range(reports)]
-
-
-def _values(text: str, reports: int) -> list[str]:
-    values = text.split(",")
-    return values if len(values) == reports else (values + ["null"] * reports)[:reports]
 
 
 def _split_chunks(conn: sqlite3.Connection, trial_id: int, group: str, low: int, high: int
@@ -373,7 +352,7 @@ def chunk_reports(reports: int, steps_json: str, metrics_json: str, times_json: 
     """(step, metrics text, time) of each report of a chunk row, in order."""
     times = ([reported] * reports if not times_json else
              [float(t) for n, t in json.loads(times_json) for _ in range(n)])
-    return zip(json.loads(steps_json), chunk_metrics(metrics_json, reports), times)
+    return zip(decode_steps(steps_json), report_texts(metrics_json, reports), times)
 
 
 def _merge(writes: MetricWrites, trial_id: int, run_id: int, reports: list[_Line],

@@ -25,7 +25,8 @@ from sqlmodel import Session, SQLModel, col, create_engine, select
 
 from hpcdet.errors import StoreError
 from hpcdet.private import close_file, open_private
-from hpcdet.rundir.exchange import COLUMNS, EventBatch, read_event_batch
+from hpcdet.rundir.events import EventBatch, read_event_batch
+from hpcdet.rundir.metric_codec import column_names, json_member, sql_step_at, sql_value_at
 from hpcdet.states import (
     SUBMITTED_RUN_STATES,
     RunState,
@@ -228,18 +229,16 @@ class Store(Queries):
                 WHERE ordinal < last)
             SELECT m.trial_id,
               CASE m.reports WHEN 1 THEN m.steps_completed
-                ELSE json_extract(m.steps_json, '$[' || (p.ordinal - m.ordinal) || ']') END,
-              json_extract(m.metrics_json, '$' || ?3 || CASE m.reports WHEN 1 THEN ''
-                ELSE '[' || (p.ordinal - m.ordinal) || ']' END)
+                ELSE {sql_step_at("m.steps_json", "p.ordinal - m.ordinal")} END,
+              {sql_value_at("m.metrics_json", "?3", "m.reports", "p.ordinal - m.ordinal")}
             FROM picks p JOIN metric m ON m.id = (
                 SELECT id FROM metric WHERE trial_id = p.trial_id AND "group" = ?1
                 AND ordinal <= p.ordinal ORDER BY ordinal DESC LIMIT 1)
             WHERE p.ordinal < m.ordinal + m.reports
             ORDER BY p.trial_id, p.ordinal"""
-        member = "." + json.dumps(name)  # a JSON path's step that quotes any metric name
         with self.engine.connect() as conn:
             rows = conn.exec_driver_sql(
-                query, (group, max(1, points), member, *trial_ids)).fetchall()
+                query, (group, max(1, points), json_member(name), *trial_ids)).fetchall()
         return [(int(t), int(x), v if isinstance(v, (int, float)) else None)
                 for t, x, v in rows]
 
@@ -273,7 +272,7 @@ class Store(Queries):
         with self.engine.connect() as conn:
             for group, reports, metrics_json in conn.exec_driver_sql(query, tuple(trial_ids)):
                 yield group, (list(json.loads(metrics_json)) if reports == 1
-                              else [name for name, _ in COLUMNS.findall(metrics_json)])
+                              else column_names(metrics_json))
 
     # Writes, by the daemon only.
 

@@ -17,8 +17,9 @@ from starlette.routing import Route
 from hpcdet.config.schema import INT64_MAX
 from hpcdet.errors import UsageError
 from hpcdet.ids import check_id
-from hpcdet.link import JobUpdate, connect
+from hpcdet.link import connect
 from hpcdet.paths import StatePaths
+from hpcdet.protocol.messages import Activate, Cancel, JobUpdate, Kill, Pause, UpdateJobs
 from hpcdet.views import curves as plots
 from hpcdet.views.checkpoints import ranked_checkpoints
 from hpcdet.views.cluster import cluster_view, site_scheduler
@@ -31,7 +32,8 @@ if TYPE_CHECKING:
     from hpcdet.views.access import Store
 
 # What a POST may ask of an experiment, as the daemon link names it.
-ACTIONS = ("pause", "activate", "cancel", "kill")
+ACTIONS: dict[str, type[Pause | Activate | Cancel | Kill]] = {
+    "pause": Pause, "activate": Activate, "cancel": Cancel, "kill": Kill}
 # Log lines a page shows at first, the last of the log (`hpcdet trial logs` has them all).
 LOG_PAGE = 2000
 
@@ -126,9 +128,9 @@ def api_routes(paths: StatePaths, store: Callable[[], Store]) -> list[Route]:
         daemon = connect(paths)
         if action == "priority":
             priority = _priority(request.query_params.get("value"))
-            said = daemon.update_jobs([JobUpdate(exp_id, "priority", priority)])
+            said = daemon.send(UpdateJobs.of([JobUpdate(exp_id, "priority", priority)]))
         elif action in ACTIONS:
-            said = getattr(daemon, action)(exp_id)
+            said = daemon.send(ACTIONS[action](exp_id))
         else:
             return JSONResponse({"error": f"no action {action!r}; one of "
                                  f"{[*ACTIONS, 'priority']}"}, status_code=404)

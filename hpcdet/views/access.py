@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hpcdet.daemon import process
 from hpcdet.errors import DaemonError
 from hpcdet.paths import StatePaths
+from hpcdet.protocol import process
 from hpcdet.store.reads import Reads as Reads
 
 if TYPE_CHECKING:

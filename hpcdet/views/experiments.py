@@ -7,8 +7,8 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from hpcdet.daemon import process
 from hpcdet.paths import StatePaths
+from hpcdet.protocol import process
 from hpcdet.records import ArrayRecord, ExperimentRecord, RunRecord, TrialRecord, stored_form
 from hpcdet.store.reads import Reads, reading
 

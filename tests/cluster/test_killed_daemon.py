@@ -40,7 +40,8 @@ class KillingRunner(CommandRunner):
         self.kill = ""
         self.submitted: list[str] = []  # job ids sbatch answered
 
-    def run(self, cmd: Sequence[str], check: bool = True, stdin: str | None = None) -> Result:
+    def run(self, cmd: Sequence[str], check: bool = True, stdin: str | None = None,
+            cwd: Path | None = None) -> Result:
         submits = cmd[0] == "sbatch" and "--test-only" not in cmd
         if submits and self.kill == "before":
             self.kill = ""

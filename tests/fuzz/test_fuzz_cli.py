@@ -3,7 +3,7 @@ generated arguments (ids huge, negative, non-numeric or unicode; control charact
 any order) against a state directory with one experiment, where reads work. Requests stop at
 the daemon's door: a stand-in for ``hpcdet.link.files.call`` checks that every id the CLI
 lets through is one SQLite can hold, and answers; the daemon's own checks are tested in
-tests/unit/test_cli_ids.py."""
+tests/unit/cli/test_ids.py."""
 
 from __future__ import annotations
 
@@ -30,7 +30,8 @@ from hpcdet.search.base import Initialize
 
 
 class NoSlurm(CommandRunner):
-    def run(self, cmd: Sequence[str], check: bool = True, stdin: str | None = None) -> Result:
+    def run(self, cmd: Sequence[str], check: bool = True, stdin: str | None = None,
+            cwd: Path | None = None) -> Result:
         return Result("", "", 0)
 
 

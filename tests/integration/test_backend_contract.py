@@ -21,7 +21,7 @@ def _backend(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Back
     if name == "pbs":
         home = tmp_path / "pbs-server"
         home.mkdir()
-        (home / "config.json").write_text(json.dumps({"kill_delay": 1}))
+        (home / "config.json").write_text(json.dumps({"kill_delay": 1, "acl_roots": ["root"]}))
         monkeypatch.setenv("PBS_DOUBLE_HOME", str(home))
         monkeypatch.setenv("PATH", f"{DOUBLE_BIN}{os.pathsep}{os.environ['PATH']}")
     scheduler = make_scheduler(name, {"jobs_dir": str(tmp_path / "local-jobs")})

@@ -38,6 +38,7 @@ def _pbs(tmp_path: Path, extra_env: dict[str, str]) -> Iterator[Hpcdet]:
     (home / "config.json").write_text(json.dumps({
         "hosts": [{"name": "pbs-a", "ncpus": 4}, {"name": "pbs-b", "ncpus": 4}],
         "kill_delay": 2,
+        "acl_roots": ["root"],  # CI runs as root; a real server's acl_roots must list it
     }))
     h = Hpcdet(tmp_path / "user", "pbs", extra_env={
         "PATH": f"{DOUBLE / 'bin'}{os.pathsep}{os.environ['PATH']}",
@@ -115,6 +116,18 @@ def _qstat(h: Hpcdet) -> dict[int, dict[str, object]]:
                                                    "priority": a["Priority"],
                                                    "queue": a["queue"]}
             for a in jobs.values() if str(a["Job_Name"]).startswith("hpcdet-e")}
+
+
+def test_a_walltime_kill_is_a_timeout_not_the_trial_s_failure(
+        pbs_hpcdet: Hpcdet, tmp_path: Path) -> None:
+    """The MoM's kill comes at its next poll after the walltime (check_poll 10 s, as a real
+    MoM's min_check_poll), while qstat may still say R when the harness's exit lands."""
+    scenarios.killed_at_walltime(pbs_hpcdet, tmp_path, "pbs:\n  walltime: '00:00:10'\n")
+
+
+def test_a_trial_that_can_never_fit_is_refused_naming_the_nodes(
+        pbs_hpcdet: Hpcdet, tmp_path: Path) -> None:
+    scenarios.never_fits(pbs_hpcdet, tmp_path, "pbs", "'(all nodes)'")
 
 
 def test_job_update_sets_priority_and_moves_queues_with_refusals_undone(

@@ -58,9 +58,10 @@ def test_the_contracts_hold(tree: Path) -> None:
     ("store-only-sql", "hpcdet/paths.py", "import sqlite3"),
     # Issue 40: the faces over the views.
     ("cli-over-views", "hpcdet/cli/trial.py", "import hpcdet.store.repository"),
-    ("cli-over-views", "hpcdet/cli/daemon.py", "import hpcdet.daemon.process"),
+    ("cli-over-views", "hpcdet/cli/daemon.py", "import hpcdet.daemon.loop"),
     ("ui-over-views", "hpcdet/ui/api.py", "import hpcdet.store.reads"),
     ("store-importers", "hpcdet/link/files.py", "import hpcdet.store.repository"),
+    ("link-no-daemon", "hpcdet/link/files.py", "import hpcdet.daemon.requests"),
 ])
 def test_a_broken_rule_fails(tree: Path, contract: str, module: str, line: str) -> None:
     path = tree / module

@@ -13,11 +13,13 @@ ROOT = Path(__file__).resolve().parents[2]
 SOURCES = sorted(p for folder in ("hpcdet", "cli", "launchers")
                  for p in (ROOT / folder).rglob("*.py"))
 STORE = ROOT / "hpcdet" / "store"
-OUTSIDE_STORE = [p for p in SOURCES if STORE not in p.parents]
+# The metric chunks' one codec (issue 40, item 3), which the store's ingest and queries call.
+CODECS = {"hpcdet/rundir/metric_codec.py"}
+OUTSIDE_STORE = [p for p in SOURCES if STORE not in p.parents
+                 and p.relative_to(ROOT).as_posix() not in CODECS]
 
 # Over 500 lines today, each split by another part of issue 40: the list only shrinks.
-LONG_MODULES = {"hpcdet/rundir/exchange.py", "hpcdet/store/ingest.py",
-                "hpcdet/schedulers/pbs_status.py", "hpcdet/pytorch/_loop.py"}
+LONG_MODULES = {"hpcdet/store/ingest.py"}
 
 
 def _name(path: Path) -> str:

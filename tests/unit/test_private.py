@@ -15,9 +15,9 @@ import pytest
 
 from hpcdet import private
 from hpcdet.config import load_cluster_config
-from hpcdet.daemon import process
 from hpcdet.errors import ConfigError, HpcdetError
 from hpcdet.paths import StatePaths
+from hpcdet.protocol import process
 from tests.support import Hpcdet, require_root
 
 OTHER_UID = 54321  # no such account needed: only root can give a file to another uid

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from hpcdet.rundir.exchange import dumps
+from hpcdet.rundir.atomic import dumps
 
 
 def json_encode(obj: Any, indent: int | str | None = None, sort_keys: bool = False) -> str:

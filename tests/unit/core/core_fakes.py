@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import hpcdet
-from hpcdet.rundir.exchange import Event, read_events
+from hpcdet.rundir.events import Event, read_events
 from hpcdet.rundir.spec import CLUSTER_INFO_ENV, ClusterInfoRecord, RunSpec
 
 SHIM_DIR = Path(hpcdet.__file__).parent / "shim"

@@ -14,7 +14,9 @@ import pytest
 from hpcdet import core
 from hpcdet.core import _searcher
 from hpcdet.core._searcher import ControlOps, has_daemon_ops
-from hpcdet.rundir.exchange import FileWatch, read_events, write_atomic
+from hpcdet.rundir.atomic import write_atomic
+from hpcdet.rundir.events import read_events
+from hpcdet.rundir.filewatch import FileWatch
 from tests.unit.core.core_fakes import FakeRun, make_run
 
 

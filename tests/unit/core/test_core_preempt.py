@@ -12,7 +12,7 @@ import pytest
 from hpcdet import core
 from hpcdet.core._context import RunEvents
 from hpcdet.core._preempt import PreemptWatcher
-from hpcdet.rundir.exchange import write_atomic
+from hpcdet.rundir.atomic import write_atomic
 from tests.unit.core.core_fakes import FakeRun
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from hpcdet import core
-from hpcdet.rundir.exchange import write_atomic
+from hpcdet.rundir.atomic import write_atomic
 from tests.unit.core.core_fakes import FakeRun, make_run
 
 

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from hpcdet.rundir.exchange import write_atomic
+from hpcdet.rundir.atomic import write_atomic
 from tests.unit.core.core_fakes import SHIM_DIR, TUTORIAL_DIR, FakeRun, make_run
 
 

@@ -24,7 +24,8 @@ from hpcdet import core
 from hpcdet.core._events import RunEvents
 from hpcdet.core._preempt import PreemptWatcher
 from hpcdet.core._slurm_env import first_hostname, parse_tasks_per_node
-from hpcdet.rundir.exchange import EventWriter, read_events
+from hpcdet.rundir.event_writer import EventWriter
+from hpcdet.rundir.events import read_events
 
 T = TypeVar("T")
 REPO = Path(__file__).resolve().parents[3]

@@ -21,7 +21,7 @@ from hpcdet.config.cluster import ClusterConfig
 from hpcdet.daemon import journal
 from hpcdet.daemon.loop import Daemon
 from hpcdet.paths import StatePaths
-from hpcdet.rundir.exchange import dumps, read_json, write_atomic
+from hpcdet.rundir.atomic import dumps, read_json, write_atomic
 from hpcdet.rundir.layout import CONTROL_FILE, EVENTS_FILE, EXIT_FILE
 from hpcdet.rundir.spec import RunSpec
 from hpcdet.schedulers.local_exec import NAME_MARK
@@ -81,7 +81,8 @@ class FakeLocal(CommandRunner):
     def __post_init__(self) -> None:
         super().__init__()
 
-    def run(self, cmd: Sequence[str], check: bool = True, stdin: str | None = None) -> Result:
+    def run(self, cmd: Sequence[str], check: bool = True, stdin: str | None = None,
+            cwd: Path | None = None) -> Result:
         # hpcdet_command(...) + [verb, jobs_dir, *args]: the verb follows the module's argv.
         at = next(i for i, a in enumerate(cmd) if "hpcdet.schedulers.local_exec" in a) + 1
         verb, args = cmd[at], cmd[at + 2:]

@@ -14,7 +14,7 @@ import pytest
 from hpcdet.daemon.loop import MAX_POLL_SECONDS, MAX_SWEEP_SECONDS, POLL_SHARE, Daemon
 from hpcdet.paths import StatePaths
 from hpcdet.rundir import layout
-from hpcdet.rundir.exchange import EventWriter
+from hpcdet.rundir.event_writer import EventWriter
 from hpcdet.schedulers.base import JobRequest
 from hpcdet.schedulers.local import LocalScheduler
 from tests.unit.daemon.two_runs import two_running_runs

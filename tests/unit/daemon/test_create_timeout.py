@@ -20,6 +20,7 @@ from hpcdet.daemon.loop import Daemon
 from hpcdet.errors import HpcdetError
 from hpcdet.link import files as client_files
 from hpcdet.paths import StatePaths
+from hpcdet.protocol.filedrop import TAKEN
 from hpcdet.schedulers.runner import CommandRunner, Result
 from hpcdet.snapshot import snapshot
 from tests.support import Hpcdet
@@ -31,7 +32,8 @@ CONFIG = {"name": "x", "entrypoint": "python3 train.py",
 class FakeSlurm(CommandRunner):
     """sbatch accepts every job; squeue knows none."""
 
-    def run(self, cmd: Sequence[str], check: bool = True, stdin: str | None = None) -> Result:
+    def run(self, cmd: Sequence[str], check: bool = True, stdin: str | None = None,
+            cwd: Path | None = None) -> Result:
         return Result("101\n" if cmd[0] == "sbatch" else "", "", 0)
 
 
@@ -101,7 +103,7 @@ def test_a_create_taken_by_a_daemon_that_died_is_created_by_the_next_with_its_co
     while not (pending := list(paths.requests.glob("*.json"))) and time.monotonic() < deadline:
         time.sleep(0.02)
     # As a daemon killed right after it took the request leaves it:
-    pending[0].rename(pending[0].with_suffix(req.TAKEN))
+    pending[0].rename(pending[0].with_suffix(TAKEN))
     _, err = cli.communicate(timeout=30)
     daemon = _daemon(paths)
     daemon.tick()

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 from hpcdet.daemon import run_ends
-from hpcdet.daemon.process import STATUS_FILE
 from hpcdet.daemon.searching import SearchDriver
 from hpcdet.errors import SchedulerCommandError
-from hpcdet.rundir.exchange import read_json
+from hpcdet.protocol.process import STATUS_FILE
+from hpcdet.rundir.atomic import read_json
 from hpcdet.rundir.layout import EVENTS_FILE
 from hpcdet.schedulers.runner import Result
 from hpcdet.search import Initialize, OpCompleted, Searcher
@@ -237,7 +237,8 @@ class CancelFailsOnce(FakeLocal):
 
     cancel_failed: bool = False
 
-    def run(self, cmd: Sequence[str], check: bool = True, stdin: str | None = None) -> Result:
+    def run(self, cmd: Sequence[str], check: bool = True, stdin: str | None = None,
+            cwd: Path | None = None) -> Result:
         if "cancel" in cmd and not self.cancel_failed:
             self.cancel_failed = True
             raise SchedulerCommandError(cmd, 1, "", "Socket timed out on send/recv operation")

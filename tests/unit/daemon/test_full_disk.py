@@ -17,7 +17,7 @@ from hpcdet.daemon.loop import Daemon
 from hpcdet.errors import DiskFullError
 from hpcdet.link import files as client_files
 from hpcdet.paths import StatePaths
-from hpcdet.rundir.exchange import read_json
+from hpcdet.rundir.atomic import read_json
 from hpcdet.schedulers.runner import CommandRunner, Result
 from hpcdet.snapshot import snapshot
 from tests.full_disk import fill, mount_small_fs
@@ -30,7 +30,8 @@ CONFIG = {"name": "x", "entrypoint": "true",
 class FakeSlurm(CommandRunner):
     """sbatch accepts every job; squeue knows none."""
 
-    def run(self, cmd: Sequence[str], check: bool = True, stdin: str | None = None) -> Result:
+    def run(self, cmd: Sequence[str], check: bool = True, stdin: str | None = None,
+            cwd: Path | None = None) -> Result:
         return Result("101\n" if cmd[0] == "sbatch" else "", "", 0)
 
 

@@ -9,10 +9,10 @@ import time
 from pathlib import Path
 
 from hpcdet.daemon import loop
-from hpcdet.daemon.process import STATUS_FILE, info
-from hpcdet.daemon.wake import ring
 from hpcdet.link.files import submit, wait_reply
-from hpcdet.rundir.exchange import write_text_atomic
+from hpcdet.protocol.filedrop import ring
+from hpcdet.protocol.process import STATUS_FILE, info
+from hpcdet.rundir.atomic import write_text_atomic
 from tests.unit.daemon.fake_local import FakeLocal, asha_config, create, drive, new_daemon
 
 

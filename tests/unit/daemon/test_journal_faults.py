@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from hpcdet.daemon.journal import Journal
-from hpcdet.rundir.exchange import read_lines
+from hpcdet.rundir.atomic import read_lines
 from hpcdet.store import journal_apply
 from tests.unit.daemon.fake_local import (
     FakeLocal,

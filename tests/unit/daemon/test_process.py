@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from hpcdet import __version__
-from hpcdet.daemon import process
 from hpcdet.errors import DaemonError
 from hpcdet.paths import StatePaths
+from hpcdet.protocol import process
 
 
 def test_a_failed_start_shows_only_its_own_words(

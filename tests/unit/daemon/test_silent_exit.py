@@ -9,7 +9,7 @@ from pathlib import Path
 from hpcdet.config.cluster import ClusterConfig
 from hpcdet.daemon.loop import Daemon
 from hpcdet.paths import StatePaths
-from hpcdet.rundir.exchange import write_atomic
+from hpcdet.rundir.atomic import write_atomic
 from hpcdet.rundir.layout import EVENTS_FILE, EXIT_FILE
 from hpcdet.schedulers.runner import CommandRunner, Result
 from hpcdet.search.base import Initialize
@@ -17,7 +17,8 @@ from hpcdet.states import SILENT_EXIT
 
 
 class FinishedSlurm(CommandRunner):
-    def run(self, cmd: Sequence[str], check: bool = True, stdin: str | None = None) -> Result:
+    def run(self, cmd: Sequence[str], check: bool = True, stdin: str | None = None,
+            cwd: Path | None = None) -> Result:
         return Result("", "", 0)
 
 

@@ -7,8 +7,9 @@ import threading
 import time
 from pathlib import Path
 
-from hpcdet.daemon.wake import Doorbell, ring, wake_path
+from hpcdet.daemon.wake import Doorbell
 from hpcdet.paths import StatePaths
+from hpcdet.protocol.filedrop import ring, wake_path
 
 
 def _paths(tmp_path: Path) -> StatePaths:

@@ -4,6 +4,7 @@ job 10e), journaled as the daemon journals them; nothing read yet."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 from hpcdet.config.cluster import ClusterConfig
 from hpcdet.daemon.loop import Daemon
@@ -14,7 +15,8 @@ from hpcdet.schedulers.runner import CommandRunner, Result
 class QuietSlurm(CommandRunner):
     """Slurm with both jobs running."""
 
-    def run(self, cmd: Sequence[str], check: bool = True, stdin: str | None = None) -> Result:
+    def run(self, cmd: Sequence[str], check: bool = True, stdin: str | None = None,
+            cwd: Path | None = None) -> Result:
         if cmd[0] == "squeue":
             return Result("".join(f"10{e}|RUNNING|None|n1|1000|0|debug|N/A|/tmp|"
                                   f"hpcdet-e{e}-t{e}-r1\n" for e in (1, 2)), "", 0)

@@ -26,7 +26,8 @@ class Pbs:
         self.work = work
         home.mkdir(parents=True, exist_ok=True)
         work.mkdir(parents=True, exist_ok=True)
-        cfg = {"kill_delay": 1}
+        # check_poll: the MoM's walltime checks 0.1 s apart (10-120 s on a real server).
+        cfg = {"kill_delay": 1, "check_poll": 0.1, "acl_roots": ["root"]}
         cfg.update(config or {})
         (home / "config.json").write_text(json.dumps(cfg))
         self.env = dict(os.environ)
@@ -110,7 +111,8 @@ echo "cwd=$(pwd)"
 env | sort
 echo "NODEFILE"; cat "$PBS_NODEFILE"
 test -d "$TMPDIR" && echo tmpdir-exists
-pbsdsh -- bash -c 'echo "task=$PBS_TASKNUM node=$PBS_NODENUM host=$PBS_DOUBLE_HOST"'
+pbsdsh -- bash -c 'echo "task=$PBS_TASKNUM node=$PBS_NODENUM host=$PBS_DOUBLE_HOST \
+nodefile=${PBS_NODEFILE:-none}"'
 #PBS -N ignored_after_first_command
 """)
     env = dict(pbs.env, SECRET_FROM_QSUB="leak", HOME=str(tmp_path / "home"))
@@ -149,6 +151,11 @@ pbsdsh -- bash -c 'echo "task=$PBS_TASKNUM node=$PBS_NODENUM host=$PBS_DOUBLE_HO
     assert {t.split()[2] for t in tasks} == {"host=pbs-a", "host=pbs-b"}
     assert len({t.split()[0] for t in tasks}) == 6  # PBS_TASKNUM unique per task
     assert "node=3 host=pbs-b" in " ".join(tasks)
+    # As measured on 23.06.06: 8 hex digits, the node in the top bits; the first node's tasks
+    # have no PBS_NODEFILE.
+    assert "task=00000002 node=0 host=pbs-a nodefile=none" in tasks
+    assert "task=40000001 node=3 host=pbs-b nodefile=" in " ".join(tasks).replace("\n", " ")
+    assert all(("nodefile=none" in t) == ("host=pbs-a" in t) for t in tasks)
 
 
 def test_exit_codes_signals_and_walltime(pbs: Pbs) -> None:
@@ -179,6 +186,50 @@ def test_qdel_running_queued_and_finished(pbs: Pbs) -> None:
     p = pbs.run("qstat", run)
     assert p.returncode == 35
     assert "Job has finished, use -x or -H" in p.stderr
+
+
+def test_a_walltime_kill_waits_for_the_mom_s_next_poll(tmp_path: Path) -> None:
+    # 23.06.06 killed a 5 s job 19 s late, a 20 s one 6 s late: the MoM checks when it polls.
+    pbs = Pbs(tmp_path / "pbshome", tmp_path / "work", {"check_poll": 3})
+    try:
+        wall = pbs.qsub("-l", "walltime=00:00:01", "-N", "wall", "--", "/bin/sleep", "30")
+        pbs.wait_state(wall, "R")
+        time.sleep(2)
+        assert pbs.job(wall)["job_state"] == "R"  # over its walltime, not killed yet
+        w = pbs.wait_state(wall, "F", timeout=10)
+        assert w["Exit_status"] == -29 and w["resources_used"]["walltime"] >= "00:00:03"
+    finally:
+        kill_all(pbs.home)
+
+
+def test_qdel_is_asynchronous_and_says_who_at_once(pbs: Pbs) -> None:
+    s = pbs.script("slow.sh", "trap 'sleep 1; exit 0' TERM\nsleep 30 & wait\n")
+    jid = pbs.qsub(s)
+    pbs.wait_state(jid, "R")
+    assert pbs.run("qdel", jid).returncode == 0
+    j = pbs.job(jid)
+    assert j["job_state"] == "R"  # as 23.06.06 showed it for 1-2 s
+    assert j["comment"].endswith(f" and terminated by {j['Job_Owner']}")
+    done = pbs.wait_state(jid, "F", timeout=8)
+    assert (done["substate"], done["Exit_status"]) == (91, 0)
+    assert done["comment"].count("terminated") == 1
+
+
+def test_root_is_refused_unless_acl_roots_lists_it(tmp_path: Path) -> None:
+    assert os.geteuid() == 0, "the tests run as root (as CI does)"
+    pbs = Pbs(tmp_path / "pbshome", tmp_path / "work", {"acl_roots": []})
+    p = pbs.run("qsub", "--", "/bin/true")
+    assert (p.returncode, p.stderr, p.stdout) == (175, "qsub: Bad UID for job execution\n", "")
+
+
+def test_an_executable_job_gets_pbs_environment_s_path(pbs: Pbs) -> None:
+    # 23.06.06: `qsub -- cmd` is not run through a login shell; PATH=/bin:/usr/bin, no pbsdsh.
+    env = pbs.qsub("-N", "envx", "--", "/usr/bin/env")
+    dsh = pbs.qsub("--", "/bin/bash", "-c", "pbsdsh -- /bin/true")
+    pbs.wait_state(env, "F")
+    out = (pbs.work / f"envx.o{env.split('.')[0]}").read_text()
+    assert "PATH=/bin:/usr/bin\n" in out
+    assert pbs.wait_state(dsh, "F")["Exit_status"] == 127
 
 
 def test_qdel_escalates_to_sigkill(pbs: Pbs) -> None:

@@ -43,3 +43,32 @@ def test_the_deadline_becomes_a_preemption_request(tmp_path: Path) -> None:
 
     deadline_notice(tmp_path, time.time() + 0.3).join(timeout=5)
     assert (tmp_path / PREEMPT_FILE).exists()
+
+
+def test_pbs_chief_and_host_come_from_the_command_line_where_the_task_has_no_node_file() -> None:
+    # pbsdsh's task on the job's first node has no PBS_NODEFILE (OpenPBS 23.06.06): without the
+    # script's HPCDET_CHIEF_HOST the chief advertised gethostbyname(gethostname()), 127.0.0.1 on
+    # a host whose name maps to loopback, and the other nodes could not reach it.
+    env = {"PBS_JOBID": "7.pbshead", "PBS_TASKNUM": "00000001", "HPCDET_NODE_RANK": "0",
+           "HPCDET_CHIEF_HOST": "pbshead", "HPCDET_NODE_NAME": "pbshead"}
+    node = NodeEnv.detect(env)
+    assert (node.route_to, node.node_name, node.nodes) == ("pbshead", "pbshead", ())
+
+
+def test_pbs_chief_is_the_node_file_s_first_host_without_the_variable(tmp_path: Path) -> None:
+    nodefile = tmp_path / "nodes"
+    nodefile.write_text("pbshead\npbsn2\n")
+    node = NodeEnv.detect({"PBS_JOBID": "7.pbshead", "PBS_NODEFILE": str(nodefile)})
+    assert node.route_to == "pbshead"
+
+
+def test_own_address_routes_towards_the_chief_and_survives_a_name_it_cannot_resolve() -> None:
+    import socket
+
+    from hpcdet.launch.harness import own_address
+
+    pbs = NodeEnv.detect({"PBS_JOBID": "7.x", "HPCDET_CHIEF_HOST": "127.0.0.9"})
+    assert own_address(pbs, 2) == "127.0.0.1"  # the interface that routes to the chief
+    lost = NodeEnv.detect({"PBS_JOBID": "7.x", "HPCDET_CHIEF_HOST": "no-such-host.invalid"})
+    assert own_address(lost, 2) == socket.gethostbyname(socket.gethostname())
+    assert own_address(lost, 1) == "127.0.0.1"

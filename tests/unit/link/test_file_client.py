@@ -11,12 +11,20 @@ from typing import Any
 import pytest
 
 from hpcdet import __version__
-from hpcdet.daemon import process
 from hpcdet.daemon import requests as req
 from hpcdet.errors import HpcdetError
-from hpcdet.link import Created, JobUpdate, connect
-from hpcdet.link import files as client_files
+from hpcdet.link import connect
 from hpcdet.paths import StatePaths
+from hpcdet.protocol import process
+from hpcdet.protocol.messages import (
+    Continue,
+    ContinueTrial,
+    Created,
+    JobUpdate,
+    Kill,
+    Pause,
+    UpdateJobs,
+)
 
 
 @pytest.fixture
@@ -54,11 +62,11 @@ def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 def test_each_operation_is_its_request(served: tuple[StatePaths, list[Any]]) -> None:
     paths, seen = served
     client = connect(paths)
-    assert client.pause(1) == "pause done"
-    assert client.kill(2) == "kill done"
-    assert client.continue_experiment(3) == "continue done"
-    assert client.continue_trial(4) == Created(5, [8, 9], "w")
-    assert client.update_jobs([JobUpdate(1, "priority", 7)]) == "update_jobs done"
+    assert client.send(Pause(1)) == "pause done"
+    assert client.send(Kill(2)) == "kill done"
+    assert client.send(Continue(3)) == "continue done"
+    assert client.send(ContinueTrial(4)) == Created(5, [8, 9], "w")
+    assert client.send(UpdateJobs.of([JobUpdate(1, "priority", 7)])) == "update_jobs done"
     assert seen == [
         ("pause", {"exp_id": 1}), ("kill", {"exp_id": 2}),
         ("continue", {"exp_id": 3}),  # a field at its default is not sent
@@ -71,7 +79,7 @@ def test_each_operation_is_its_request(served: tuple[StatePaths, list[Any]]) -> 
 def test_the_daemons_error_is_raised_as_it_said_it(served: tuple[StatePaths, list[Any]]) -> None:
     paths, _ = served
     with pytest.raises(HpcdetError, match="experiment 404 not found"):
-        connect(paths).pause(404)
+        connect(paths).send(Pause(404))
 
 
 def test_an_error_from_a_daemon_of_another_version_says_how_to_restart_it(
@@ -83,9 +91,9 @@ def test_an_error_from_a_daemon_of_another_version_says_how_to_restart_it(
                          ({}, "started by an earlier hpcdet")):
         other = process.DaemonInfo({"host": "here", "pid": 1, **record}, {}, True, True)
         monkeypatch.setattr(process, "info", lambda p, info=other: info)
-        assert connect(paths).pause(1) == "pause done"  # an answer is left as it is
+        assert connect(paths).send(Pause(1)) == "pause done"  # an answer is left as it is
         with pytest.raises(HpcdetError) as raised:
-            connect(paths).pause(404)
+            connect(paths).send(Pause(404))
         message = str(raised.value)
         assert message.startswith("experiment 404 not found\n(the daemon (pid 1) was " + said)
         assert f"this is hpcdet {__version__}: `hpcdet daemon stop`" in message
@@ -117,5 +125,5 @@ def test_a_create_the_daemon_never_takes_is_withdrawn_with_its_snapshot(
     context = tmp_path / "ctx"
     context.mkdir()
     with pytest.raises(HpcdetError, match="it was withdrawn and no experiment was created"):
-        client_files.FileClient(paths).create({"name": "x"}, context)
+        connect(paths).create({"name": "x"}, context)
     assert list(paths.requests.iterdir()) == []

@@ -11,7 +11,7 @@ import pytest
 from hpcdet.daemon import requests as req
 from hpcdet.link import files as client_files
 from hpcdet.paths import StatePaths
-from hpcdet.rundir.exchange import read_json
+from hpcdet.rundir.atomic import read_json
 
 
 class Counting:

@@ -13,11 +13,11 @@ require_modules("torch")
 import torch  # noqa: E402
 
 from hpcdet.pytorch import MetricReducer, Reducer  # noqa: E402
-from hpcdet.pytorch._loop import plain_metrics  # noqa: E402
 from hpcdet.pytorch._reducer import (  # noqa: E402
     WrappedReducer,
     check_batches,
     check_reducers,
+    plain_metrics,  # noqa: E402
     reduce_batches,
     scalar,
 )

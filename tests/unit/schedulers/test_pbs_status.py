@@ -10,20 +10,16 @@ import datetime
 
 import pytest
 
-from hpcdet.schedulers.base import JobStatus, Partition
+from hpcdet.schedulers.base import JobStatus
+from hpcdet.schedulers.pbs_ids import array_id, job_number, parse_qsub_output, subjob_id
 from hpcdet.schedulers.pbs_status import (
     STATE_MAP,
-    array_id,
     exit_code,
     final_state,
-    job_number,
     parse_qmgr_server,
     parse_qstat_json,
     parse_qstat_text,
-    parse_qsub_output,
-    parse_queues,
     reason_in_words,
-    subjob_id,
 )
 from hpcdet.states import JobState
 
@@ -853,53 +849,3 @@ def test_qmgr_server() -> None:
 
 
 # #2677: several max_queued restrictions print as duplicate keys.
-QUEUES = """{
-	"timestamp":	1795514642,
-	"pbs_version":	"23.06.06",
-	"pbs_server":	"pbs-head",
-	"Queue":	{
-		"workq":	{
-			"queue_type":	"Execution",
-			"total_jobs":	3,
-			"state_count":	"Transit:0 Queued:1 Held:0 Waiting:0 Running:2 Exiting:0 Begun:0 ",
-			"max_queued":	"[o:PBS_ALL=10]",
-			"max_queued":	"[u:PBS_GENERIC=2]",
-			"resources_max":	{
-				"ncpus":	8,
-				"ngpus":	4,
-				"nodect":	2
-			},
-			"resources_assigned":	{
-				"mem":	"0kb",
-				"ncpus":	8,
-				"nodect":	2
-			},
-			"hasnodes":	"True",
-			"enabled":	"True",
-			"started":	"True"
-		},
-		"debug":	{
-			"queue_type":	"Execution",
-			"total_jobs":	0,
-			"state_count":	"Transit:0 Queued:0 Held:0 Waiting:0 Running:0 Exiting:0 Begun:0 ",
-			"enabled":	"True",
-			"started":	"False"
-		},
-		"old":	{
-			"queue_type":	"Execution",
-			"total_jobs":	0,
-			"enabled":	"False",
-			"started":	"False"
-		}
-	}
-}
-"""
-
-
-def test_queues() -> None:
-    assert parse_queues(QUEUES, default_queue="workq") == [
-        Partition("workq", 2, 4, 2, True),
-        Partition("debug", 0, 0, 0, False),
-    ]
-    with pytest.raises(ValueError):
-        parse_queues("qstat: cannot connect to server pbs-head (errno=111)")

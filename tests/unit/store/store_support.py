@@ -7,7 +7,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hpcdet.rundir.exchange import EventWriter, append_lines, whole_lines
+from hpcdet.rundir.atomic import append_lines, whole_lines
+from hpcdet.rundir.event_writer import EventWriter
 from hpcdet.store.ingest import BestOf
 from hpcdet.store.repository import Store
 

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from hpcdet.rundir.exchange import EventWriter, read_event_batch
+from hpcdet.rundir.event_writer import EventWriter
+from hpcdet.rundir.events import read_event_batch
 from hpcdet.store.ingest import ROW_REPORTS, BestOf
 from tests.unit.store.store_support import Journaled, one_run, write_events
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from hpcdet.rundir.exchange import read_event_batch, read_events
+from hpcdet.rundir.events import read_event_batch, read_events
 from hpcdet.store.ingest import BestOf
 from tests.unit.store.store_support import Journaled, one_run, write_events
 

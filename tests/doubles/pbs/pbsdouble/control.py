@@ -23,7 +23,6 @@ from .errors import (
 )
 from .ids import JobRef
 from .jobs import (
-    SUB_EXITING,
     SUB_HELD,
     SUB_QUEUED,
     SUB_TERMINATED,
@@ -51,11 +50,13 @@ from .units import fmt_duration, parse_duration
 # ---------------------------------------------------------------------------------------------
 
 
-def _kill_unit(unit: dict, force: bool) -> None:
+def _kill_unit(unit: dict, force: bool, by: str) -> None:
+    # Measured on 23.06.06: qdel is asynchronous. The job stays R (1-2 s there) until the MoM
+    # reports its end; the server adds "and terminated by user@host" to the comment at once.
+    if not unit.get("deleted"):
+        unit["comment"] = f"{unit.get('comment', '')} and terminated by {by}".strip()
     unit["kill_requested"] = True
     unit["deleted"] = True
-    if unit["state"] == "R":
-        unit["state"], unit["substate"] = "E", SUB_EXITING
     unit["mtime"] = time.time()
     # qdel.1B: "The MoM deletes a PBS job by sending a SIGTERM signal, then, if there are
     # remaining processes, a SIGKILL signal" (after kill_delay, handled by the runner).
@@ -86,6 +87,7 @@ def qdel_main(argv: list[str]) -> int:
 
     def act(store: Store, r: Resolved) -> None:
         job, now = r.job, time.time()
+        deleter = f"{job['owner']}@{job['submit_host']}"
         hist = store.cfg.get("job_history_enable", True)
         if job["state"] == "F":
             if purge:  # qdel.1B -x: "Deletes job history for specified job(s)."
@@ -96,10 +98,8 @@ def qdel_main(argv: list[str]) -> int:
             raise PbsError(PBSE_HISTJOBID)
         store.dirty = True
         if job.get("array") is None:
-            if job["state"] == "E" and not force:
-                raise PbsError(PBSE_BADSTATE)
             if job["state"] in ("R", "E"):
-                _kill_unit(job, force)
+                _kill_unit(job, force, deleter)
                 return
             # The server appends " and terminated" to the comment of a job qdel ends
             # (e.g. "Not Running: ... and terminated").
@@ -125,7 +125,7 @@ def qdel_main(argv: list[str]) -> int:
                                               "deleted": True}
                     done += 1
                 elif sub["state"] in ("R", "E"):
-                    _kill_unit(sub, force)
+                    _kill_unit(sub, force, deleter)
                     done += 1
             if not done:
                 raise PbsError(PBSE_BADSTATE)
@@ -137,7 +137,7 @@ def qdel_main(argv: list[str]) -> int:
         job["comment"] = f"{job.get('comment', '')} and terminated".strip()
         for sub in arr["subjobs"].values():
             if sub["state"] in ("R", "E"):
-                _kill_unit(sub, force)
+                _kill_unit(sub, force, deleter)
         refresh_array_state(job, now, hist)
         drop_if_no_history(store, job)
 

@@ -94,10 +94,21 @@ def pbsdsh_main(argv: list[str]) -> int:
         if verbose or status != 0:
             print(f"{me}: task 0x{c:08X} exit status {status}", flush=True)
 
+    # Measured on OpenPBS 23.06.06 (shared/reference/openpbs-23.06/job-env-2node-pbsdsh.txt):
+    # a task's PBS_TASKNUM is 8 hex digits, the node in its top bits ("00000002" on the first
+    # node, whose task 1 is the job script; "40000001" on the second), and the task on the
+    # first node has no PBS_NODEFILE.
+    hosts = list(dict.fromkeys(nodes))
+    per_host: dict[str, int] = {}
     for c, nd in enumerate(targets):
         env = dict(base)
-        env.update({"PBS_TASKNUM": str(c + 2), "PBS_NODENUM": str(nd),
+        host = hosts.index(nodes[nd])
+        per_host[nodes[nd]] = per_host.get(nodes[nd], 0 if host else 1) + 1
+        env.update({"PBS_TASKNUM": f"{(host << 30) + per_host[nodes[nd]]:08X}",
+                    "PBS_NODENUM": str(nd),
                     "PBS_VNODENUM": str(nd), "PBS_DOUBLE_HOST": nodes[nd]})
+        if nodes[nd] == nodes[0]:
+            env.pop("PBS_NODEFILE", None)
         try:
             p = subprocess.Popen(prog, env=env, cwd=env.get("HOME") or None)
         except OSError as exc:

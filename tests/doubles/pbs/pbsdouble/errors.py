@@ -19,6 +19,7 @@ PBSE_BADATVAL = 15014
 PBSE_MODATRRUN = 15015
 PBSE_BADSTATE = 15016
 PBSE_UNKQUE = 15018
+PBSE_BADUSER = 15023
 PBSE_UNKRESC = 15035
 PBSE_UNKNODE = 15062
 PBSE_MAXARRAYSIZE = 15107
@@ -33,6 +34,7 @@ MESSAGES = {
     PBSE_MODATRRUN: "Cannot modify attribute while job running ",
     PBSE_BADSTATE: "Request invalid for state of job",
     PBSE_UNKQUE: "Unknown queue",
+    PBSE_BADUSER: "Bad UID for job execution",
     PBSE_UNKRESC: "Unknown resource",
     # src/lib/Liblog/pbs_messages.c msg_unknode, with its trailing blank.
     PBSE_UNKNODE: "Unknown node ",

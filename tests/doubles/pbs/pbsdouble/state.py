@@ -26,6 +26,10 @@ DEFAULT_CONFIG: dict = {
     "default_queue": "workq",
     # pbs_queue_attributes.7B kill_delay: seconds between SIGTERM and SIGKILL (qdel.1B).
     "kill_delay": 2,
+    # The MoM's walltime checks, seconds apart (min_check_poll's default; max_check_poll 120).
+    "check_poll": 10,
+    # pbs_server_attributes.7B acl_roots: root's jobs are refused unless it is listed.
+    "acl_roots": [],
     # pbs_server_attributes.7B max_array_size (OpenPBS default 10000).
     "max_array_size": 10000,
     # pbs_server_attributes.7B job_history_enable; qstat.1B -x needs it to show finished jobs.

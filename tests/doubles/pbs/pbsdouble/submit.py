@@ -9,7 +9,15 @@ import sys
 import time
 
 from .cmdline import getopt, make_argv, split_commas, unquote
-from .errors import PBSE_MAXARRAYSIZE, PbsError, UsageError, eprint, exit_code
+from .errors import (
+    MESSAGES,
+    PBSE_BADUSER,
+    PBSE_MAXARRAYSIZE,
+    PbsError,
+    UsageError,
+    eprint,
+    exit_code,
+)
 from .ids import job_id
 from .jobs import SUB_HELD, SUB_QUEUED, SUB_WAITING
 from .plumbing import current_user, parse_destination, queue_check
@@ -231,6 +239,10 @@ def qsub_main(argv: list[str]) -> int:
                 eprint(e)
         eprint(QSUB_USAGE)
         return 2
+    if os.geteuid() == 0 and "root" not in cfg["acl_roots"]:
+        # Measured on 23.06.06: the server refuses root's jobs unless its acl_roots lists root.
+        eprint(f"qsub: {MESSAGES[PBSE_BADUSER]}")
+        return PBSE_BADUSER & 0xFF
     cwd = os.getcwd()
     script_text = None
     executable = None

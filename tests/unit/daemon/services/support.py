@@ -20,7 +20,7 @@ from hpcdet.daemon.searching import SearchDriver
 from hpcdet.daemon.site import Site
 from hpcdet.errors import SchedulerCommandError
 from hpcdet.paths import StatePaths
-from hpcdet.rundir.exchange import EventWriter
+from hpcdet.rundir.event_writer import EventWriter
 from hpcdet.schedulers import make_scheduler
 from hpcdet.schedulers.runner import CommandRunner, Result
 from hpcdet.store.repository import Store
@@ -51,7 +51,8 @@ class ScriptedSlurm(CommandRunner):
         self.refusal = "error: refused"  # what a refused command prints, after its name
         self.ran: list[list[str]] = []
 
-    def run(self, cmd: Sequence[str], check: bool = True, stdin: str | None = None) -> Result:
+    def run(self, cmd: Sequence[str], check: bool = True, stdin: str | None = None,
+            cwd: Path | None = None) -> Result:
         cmd = list(cmd)
         self.ran.append(cmd)
         if cmd[0] in self.refuse:

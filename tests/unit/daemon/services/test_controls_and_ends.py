@@ -10,7 +10,8 @@ from pathlib import Path
 from hpcdet.daemon.controls import Controls
 from hpcdet.daemon.feed import Feed
 from hpcdet.daemon.run_ends import RunEnds
-from hpcdet.rundir.exchange import write_atomic
+from hpcdet.rundir.atomic import write_atomic
+from hpcdet.rundir.control import Control, read_control
 from hpcdet.rundir.layout import CONTROL_FILE, EXIT_FILE, NODES_DIR
 from tests.unit.daemon.services.support import World, squeue_line
 
@@ -38,6 +39,7 @@ def test_a_running_trial_is_told_to_carry_on_then_to_checkpoint_on_pause(
     controls = _controls(w)
     controls.sync_all()
     assert _control(run_dir) == {"preempt": False, "reason": "", "best_validation": None}
+    assert read_control(run_dir / CONTROL_FILE) == Control()  # what the trial reads of it
     (run_dir / NODES_DIR).mkdir()  # it has started
     w.journal.record(1, "experiment_state", state="PAUSED", cascade=True)
     controls.sync_all()
@@ -131,3 +133,33 @@ def test_a_job_gone_from_the_scheduler_without_an_exit_is_a_node_failure(
     [run] = w.store.runs()
     assert run.state == "NODE_FAIL"
     assert w.store.trial(1).state == "QUEUED"  # the daemon resubmits it
+
+
+def test_a_run_killed_by_a_signal_waits_for_the_scheduler_to_say_why(tmp_path: Path) -> None:
+    # PBS's walltime kill: the harness traps SIGTERM and exits 143 while qstat still says R;
+    # decided at once, it was the user's failure (FAILED, a restart used) instead of TIMEOUT.
+    w, run_dir = _world(tmp_path, max_restarts=0)
+    ends = _run_ends(w)
+    write_atomic(run_dir / EXIT_FILE, {"exit_code": 143, "ended": time.time()})
+    w.runner.squeue = [squeue_line("101", "RUNNING", "None")]
+    ends.jobs.poll()
+    ends.check(w.store.live_runs()[0])
+    assert w.store.runs()[0].state == "RUNNING"  # not decided yet
+    w.runner.squeue = [squeue_line("101", "TIMEOUT", "TimeLimit")]
+    ends.jobs.poll()
+    ends.check(w.store.live_runs()[0])
+    [run] = w.store.runs()
+    assert (run.state, run.exit_code) == ("TIMEOUT", 143)
+    assert w.store.trial(1).state == "QUEUED"  # resubmitted from its checkpoint, no restart
+    assert w.store.trial(1).restarts == 0
+
+
+def test_a_signalled_run_is_decided_alone_when_the_scheduler_says_nothing_in_time() -> None:
+    from hpcdet.daemon.run_ends import SCHEDULER_WORD_GRACE, awaits_scheduler
+
+    killed = {"exit_code": 137, "ended": 1000.0}
+    assert awaits_scheduler(killed, job_ended=False, now=1001.0)
+    assert not awaits_scheduler(killed, job_ended=True, now=1001.0)
+    assert not awaits_scheduler(killed, job_ended=False, now=1000.0 + SCHEDULER_WORD_GRACE)
+    assert not awaits_scheduler({"exit_code": 3, "ended": 1000.0}, job_ended=False, now=1001.0)
+    assert not awaits_scheduler({"exit_code": 143}, job_ended=False, now=1001.0)

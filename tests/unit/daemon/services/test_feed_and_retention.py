@@ -107,7 +107,7 @@ def test_a_sweep_reads_a_batch_a_run_and_a_runs_end_reads_all_of_its_log(
     """A log that grew while the daemon was stopped is read a bounded batch at a time: a
     sweep takes one a run (the next sweep goes on), a run's end or a rebuild all of them, in
     order, each validation fed to the searcher once."""
-    monkeypatch.setattr("hpcdet.rundir.exchange.BATCH_BYTES", 200)
+    monkeypatch.setattr("hpcdet.rundir.events.BATCH_BYTES", 200)
     w = _started(tmp_path, ADAPTIVE)
     trial = w.store.trials(1)[0]
     w.report(w.run(1, trial.id, job_id="101"), *[

@@ -132,7 +132,8 @@ class _Qstat(CommandRunner):
                        ).read_text()
         self.ran: list[list[str]] = []
 
-    def run(self, cmd: Sequence[str], check: bool = True, stdin: str | None = None) -> Result:
+    def run(self, cmd: Sequence[str], check: bool = True, stdin: str | None = None,
+            cwd: Path | None = None) -> Result:
         self.ran.append(list(cmd))
         return Result(self.stdout, "", 0)
 
@@ -164,7 +165,8 @@ class _Qdel(CommandRunner):
         super().__init__()
         self.ran: list[list[str]] = []
 
-    def run(self, cmd: Sequence[str], check: bool = True, stdin: str | None = None) -> Result:
+    def run(self, cmd: Sequence[str], check: bool = True, stdin: str | None = None,
+            cwd: Path | None = None) -> Result:
         self.ran.append(list(cmd))
         said = "".join(f"qdel: Job has finished {j}\n" for j in cmd[1:] if j.startswith("6"))
         if said:
@@ -189,7 +191,8 @@ def test_qdel_of_a_finished_pbs_job_is_no_failure_and_not_asked_again(
 class _RootsQsub(CommandRunner):
     """qsub as 23.06.06 answers root when the server's acl_roots lacks it (reference README)."""
 
-    def run(self, cmd: Sequence[str], check: bool = True, stdin: str | None = None) -> Result:
+    def run(self, cmd: Sequence[str], check: bool = True, stdin: str | None = None,
+            cwd: Path | None = None) -> Result:
         raise SchedulerCommandError(cmd, 175, "", "qsub: Bad UID for job execution\n")
 
 
@@ -202,3 +205,33 @@ def test_a_refused_submission_says_what_to_do_when_the_backend_knows(tmp_path: P
     assert said.startswith("`qsub` failed with exit code 175: qsub: Bad UID for job execution")
     assert "acl_roots" in said and "run hpcdet as your own user" in said
     assert not refused.value.transient
+
+
+def test_a_pbs_job_is_found_by_the_directory_it_was_submitted_for(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # PBS records qsub's own working directory as PBS_O_WORKDIR; submitted from the daemon's,
+    # a job lost between qsub and the journal could never be adopted by its run directory.
+    import os
+
+    double = Path(__file__).parents[3] / "doubles" / "pbs"
+    home = tmp_path / "pbs-server"
+    home.mkdir()
+    (home / "config.json").write_text('{"acl_roots": ["root"]}')
+    monkeypatch.setenv("PBS_DOUBLE_HOME", str(home))
+    monkeypatch.setenv("PATH", f"{double / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    script = run_dir / "job.pbs"
+    script.write_text("#!/bin/bash\n#PBS -N hpcdet-e1-t1-r1\nsleep 30\n")
+    w = World(tmp_path)
+    jobs = Jobs(PbsScheduler(), CommandRunner(), w.store, poll_interval=5.0)
+    job_id = jobs.submit(script)
+    w.experiment(1)
+    w.trial(1, 1)
+    w.run(1, 1, job_id=job_id)
+    try:
+        assert jobs.poll()
+        assert jobs.statuses[job_id].workdir == str(run_dir)
+        assert jobs.find("hpcdet-e1-t1-r1", run_dir) == job_id
+    finally:
+        CommandRunner().run(["qdel", job_id], check=False)

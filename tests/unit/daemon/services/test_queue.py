@@ -23,7 +23,8 @@ class ScriptedSlurm(CommandRunner):
         self.squeue, self.refuse = squeue, refuse
         self.commands: list[str] = []
 
-    def run(self, cmd: Sequence[str], check: bool = True, stdin: str | None = None) -> Result:
+    def run(self, cmd: Sequence[str], check: bool = True, stdin: str | None = None,
+            cwd: Path | None = None) -> Result:
         line = " ".join(cmd)
         if cmd[0] == "squeue":
             return Result(self.squeue, "", 0)

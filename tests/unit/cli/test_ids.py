@@ -47,7 +47,8 @@ def test_the_largest_id_is_looked_up(state: StatePaths) -> None:
 
 
 class NoSlurm(CommandRunner):
-    def run(self, cmd: Sequence[str], check: bool = True, stdin: str | None = None) -> Result:
+    def run(self, cmd: Sequence[str], check: bool = True, stdin: str | None = None,
+            cwd: Path | None = None) -> Result:
         return Result("", "", 0)
 
 

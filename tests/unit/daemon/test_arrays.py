@@ -40,7 +40,7 @@ def test_owner() -> None:
 
 def test_waiting_tasks_are_told_by_the_backend_s_own_task_ids() -> None:
     # Real OpenPBS 23.06.06: 3[].pbshead running, 3[1]..3[3] queued (issue 39).
-    sample = Path(__file__).parent / "schedulers" / "pbs_samples" / "qstat-f-json-t.json"
+    sample = Path(__file__).parents[1] / "schedulers" / "pbs_samples" / "qstat-f-json-t.json"
     pbs = PbsScheduler()
     pbs.user = "pbsuser"
     statuses = pbs.parse_status(sample.read_text())

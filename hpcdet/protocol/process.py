@@ -20,7 +20,7 @@ from hpcdet.errors import DaemonError
 from hpcdet.paths import StatePaths, hostname
 from hpcdet.private import hpcdet_command, open_private
 from hpcdet.processes import pid_alive
-from hpcdet.rundir.exchange import read_json
+from hpcdet.rundir.atomic import read_json
 
 STALE_HEARTBEAT = 120.0
 # In the daemon's local directory: what ``hpcdet daemon status`` shows of a daemon on this host.
