@@ -19,9 +19,10 @@ from hpcdet.cli.common import (
 from hpcdet.errors import UsageError
 from hpcdet.link import connect
 from hpcdet.protocol.messages import DeleteCheckpoint
+from hpcdet.views import lookups
 
 if TYPE_CHECKING:
-    from hpcdet.store.models import Checkpoint
+    from hpcdet.records import CheckpointRecord as Checkpoint
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -102,7 +103,7 @@ def download_checkpoint(uuid: str, output_dir: Optional[Path], quiet: bool) -> P
     print("Local checkpoint path:")
     print(dest)
     print()
-    ckpt = store.checkpoint(uuid)
+    ckpt = lookups.checkpoint(store, uuid)
     _describe(ckpt, checkpoint_validation(store, ckpt))
     return dest
 
@@ -116,14 +117,13 @@ def describe(
     from hpcdet.views.checkpoints import checkpoint_validation
 
     store = read_store(paths())
-    c = store.checkpoint(uuid)
+    c = lookups.checkpoint(store, uuid)
     validation = checkpoint_validation(store, c)
     if as_json:
         print_json({"uuid": c.uuid, "experiment_id": c.experiment_id, "trial_id": c.trial_id,
                     "steps_completed": c.steps_completed, "report_time": c.reported,
                     "state": c.state, "validation_metrics": validation,
-                    "metadata": json.loads(c.metadata_json),
-                    "resources": json.loads(c.resources_json)})
+                    "metadata": c.metadata, "resources": c.resources})
         return
     _describe(c, validation)
 
@@ -131,7 +131,7 @@ def describe(
 def _describe(c: "Checkpoint", validation: dict[str, Any]) -> None:
     table(_DOWNLOAD_COLUMNS, [[c.experiment_id, c.trial_id, c.steps_completed,
                                when(c.reported), c.uuid, json.dumps(validation),
-                               c.metadata_json]], fold=True)
+                               json.dumps(c.metadata)]], fold=True)
 
 
 @app.command("delete")

@@ -17,15 +17,14 @@ from typing import IO, TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from hpcdet.ids import id_problem
 from hpcdet.paths import StatePaths, state_dir
-from hpcdet.store.ids import id_problem
 from hpcdet.text import escaped, is_control
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from hpcdet.store.reads import Reads
-    from hpcdet.store.repository import Store
+    from hpcdet.views.access import Reads, Store
 
 
 def visible(value: Any, keep_lines: bool = False) -> str:

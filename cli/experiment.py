@@ -4,8 +4,9 @@ import json
 import shutil
 import sys
 import time
+from contextlib import closing
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional, Union
 
 import typer
 
@@ -48,12 +49,12 @@ from hpcdet.protocol.messages import (
     SetExperiment,
 )
 from hpcdet.states import FINAL_EXPERIMENT_STATES, ExperimentState
+from hpcdet.views import lookups
 
 if TYPE_CHECKING:
     from hpcdet.containers import ContainerSpec
     from hpcdet.link import Created
-    from hpcdet.store.reads import Reads
-    from hpcdet.store.repository import Store
+    from hpcdet.views.access import Reads, Store
 
 app = typer.Typer(no_args_is_help=True)
 app.add_typer(experiment_set.label_app, name="label")
@@ -242,16 +243,18 @@ def describe(
                 print(f"{sheet.name.capitalize()}:")
                 print_csv(sheet.columns, sheet.rows)
             return
-    with open_reads(paths()) as reads:
+    # One way into the database per command: the store when the workloads need it.
+    with closing(store if store is not None else open_reads(paths())) as source:
         if as_json:
-            found = [_describe_json(reads, i) for i in ids]
+            found = [_describe_json(source, i) for i in ids]
             print_json(found[0] if len(found) == 1 else found)
             return
         for exp_id in ids:
-            _describe_text(reads, exp_id, store)
+            _describe_text(source, exp_id, store)
 
 
-def _describe_json(reads: "Reads", experiment_id: int) -> dict[str, Any]:
+def _describe_json(reads: "Union[Reads, Store]", experiment_id: int) -> dict[str, Any]:
+    from hpcdet.records import stored_form
     from hpcdet.views.experiments import daemon_faults, describe_experiment, experiment_dict
     from hpcdet.views.trials import trial_dict
 
@@ -260,16 +263,16 @@ def _describe_json(reads: "Reads", experiment_id: int) -> dict[str, Any]:
         "experiment": experiment_dict(view.experiment),
         "config": view.config,
         # the stored row, and its JSON columns decoded (hparams, metadata, alerts)
-        "trials": [{**t.trial.to_dict(), **trial_dict(t.trial)} for t in view.trials],
-        "runs": [r.to_dict() for r in view.runs],
-        "arrays": [a.to_dict() for a in view.arrays],
+        "trials": [{**stored_form(t.trial), **trial_dict(t.trial)} for t in view.trials],
+        "runs": [stored_form(r) for r in view.runs],
+        "arrays": [stored_form(a) for a in view.arrays],
         # what the running daemon skips now for an I/O error and retries every round
         "faults": [f.to_dict() for f in daemon_faults(paths(), experiment_id)],
     }
 
 
-def _describe_text(reads: "Reads", experiment_id: int, workloads_from: "Optional[Store]"
-                   ) -> None:
+def _describe_text(reads: "Union[Reads, Store]", experiment_id: int,
+                   workloads_from: "Optional[Store]") -> None:
     from hpcdet.views.experiments import daemon_faults, describe_experiment, describe_sheets
 
     view = describe_experiment(reads, experiment_id)
@@ -285,7 +288,7 @@ def _describe_text(reads: "Reads", experiment_id: int, workloads_from: "Optional
                       f"lasts: {fault.error}", markup=False)
     if exp.description:
         console.print(f"description: {exp.description}")
-    labels = json.loads(exp.labels_json)
+    labels = exp.labels
     if labels or exp.archived:
         console.print(f"labels: {', '.join(labels)}" + ("   archived" if exp.archived else ""))
     console.print(f"searcher {searcher.get('name')}  metric {searcher.get('metric')}  "
@@ -296,7 +299,7 @@ def _describe_text(reads: "Reads", experiment_id: int, workloads_from: "Optional
     table(
         ["Trial ID", "Request", "State", "Status", "Hyperparameters", "Restarts", "Searcher",
          "Ckpt Steps", "Best Validation", "Latest Checkpoint", "Reason"],
-        [[t.id, t.request_id, t.state, t.status, t.hparams_json, t.restarts, row.searcher,
+        [[t.id, t.request_id, t.state, t.status, json.dumps(t.hparams), t.restarts, row.searcher,
           t.steps_completed, t.best_validation, t.latest_checkpoint, t.end_reason]
          for row in view.trials for t in [row.trial]],
         title="Trials",
@@ -356,11 +359,11 @@ def continue_(
     p = paths()
     overrides = None
     if config:
-        stored = json.loads(read_store(p).experiment(experiment_id).config_json)
+        stored = lookups.experiment(read_store(p), experiment_id).stored_config
         overrides = load_experiment_config(yaml.safe_dump(stored), config).raw
     console.print(connect(p).send(Continue(experiment_id, overrides)))
     if follow:
-        trial = read_store(p).trials(experiment_id)[0]
+        trial = lookups.trials(read_store(p), experiment_id)[0]
         raise typer.Exit(follow_trial(p, trial.id))
 
 
@@ -369,7 +372,7 @@ def config(experiment_id: ExperimentId) -> None:
     """Print the experiment's config (YAML), as hpcdet runs it: defaults filled in."""
     import yaml
 
-    stored = json.loads(read_store(paths()).experiment(experiment_id).config_json)
+    stored = lookups.experiment(read_store(paths()), experiment_id).stored_config
     print(yaml.safe_dump(stored, sort_keys=False), end="")
 
 
@@ -382,7 +385,8 @@ def wait(
     """Wait until the experiment ends; exit 1 (saying how it ended) unless it COMPLETED."""
     p = paths()
     store = read_store(p)
-    while (state := store.experiment(experiment_id).state) not in FINAL_EXPERIMENT_STATES:
+    while (state := lookups.experiment(store, experiment_id).state) not in \
+            FINAL_EXPERIMENT_STATES:
         time.sleep(polling_interval)
     if state != ExperimentState.COMPLETED:
         print(f"Experiment {experiment_id} ended as {state}", file=sys.stderr)
@@ -420,7 +424,7 @@ def logs(
     after: After = None, before: Before = None,
 ) -> None:
     """The logs of the experiment's first trial, with `trial logs`' options."""
-    trials = read_store(paths()).trials(experiment_id)
+    trials = lookups.trials(read_store(paths()), experiment_id)
     if not trials:
         raise NotFoundError(f"experiment {experiment_id} has no trials yet")
     raise typer.Exit(show_logs(trials[0].id, follow, head, tail, rank_ids, level, as_json,
@@ -446,8 +450,8 @@ def list_trials(
         print_json([trial_dict(row.trial) for row in trials])
         return
     cols = ["Trial ID", "State", "H-Params", "Started", "Ended", "# of Batches"]
-    rows = [[t.id, t.state, t.hparams_json, when(t.started), when(t.ended), t.steps_completed]
-            for row in trials for t in [row.trial]]
+    rows = [[t.id, t.state, json.dumps(t.hparams), when(t.started), when(t.ended),
+             t.steps_completed] for row in trials for t in [row.trial]]
     print_csv(cols, rows) if csv else table(cols, rows)
 
 

@@ -1,7 +1,6 @@
 """`hpcdet experiment label ...` and `hpcdet experiment set ...`: what describes an experiment
 and the settings that may change while it runs."""
 
-import json
 from typing import Annotated
 
 import typer
@@ -66,15 +65,12 @@ def set_gc_policy(
 ) -> None:
     """Change which checkpoints it keeps, and delete the others now."""
     from hpcdet.checkpoint_gc import RetentionPolicy
-    from hpcdet.config import ExperimentConfig
-    from hpcdet.daemon.retention import doomed_checkpoints
+    from hpcdet.views.checkpoints import doomed_checkpoints
 
     policy = RetentionPolicy(save_experiment_best, save_trial_best, save_trial_latest)
     if not yes:
         store = read_store(paths())
-        cfg = ExperimentConfig.from_dict(
-            json.loads(store.experiment(experiment_id).config_json))
-        doomed = doomed_checkpoints(store, experiment_id, cfg, policy)
+        doomed = doomed_checkpoints(store, experiment_id, policy)
         table(["Trial ID", "Steps Completed", "UUID"],
               [[c.trial_id, c.steps_completed, c.uuid] for c in doomed],
               title="The checkpoints this policy deletes now", fold=True)

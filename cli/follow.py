@@ -14,6 +14,7 @@ from hpcdet.cli.common import paths, read_store, visible
 from hpcdet.errors import NotFoundError, UsageError
 from hpcdet.paths import StatePaths
 from hpcdet.states import FINAL_TRIAL_STATES, ExperimentState, TrialState
+from hpcdet.views import lookups
 from hpcdet.views.logs import (
     LEVELS,
     LogFilter,
@@ -52,7 +53,7 @@ def show_logs(trial_id: int, follow: bool, head: int | None, tail: int | None,
         parse_time("--timestamp-after", after) if after else None,
         parse_time("--timestamp-before", before) if before else None)
     p = paths()
-    trial = read_store(p).trial(trial_id)
+    trial = lookups.trial(read_store(p), trial_id)
     if follow:
         return follow_trial(p, trial_id, which=which, as_json=as_json, announce=False)
     print_records(trial_log(p, trial.experiment_id, trial_id, which), as_json)
@@ -85,10 +86,10 @@ def follow_trial(paths: StatePaths, trial_id: int, poll: float = 0.2,
                  announce: bool = True) -> int:
     """Print the trial's logs until it ends (with ``which.tail``, only that many of the lines
     so far first); 0 if it completed, 1 otherwise."""
-    from hpcdet.store.repository import Store
+    from hpcdet.views.access import open_database
 
-    store = Store(paths.database(), readonly=True)
-    trial = store.trial(trial_id)
+    store = open_database(paths)
+    trial = lookups.trial(store, trial_id)
     if announce:
         print("Waiting for first trial to begin...")
         print(f"Following first trial with ID {trial_id}")
@@ -97,8 +98,8 @@ def follow_trial(paths: StatePaths, trial_id: int, poll: float = 0.2,
     while True:
         print_logs(paths, trial.experiment_id, trial_id, offsets, which, as_json)
         try:
-            trial = store.trial(trial_id)
-            exp = store.experiment(trial.experiment_id)
+            trial = lookups.trial(store, trial_id)
+            exp = lookups.experiment(store, trial.experiment_id)
         except NotFoundError:
             return 1
         paused = exp.state == ExperimentState.PAUSED and trial.state == TrialState.PAUSED

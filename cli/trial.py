@@ -33,6 +33,7 @@ from hpcdet.cli.follow import (
 from hpcdet.errors import NotFoundError, UsageError
 from hpcdet.link import connect
 from hpcdet.protocol.messages import ContinueTrial, KillTrial
+from hpcdet.views import lookups
 from hpcdet.views.trials import describe_trial, trial_metrics
 
 if TYPE_CHECKING:
@@ -70,7 +71,7 @@ def describe(
     t = view.trial
     cols = ["Trial ID", "Experiment ID", "State", "Status", "Hyperparameters", "Restarts",
             "Steps Completed", "Best Validation", "Latest Checkpoint", "Reason"]
-    row = [t.id, t.experiment_id, t.state, t.status, t.hparams_json, t.restarts,
+    row = [t.id, t.experiment_id, t.state, t.status, json.dumps(t.hparams), t.restarts,
            t.steps_completed, t.best_validation, t.latest_checkpoint, t.end_reason]
     if csv:
         print_csv(cols, [row])
@@ -168,7 +169,7 @@ def download(
     if (sort_by is None) != (smaller_is_better is None):
         raise UsageError("--sort-by and --smaller-is-better must be set together")
     store = read_store(paths())
-    trial = store.trial(trial_id)
+    trial = lookups.trial(store, trial_id)
     chosen = uuid or trial.latest_checkpoint
     if best:
         from hpcdet.views.checkpoints import ranked_checkpoints
@@ -180,6 +181,6 @@ def download(
     if chosen is None:
         raise NotFoundError(f"trial {trial_id} has no checkpoint to download"
                             + (" with a validation metric to rank it by" if best else ""))
-    if store.checkpoint(chosen).trial_id != trial_id:
+    if lookups.checkpoint(store, chosen).trial_id != trial_id:
         raise NotFoundError(f"checkpoint {chosen} is not one of trial {trial_id}'s")
     download_checkpoint(chosen, output_dir, quiet)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import datetime
 import importlib.util
-import json
 import sys
 import time
 import types
@@ -43,8 +42,8 @@ from hpcdet.protocol.messages import (
     Pause,
     SetExperiment,
 )
+from hpcdet.records import CheckpointRecord as CheckpointRow
 from hpcdet.states import FINAL_EXPERIMENT_STATES, CheckpointState, ExperimentState, TrialState
-from hpcdet.store.models import Checkpoint as CheckpointRow
 from hpcdet.store.repository import Store
 from hpcdet.views.access import read_store
 from hpcdet.views.checkpoints import checkpoint_validation, copy_checkpoint, ranked_checkpoints
@@ -146,14 +145,14 @@ class Checkpoint:
         trial = store.trial(row.trial_id)
         self.state = CheckpointState(row.state)
         self.report_time = datetime.datetime.fromtimestamp(row.reported, datetime.timezone.utc)
-        self.metadata: dict[str, Any] = json.loads(row.metadata_json)
-        self.resources: dict[str, int] = json.loads(row.resources_json)
+        self.metadata: dict[str, Any] = row.metadata
+        self.resources: dict[str, int] = row.resources
         self.steps_completed = row.steps_completed
         self.training = types.SimpleNamespace(
             experiment_id=row.experiment_id, trial_id=row.trial_id,
-            hparams=json.loads(trial.hparams_json),
+            hparams=trial.hparams,
             validation_metrics={"avgMetrics": checkpoint_validation(store, row)},
-            experiment_config=json.loads(store.experiment(row.experiment_id).config_json),
+            experiment_config=store.experiment(row.experiment_id).stored_config,
         )
 
     def download(self, path: str | Path | None = None, mode: str = "auto") -> str:
@@ -254,8 +253,8 @@ class Experiment:
         row = _store().experiment(self.id)
         self.name = row.name
         self.state = ExperimentState(row.state)
-        self.config: dict[str, Any] = json.loads(row.config_json)
-        self.labels: list[str] = json.loads(row.labels_json)
+        self.config: dict[str, Any] = row.stored_config
+        self.labels: list[str] = list(row.labels)
         self.description = row.description
         self.archived = row.archived
         self.progress = row.progress
@@ -370,7 +369,7 @@ def list_experiments(labels: list[str] | None = None, states: list[Any] | None =
     wanted = set(labels or ())
     kept = {str(ExperimentState(str(s).removeprefix("STATE_"))) for s in states or ()}
     return [Experiment(r.experiment.id) for r in experiment_rows(_store())
-            if wanted <= set(json.loads(r.experiment.labels_json))
+            if wanted <= set(r.experiment.labels)
             and (not kept or r.experiment.state in kept)
             and (name is None or r.experiment.name == name)]
 

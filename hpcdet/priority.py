@@ -22,9 +22,12 @@ NICE_PER_STEP = 100  # Slurm nice units per Determined priority step above the d
 class Queued(Protocol):
     """An experiment as hpcdet's queue orders it."""
 
-    id: int
-    priority: int | None
-    position: float
+    @property
+    def id(self) -> int: ...
+    @property
+    def priority(self) -> int | None: ...
+    @property
+    def position(self) -> float: ...
 
 
 def queue_key(exp: Queued) -> tuple[int, float, int]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+import copy
 import os
 import shutil
 import time
@@ -20,6 +20,7 @@ from hpcdet.daemon.queueing import Queue
 from hpcdet.daemon.retention import Retention
 from hpcdet.daemon.submission import Submission
 from hpcdet.errors import NotFoundError, StateError, UsageError
+from hpcdet.ids import check_id
 from hpcdet.paths import StatePaths, hostname
 from hpcdet.protocol.messages import (
     ID_FIELDS,
@@ -42,6 +43,7 @@ from hpcdet.protocol.messages import (
     UpdateJobs,
     decode,
 )
+from hpcdet.records import ExperimentRecord as Experiment
 from hpcdet.rundir import layout
 from hpcdet.states import (
     FINAL_EXPERIMENT_STATES,
@@ -50,8 +52,6 @@ from hpcdet.states import (
     ExperimentState,
     TrialState,
 )
-from hpcdet.store.ids import check_id
-from hpcdet.store.models import Experiment
 from hpcdet.store.repository import Store
 
 
@@ -202,7 +202,7 @@ class Commands:
             "source_trial_id": trial.id, "source_checkpoint_uuid": trial.latest_checkpoint,
             **({"max_length": searcher["max_length"]} if searcher.get("max_length") else {}),
         }
-        raw["hyperparameters"] = json.loads(trial.hparams_json)
+        raw["hyperparameters"] = copy.deepcopy(trial.hparams)
         staging = self.paths.requests / f"continue-{trial_id}-{time.time():.0f}.context"
         try:
             shutil.copytree(self.paths.context(exp.id), staging)
@@ -214,7 +214,7 @@ class Commands:
         """What describes the experiment (name, description, labels, archived), and the
         settings that may change while it runs (max_slots, gc_policy)."""
         exp = self.store.experiment(exp_id)
-        labels: list[str] = json.loads(exp.labels_json)
+        labels = list(exp.labels)
         if field == "name":
             if not isinstance(value, str) or not value.strip():
                 raise UsageError("an experiment's name cannot be empty")

@@ -4,7 +4,6 @@ resource pool); and the escalation when a run ignores that for ``preemption_time
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
@@ -17,11 +16,13 @@ from hpcdet.daemon.guard import Guard
 from hpcdet.daemon.jobs import Jobs
 from hpcdet.daemon.site import Site
 from hpcdet.paths import StatePaths
+from hpcdet.records import ExperimentRecord as Experiment
+from hpcdet.records import LiveRun
+from hpcdet.records import RunRecord as Run
+from hpcdet.records import TrialRecord as Trial
 from hpcdet.rundir import layout
 from hpcdet.rundir.control import Control, write_control
 from hpcdet.states import STOPPING_STATES, SUBMITTED_RUN_STATES, ExperimentState, JobState
-from hpcdet.store.models import Experiment, Run, Trial
-from hpcdet.store.reads import LiveRun
 from hpcdet.store.repository import Store
 
 log = logging.getLogger(__name__)
@@ -78,9 +79,9 @@ class Controls:
         if exp.id not in best:
             best[exp.id] = self._best(exp)
         key = (run.trial_id, run.run_id)
-        said = (preempt, reason, best[exp.id], run.ops_json, run.first_op, run.ops_decided)
+        said = (preempt, reason, best[exp.id], run.ops, run.first_op, run.ops_decided)
         if self.written.get(key) != said:
-            ops = json.loads(run.ops_json)
+            ops = run.ops
             control = Control(preempt, reason, best[exp.id],
                               tuple(ops[run.first_op:]) if ops else None,
                               run.ops_decided if ops else 0)

@@ -14,6 +14,10 @@ from hpcdet.daemon.guard import Guard
 from hpcdet.daemon.searching import SearchDriver, searcher_source
 from hpcdet.errors import StoreError
 from hpcdet.paths import StatePaths
+from hpcdet.records import ExperimentRecord as Experiment
+from hpcdet.records import LiveRun
+from hpcdet.records import RunRecord as Run
+from hpcdet.records import TrialRecord as Trial
 from hpcdet.rundir.events import Event, EventBatch, iter_events
 from hpcdet.rundir.layout import run_files
 from hpcdet.search.base import (
@@ -29,8 +33,6 @@ from hpcdet.search.base import (
 from hpcdet.search.base import Event as SearchEvent
 from hpcdet.states import LIVE_RUN_STATES, RUNNING_EXPERIMENT_STATES, TrialState
 from hpcdet.store.ingest import BestOf
-from hpcdet.store.models import Experiment, Run, Trial
-from hpcdet.store.reads import LiveRun
 from hpcdet.store.repository import Store
 
 log = logging.getLogger(__name__)

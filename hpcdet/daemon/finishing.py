@@ -6,10 +6,10 @@ from hpcdet.daemon.jobs import Jobs
 from hpcdet.daemon.journal import Journal
 from hpcdet.daemon.retention import Retention
 from hpcdet.paths import StatePaths
+from hpcdet.records import ExperimentRecord as Experiment
 from hpcdet.rundir import layout
 from hpcdet.rundir.atomic import write_text_atomic
 from hpcdet.states import ExperimentState, TrialState, experiment_final_state
-from hpcdet.store.models import Experiment
 from hpcdet.store.repository import Store
 
 

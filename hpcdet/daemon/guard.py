@@ -15,9 +15,9 @@ from hpcdet.daemon.jobs import Jobs
 from hpcdet.daemon.journal import Journal
 from hpcdet.daemon.searching import SearchDriver
 from hpcdet.errors import StoreError, disk_full_cause
+from hpcdet.records import LiveRun
+from hpcdet.records import RunRecord as Run
 from hpcdet.states import FINAL_EXPERIMENT_STATES, ExperimentState
-from hpcdet.store.models import Run
-from hpcdet.store.reads import LiveRun
 from hpcdet.store.repository import Store
 
 log = logging.getLogger(__name__)

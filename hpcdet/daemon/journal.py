@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from hpcdet.paths import StatePaths
+from hpcdet.records import RunRecord as Run
 from hpcdet.rundir.atomic import append_lines, report_skipped, whole_lines
 from hpcdet.states import Decision, JobState
 from hpcdet.store.journal_apply import APPLIERS, UnappliableEntry
-from hpcdet.store.models import Run
 from hpcdet.store.repository import Store
 
 

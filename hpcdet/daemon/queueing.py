@@ -11,14 +11,12 @@ the request had changed on the scheduler and records nothing.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hpcdet.config import ExperimentConfig
 from hpcdet.daemon.configs import Configs
 from hpcdet.daemon.controls import Controls
 from hpcdet.daemon.jobs import Jobs
@@ -27,10 +25,10 @@ from hpcdet.daemon.site import Site
 from hpcdet.errors import HpcdetError, NotFoundError, SchedulerCommandError, StateError
 from hpcdet.paths import StatePaths
 from hpcdet.priority import DEFAULT_PRIORITY, PendingJob, plan_nice, position_between, validate
+from hpcdet.records import ExperimentRecord as Experiment
 from hpcdet.rundir import layout
 from hpcdet.states import RUNNING_EXPERIMENT_STATES, JobState
-from hpcdet.store.journal_apply import apply_queue_update
-from hpcdet.store.models import Experiment
+from hpcdet.store.queries import queue_update_preview
 from hpcdet.store.repository import Store
 
 log = logging.getLogger(__name__)
@@ -233,7 +231,7 @@ class Queue:
 
     def _pool_partition(self, exp: Experiment) -> str:
         """The partition an experiment's jobs go to ('' when the scheduler has none)."""
-        return self.site.partition_name(ExperimentConfig.from_dict(json.loads(exp.config_json)))
+        return self.site.partition_name(exp.config)
 
     def _check_pool(self, exp: Experiment, pool: str) -> str:
         if self.scheduler.move_command([], pool) is None:
@@ -242,7 +240,7 @@ class Queue:
         moved = _updated(exp, {"resource_pool": pool})
         partition = self._pool_partition(moved)
         known = ", ".join(sorted(self.site.partitions))
-        problem = self.site.fit_problem(ExperimentConfig.from_dict(json.loads(moved.config_json)))
+        problem = self.site.fit_problem(moved.config)
         if problem is not None:
             raise StateError(f"job {exp.id} cannot move to resource pool {pool!r}: {problem}")
         script = self._job_script(exp)
@@ -329,9 +327,7 @@ class Queue:
 
 def _updated(exp: Experiment, record: dict[str, Any]) -> Experiment:
     """A detached copy of ``exp`` with a queue update applied as the journal will apply it."""
-    copy = Experiment(**exp.model_dump())
-    apply_queue_update(copy, record)
-    return copy
+    return queue_update_preview(exp, record)
 
 
 def _priority(exp: Experiment) -> int:

@@ -3,7 +3,6 @@ and deleting a checkpoint (journaled, then its files removed)."""
 
 from __future__ import annotations
 
-import json
 import shutil
 
 from hpcdet.checkpoint_gc import (
@@ -17,8 +16,9 @@ from hpcdet.config import ExperimentConfig
 from hpcdet.daemon.configs import Configs
 from hpcdet.daemon.journal import Journal
 from hpcdet.paths import StatePaths
+from hpcdet.records import CheckpointRecord as Checkpoint
+from hpcdet.records import ExperimentRecord as Experiment
 from hpcdet.states import FINAL_TRIAL_STATES
-from hpcdet.store.models import Checkpoint, Experiment
 from hpcdet.store.repository import Store
 
 
@@ -31,7 +31,7 @@ def doomed_checkpoints(store: Store, exp_id: int, cfg: ExperimentConfig, policy:
     if not ckpts:
         return []
     validations = [
-        ValidationRecord(m.trial_id, m.steps_completed, json.loads(m.metrics_json))
+        ValidationRecord(m.trial_id, m.steps_completed, m.metrics)
         for trial_id in ended for m in store.metrics(trial_id, "validation")
     ]
     doomed = checkpoints_to_delete(

@@ -3,7 +3,6 @@ from the scheduler) and deciding, once, what its trial does next."""
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
@@ -16,10 +15,10 @@ from hpcdet.daemon.jobs import Jobs
 from hpcdet.daemon.journal import Journal
 from hpcdet.daemon.retention import Retention
 from hpcdet.paths import StatePaths
+from hpcdet.records import LiveRun
 from hpcdet.rundir import layout
 from hpcdet.rundir.atomic import read_json
 from hpcdet.states import FINAL_TRIAL_STATES, JobState, RunEnd, RunState, TrialState, decide_run_end
-from hpcdet.store.reads import LiveRun
 from hpcdet.store.repository import Store
 
 # How long a signalled run's end waits for the scheduler's final state before it is decided
@@ -63,7 +62,7 @@ class RunEnds:
             job_state = JobState.NODE_FAIL  # gone from the scheduler with no exit status
         exp = self.store.experiment(exp_id)
         trial = self.store.trial(run.trial_id)
-        ops = json.loads(trial.ops_json)
+        ops = list(trial.ops)
         end = RunEnd(
             exit_code, job_state, current.preempt_acked, trial.state == TrialState.CANCELED,
             stop_requested=trial.stop_requested, completed_ops=current.ops_decided > 0,

@@ -9,12 +9,12 @@ and the decisions it causes are journaled in one append (``Journal.record_all``)
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from hpcdet.config import ExperimentConfig
 from hpcdet.daemon.journal import Journal
+from hpcdet.records import ExperimentRecord as Experiment
 from hpcdet.search import Searcher
 from hpcdet.search.base import (
     Action,
@@ -28,7 +28,6 @@ from hpcdet.search.base import (
     event_from_dict,
     event_to_dict,
 )
-from hpcdet.store.models import Experiment
 from hpcdet.store.repository import Store
 
 
@@ -134,7 +133,7 @@ class SearchDriver:
         """How many operations the trial of a request has been issued; None: it has no trial."""
         for t in self.store.trials(exp_id):
             if t.request_id == request_id:
-                return len(json.loads(t.ops_json))
+                return len(t.ops)
         return None
 
     def forget(self, exp_id: int) -> None:

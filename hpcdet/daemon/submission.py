@@ -4,7 +4,6 @@ half-submitted."""
 
 from __future__ import annotations
 
-import json
 import logging
 import shutil
 import time
@@ -30,12 +29,14 @@ from hpcdet.daemon.site import Site
 from hpcdet.errors import SchedulerCommandError
 from hpcdet.paths import StatePaths
 from hpcdet.priority import nice_for, queue_key
+from hpcdet.records import ExperimentRecord as Experiment
+from hpcdet.records import RunRecord as Run
+from hpcdet.records import TrialRecord as Trial
 from hpcdet.rundir import layout
 from hpcdet.rundir.atomic import read_json, write_text_atomic
 from hpcdet.rundir.layout import EXIT_FILE
 from hpcdet.schedulers.base import ArraySpec
 from hpcdet.states import Decision, ExperimentState, JobState, RunState, TrialState
-from hpcdet.store.models import Experiment, Run, Trial
 from hpcdet.store.repository import Store
 
 log = logging.getLogger(__name__)
@@ -250,10 +251,10 @@ class Submission:
             return None
         record = {
             "id": trial.id, "trial_seed": trial.trial_seed,
-            "hparams": json.loads(trial.hparams_json),
+            "hparams": trial.hparams,
             "latest_checkpoint": trial.latest_checkpoint or cfg.searcher.source_checkpoint_uuid,
             "steps_completed": trial.steps_completed,
-            "metadata": json.loads(trial.metadata_json),
+            "metadata": trial.metadata,
         }
         spec = run_spec(cfg, self.paths, exp.id, record, trial.run_id + 1,
                         self.scheduler.options(cfg), self.site.placement(cfg), self.cluster)

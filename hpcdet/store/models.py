@@ -4,7 +4,8 @@ Annotations use ``Optional`` because SQLModel evaluates them at runtime and hpcd
 Python 3.9, where ``int | None`` cannot be evaluated.
 """
 
-from typing import NamedTuple, Optional
+import json
+from typing import Any, NamedTuple, Optional
 
 from sqlalchemy import Index
 from sqlmodel import Field, SQLModel
@@ -123,6 +124,19 @@ class Report(NamedTuple):
     metrics_json: str
     batch_metrics_json: str
     reported: float
+
+    @property
+    def metrics(self) -> dict[str, Any]:
+        value: dict[str, Any] = json.loads(self.metrics_json)
+        return value
+
+    @property
+    def batch_metrics(self) -> Optional[list[dict[str, Any]]]:
+        """What report_training_metrics(batch_metrics=...) gave, if it did."""
+        if not self.batch_metrics_json:
+            return None
+        value: list[dict[str, Any]] = json.loads(self.batch_metrics_json)
+        return value
 
 
 class Checkpoint(SQLModel, table=True):

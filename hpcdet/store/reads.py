@@ -1,169 +1,57 @@
 """The CLI's read path: the rows that listings and `describe` show, read with the standard
-library's sqlite3 and returned as typed records.
+library's sqlite3 and returned as the records of ``hpcdet.records``, as ``Store`` returns them.
 
 Starting SQLAlchemy and SQLModel costs a CLI command more than its query, and the ORM builds
-an object per row; a listing of thousands of experiments needs neither. The records carry the
-tables' columns in the models' order (a test keeps them equal), and a record's ``to_dict()`` is
-the model's ``model_dump()``. Read-only like ``Store(readonly=True)``: the database is opened
-with ``mode=ro``, never written, and in WAL mode each query sees the last commit of the daemon,
-the only writer.
+an object per row; a listing of thousands of experiments needs neither. Read-only like
+``Store(readonly=True)``: the database is opened with ``mode=ro``, never written, and in WAL
+mode each query sees the last commit of the daemon, the only writer.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, fields
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from hpcdet.errors import NotFoundError, StoreError
+from hpcdet.records import ArrayRecord, ExperimentRecord, RunRecord, TrialRecord
 from hpcdet.states import TrialState
+from hpcdet.store import decode
 from hpcdet.store.limits import hold_to_oldest_limit
 
 if TYPE_CHECKING:
     from hpcdet.store.repository import Store
 
 
-@dataclass(frozen=True)
-class _Record:
-    """A row of one table, its columns in the model's order."""
-
-    # SQLite stores booleans as 0 and 1; the ORM reads them back as bool, and so do records.
-    _booleans: ClassVar[tuple[str, ...]] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        """The columns by name, as the model's ``model_dump()`` gives them."""
-        return {name: getattr(self, name) for name in _names(type(self))}
-
-
-@dataclass(frozen=True)
-class ExperimentRecord(_Record):
-    _booleans: ClassVar[tuple[str, ...]] = ("archived", "searcher_done")
-
-    id: int
-    name: str
-    state: str
-    config_json: str
-    description: str
-    labels_json: str
-    archived: bool
-    resource_pool: str
-    priority: int | None
-    weight: float
-    position: float
-    backend: str
-    searcher: str
-    created: float
-    ended: float | None
-    journal_offset: int
-    progress: float
-    actions_done: int
-    searcher_done: bool
-    error: str
+# Each table's columns, in the models' order (a test keeps them equal): the CLI's path does
+# not import the models, which would start SQLModel.
+EXPERIMENT_COLUMNS = (
+    "id", "name", "state", "config_json", "description", "labels_json", "archived",
+    "resource_pool", "priority", "weight", "position", "backend", "searcher", "created", "ended",
+    "journal_offset", "progress", "actions_done", "searcher_done", "error")
+TRIAL_COLUMNS = (
+    "id", "experiment_id", "request_id", "ops_json", "ops_completed", "closed",
+    "stop_requested", "early_exit", "exit_reported", "state", "hparams_json", "trial_seed",
+    "restarts", "run_id", "latest_checkpoint", "steps_completed", "progress", "status",
+    "metadata_json", "alerts_json", "best_validation", "end_reason", "started", "ended")
+RUN_COLUMNS = (
+    "id", "trial_id", "run_id", "job_id", "state", "reason", "submitted", "ended", "exit_code",
+    "preempt_acked", "outcome", "event_offset", "event_seq", "searcher_seq", "first_op",
+    "ops_decided")
+ARRAY_COLUMNS = (
+    "id", "experiment_id", "index", "job_id", "offset", "count", "throttle", "submitted")
 
 
-@dataclass(frozen=True)
-class TrialRecord(_Record):
-    _booleans: ClassVar[tuple[str, ...]] = ("closed", "stop_requested", "exit_reported")
-
-    id: int
-    experiment_id: int
-    request_id: int
-    ops_json: str
-    ops_completed: int
-    closed: bool
-    stop_requested: bool
-    early_exit: str
-    exit_reported: bool
-    state: str
-    hparams_json: str
-    trial_seed: int
-    restarts: int
-    run_id: int
-    latest_checkpoint: str | None
-    steps_completed: int
-    progress: float
-    status: str
-    metadata_json: str
-    alerts_json: str
-    best_validation: float | None
-    end_reason: str
-    started: float | None
-    ended: float | None
-
-
-@dataclass(frozen=True)
-class RunRecord(_Record):
-    _booleans: ClassVar[tuple[str, ...]] = ("preempt_acked",)
-
-    id: int | None
-    trial_id: int
-    run_id: int
-    job_id: str
-    state: str
-    reason: str
-    submitted: float
-    ended: float | None
-    exit_code: int | None
-    preempt_acked: bool
-    outcome: str
-    event_offset: int
-    event_seq: int
-    searcher_seq: int
-    first_op: int
-    ops_decided: int
-
-
-@dataclass(frozen=True)
-class ArrayRecord(_Record):
-    id: int | None
-    experiment_id: int
-    index: int
-    job_id: str
-    offset: int
-    count: int
-    throttle: int
-    submitted: float
-
-
-class LiveRun(NamedTuple):
-    """A live run as the daemon's loop reads every one on every tick, with what its trial
-    says it should do: plain values from one query, not an ORM object per row."""
-
-    trial_id: int
-    run_id: int
-    job_id: str
-    state: str
-    event_offset: int
-    event_seq: int
-    searcher_seq: int
-    first_op: int
-    ops_decided: int
-    experiment_id: int
-    stop_requested: bool
-    ops_json: str
-
-
-R = TypeVar("R", bound=_Record)
-
-
-_NAMES: dict[type[_Record], tuple[str, ...]] = {}
-
-
-def _names(record: type[_Record]) -> tuple[str, ...]:
-    names = _NAMES.get(record)
-    if names is None:
-        names = _NAMES[record] = tuple(f.name for f in fields(record))
-    return names
-
-
-def _columns(record: type[_Record], table: str, **instead: str) -> str:
-    """The SELECT list of a record's columns; ``instead`` gives some an expression instead."""
+def _columns(names: Sequence[str], table: str, **instead: str) -> str:
+    """The SELECT list of a table's columns; ``instead`` gives some an expression instead."""
     return ", ".join(f"{instead[name]} AS {name}" if name in instead else f'{table}."{name}"'
-                     for name in _names(record))
+                     for name in names)
+
+
+R = TypeVar("R")
 
 
 class Reads:
@@ -212,18 +100,10 @@ class Reads:
                 "`hpcdet daemon start`); it sets a damaged database aside and rebuilds it."
             ) from e
 
-    def _records(self, record: type[R], sql: str, params: Sequence[Any] = ()) -> list[R]:
-        rows = self._rows(sql, params)
-        flags = [_names(record).index(name) for name in record._booleans]
-        if not flags:
-            return [record(*row) for row in rows]
-        found = []
-        for row in rows:
-            values = list(row)
-            for i in flags:
-                values[i] = bool(values[i])
-            found.append(record(*values))
-        return found
+    def _records(self, decode: Callable[[dict[str, Any]], R], names: tuple[str, ...], sql: str,
+                 params: Sequence[Any] = ()) -> list[R]:
+        """The rows ``sql`` selects (the columns ``names``, in order) as records."""
+        return [decode(dict(zip(names, row))) for row in self._rows(sql, params)]
 
     def experiments(self, config: bool = True, archived: bool = True,
                     labels: Collection[str] = (), offset: int = 0, limit: int | None = None
@@ -232,19 +112,20 @@ class Reads:
         those with every one; ``limit`` of them from the ``offset``-th. Without ``config``,
         their config_json is left unread (a listing of thousands need not decode kilobytes
         each) and reads as "{}"."""
-        columns = _columns(ExperimentRecord, "experiment",
+        columns = _columns(EXPERIMENT_COLUMNS, "experiment",
                            **({} if config else {"config_json": "'{}'"}))
         where = [] if archived else ["NOT experiment.archived"]
         where += ["EXISTS (SELECT 1 FROM json_each(experiment.labels_json) AS label "
                   "WHERE label.value = ?)"] * len(labels)
         return self._records(
-            ExperimentRecord,
+            decode.experiment, EXPERIMENT_COLUMNS,
             f"SELECT {columns} FROM experiment {'WHERE ' if where else ''}{' AND '.join(where)}"
             " ORDER BY experiment.id LIMIT ? OFFSET ?",
             (*labels, -1 if limit is None else limit, offset))
 
     def experiment(self, exp_id: int) -> ExperimentRecord:
-        found = self._records(ExperimentRecord, f"SELECT {_columns(ExperimentRecord, 'experiment')}"
+        found = self._records(decode.experiment, EXPERIMENT_COLUMNS,
+                              f"SELECT {_columns(EXPERIMENT_COLUMNS, 'experiment')}"
                               " FROM experiment WHERE experiment.id = ?", (exp_id,))
         if not found:
             raise NotFoundError(f"experiment {exp_id} not found; `hpcdet experiment list`")
@@ -268,20 +149,23 @@ class Reads:
         """The experiment's trials (or every trial), by id."""
         where, params = ("WHERE trial.experiment_id = ?", (exp_id,)) if exp_id is not None \
             else ("", ())
-        return self._records(TrialRecord, f"SELECT {_columns(TrialRecord, 'trial')} FROM trial "
+        return self._records(decode.trial, TRIAL_COLUMNS,
+                             f"SELECT {_columns(TRIAL_COLUMNS, 'trial')} FROM trial "
                              f"{where} ORDER BY trial.id", params)
 
     def experiment_runs(self, exp_id: int) -> list[RunRecord]:
         """The runs of the experiment's trials, by trial then run."""
         return self._records(
-            RunRecord, f"SELECT {_columns(RunRecord, 'run')} FROM run JOIN trial ON "
+            decode.run, RUN_COLUMNS,
+            f"SELECT {_columns(RUN_COLUMNS, 'run')} FROM run JOIN trial ON "
             "trial.id = run.trial_id WHERE trial.experiment_id = ? ORDER BY run.trial_id, "
             "run.run_id", (exp_id,))
 
     def arrays(self, exp_id: int) -> list[ArrayRecord]:
         """The experiment's submitted job arrays (those with a job id), in submission order."""
         return self._records(
-            ArrayRecord, f"SELECT {_columns(ArrayRecord, 'arrayjob')} FROM arrayjob WHERE "
+            decode.array, ARRAY_COLUMNS,
+            f"SELECT {_columns(ARRAY_COLUMNS, 'arrayjob')} FROM arrayjob WHERE "
             "arrayjob.experiment_id = ? AND arrayjob.job_id != '' ORDER BY arrayjob.\"index\"",
             (exp_id,))
 

@@ -13,30 +13,23 @@ import logging
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import case, event
+from sqlalchemy import event
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.orm import defer
-from sqlalchemy.orm.attributes import set_committed_value
-from sqlmodel import Session, SQLModel, col, create_engine, func, select
+from sqlmodel import Session, SQLModel, col, create_engine, select
 
-from hpcdet.errors import NotFoundError, StoreError
+from hpcdet.errors import StoreError
 from hpcdet.private import close_file, open_private
 from hpcdet.rundir.events import EventBatch, read_event_batch
 from hpcdet.rundir.metric_codec import column_names, json_member, sql_step_at, sql_value_at
 from hpcdet.states import (
-    FINAL_EXPERIMENT_STATES,
-    FINAL_TRIAL_STATES,
-    LIVE_RUN_STATES,
     SUBMITTED_RUN_STATES,
-    CheckpointState,
     RunState,
-    TrialState,
 )
 from hpcdet.store import ingest, journal_apply
 from hpcdet.store.ingest import BestOf
@@ -52,7 +45,7 @@ from hpcdet.store.models import (
     SearcherEvent,
     Trial,
 )
-from hpcdet.store.reads import LiveRun
+from hpcdet.store.queries import Queries
 
 # One line of a journal: (its start offset, the offset past it, its entry or None if damaged).
 JournalLine = tuple[int, int, "dict[str, Any] | None"]
@@ -62,20 +55,6 @@ JournalLine = tuple[int, int, "dict[str, Any] | None"]
 SCHEMA_VERSION = 6
 
 log = logging.getLogger(__name__)
-
-# "state IN (...)" of a live run, and its values, for the daemon's per-tick queries.
-_LIVE_STATES = tuple(sorted(LIVE_RUN_STATES))
-_IS_LIVE = f"state IN ({','.join('?' * len(_LIVE_STATES))})"
-_FINAL_STATES = tuple(sorted(FINAL_EXPERIMENT_STATES))
-_IS_UNFINISHED = f"state NOT IN ({','.join('?' * len(_FINAL_STATES))})"
-# The unfinished experiments, which the daemon asks for several times a tick: built once.
-_UNFINISHED = select(Experiment).where(
-    col(Experiment.state).not_in(_FINAL_STATES)).order_by(col(Experiment.id))
-
-# Live runs asked for by (trial, run) in the query itself, up to this many (two SQL variables
-# each, under the oldest SQLite's limit); more are read with the rest and picked out.
-_ASKED_RUNS = 400
-
 
 def _make_engine(path: Path, readonly: bool) -> Engine:
     if readonly:
@@ -152,8 +131,8 @@ def _raw(s: Session) -> sqlite3.Connection:
     return raw
 
 
-class Store:
-    """The database of one state directory."""
+class Store(Queries):
+    """The database of one state directory: its queries (``Queries``) and the daemon's writes."""
 
     def __init__(self, path: Path, readonly: bool = False) -> None:
         self.path = path
@@ -192,171 +171,6 @@ class Store:
 
     def close(self) -> None:
         self.engine.dispose()
-
-    # Queries used by the CLI and the daemon. They return detached objects.
-
-    def experiments(self, unfinished: bool = False, config: bool = True) -> list[Experiment]:
-        """Every experiment (or the unfinished ones); without ``config``, their config_json is
-        left unread (a listing of thousands need not decode kilobytes each), and reads as
-        "{}"."""
-        with self.session() as s:
-            q = _UNFINISHED if unfinished else select(Experiment).order_by(col(Experiment.id))
-            if not config:
-                # SQLModel types the column as Mapped[str]; defer() takes the same attribute.
-                q = q.options(defer(Experiment.config_json, raiseload=True))  # type: ignore[arg-type]
-            found = list(s.exec(q))
-            if not config:
-                for exp in found:
-                    set_committed_value(exp, "config_json", "{}")
-            return found
-
-    def trial_work(self) -> dict[int, tuple[int, float]]:
-        """Per experiment: its trials, and their work done (1 for a completed trial, else its
-        progress), summed in SQL."""
-        with self.session() as s:
-            q = select(Trial.experiment_id, func.count(), func.sum(case(
-                (col(Trial.state) == TrialState.COMPLETED, 1.0), else_=col(Trial.progress)))
-            ).group_by(col(Trial.experiment_id))
-            return {int(e): (int(n), float(done or 0.0)) for e, n, done in s.exec(q)}
-
-    def experiment(self, exp_id: int) -> Experiment:
-        with self.session() as s:
-            exp = s.get(Experiment, exp_id)
-            if exp is None:
-                raise NotFoundError(f"experiment {exp_id} not found; `hpcdet experiment list`")
-            return exp
-
-    def trials(self, exp_id: int | None = None, state: TrialState | None = None,
-               ids: Sequence[int] | None = None) -> list[Trial]:
-        q = select(Trial).order_by(col(Trial.id))
-        if exp_id is not None:
-            q = q.where(Trial.experiment_id == exp_id)
-        if state is not None:
-            q = q.where(Trial.state == state)
-        with self.session() as s:
-            if ids is None:
-                return list(s.exec(q))
-            return [t for part in parts(ids) for t in s.exec(q.where(col(Trial.id).in_(part)))]
-
-    def requests_created(self, exp_id: int) -> int:
-        """One past the highest search request id of the experiment's trials (0 if none)."""
-        with self.session() as s:
-            q = select(func.max(Trial.request_id)).where(Trial.experiment_id == exp_id)
-            highest = s.exec(q).one()
-            return 0 if highest is None else int(highest) + 1
-
-    def trial(self, trial_id: int) -> Trial:
-        with self.session() as s:
-            t = s.get(Trial, trial_id)
-            if t is None:
-                raise NotFoundError(f"trial {trial_id} not found; `hpcdet experiment describe N`")
-            return t
-
-    def experiment_of(self, trial_id: int) -> int:
-        """The experiment of a trial, remembered: it never changes, and the daemon's loop asks
-        for every live run on every tick."""
-        exp_id = self._experiment_of.get(trial_id)
-        if exp_id is None:
-            exp_id = self._experiment_of[trial_id] = self.trial(trial_id).experiment_id
-        return exp_id
-
-    def runs(self, trial_ids: Sequence[int] | None = None, live_only: bool = False) -> list[Run]:
-        q = select(Run).order_by(col(Run.trial_id), col(Run.run_id))
-        if live_only:
-            q = q.where(col(Run.state).in_(sorted(LIVE_RUN_STATES)))
-        with self.session() as s:
-            if trial_ids is None:
-                return list(s.exec(q))
-            return [r for part in parts(trial_ids)
-                    for r in s.exec(q.where(col(Run.trial_id).in_(part)))]
-
-    def current_runs(self, trials: Iterable[Trial]) -> list[Run]:
-        """Each trial's current run (its ``run_id``), asked together; a trial without one has
-        none in the list."""
-        current = {(t.id, t.run_id) for t in trials}
-        return [run for run in self.runs([trial_id for trial_id, _ in current])
-                if (run.trial_id, run.run_id) in current]
-
-    def live_job_ids(self) -> list[str]:
-        """The scheduler's ids of the live runs (a run not yet submitted has none)."""
-        with self.engine.connect() as conn:
-            rows = conn.exec_driver_sql(
-                f"SELECT job_id FROM run WHERE {_IS_LIVE} AND job_id != '' "
-                "ORDER BY trial_id, run_id", _LIVE_STATES)
-            return [str(job_id) for job_id, in rows]
-
-    def live_jobs(self) -> list[tuple[int, str]]:
-        """(experiment, the scheduler's id) of each live run's job, once each."""
-        with self.engine.connect() as conn:
-            rows = conn.exec_driver_sql(
-                "SELECT DISTINCT trial.experiment_id, run.job_id FROM run "
-                f"JOIN trial ON trial.id = run.trial_id WHERE run.{_IS_LIVE} "
-                "AND run.job_id != ''", _LIVE_STATES)
-            return [(int(exp_id), str(job_id)) for exp_id, job_id in rows]
-
-    def best_validation(self, exp_id: int, smaller_is_better: bool) -> float | None:
-        """The best of the experiment's trials' best validation values, if any."""
-        pick = "min" if smaller_is_better else "max"
-        with self.engine.connect() as conn:
-            value = conn.exec_driver_sql(
-                f"SELECT {pick}(best_validation) FROM trial WHERE experiment_id = ?",
-                (exp_id,)).scalar()
-        return None if value is None else float(value)
-
-    def live_runs(self, of: Collection[tuple[int, int]] | None = None) -> list[LiveRun]:
-        """The live runs (or those of them given as (trial, run)), with their trials' say, by
-        trial and run."""
-        where = f"run.{_IS_LIVE}"
-        asked: tuple[int, ...] = ()
-        if of is not None and len(of) <= _ASKED_RUNS:
-            if not of:
-                return []
-            where += " AND (run.trial_id, run.run_id) IN (VALUES " + ", ".join(
-                "(?, ?)" for _ in of) + ")"
-            asked = tuple(n for key in of for n in key)
-        with self.engine.connect() as conn:
-            rows = conn.exec_driver_sql(
-                "SELECT run.trial_id, run.run_id, run.job_id, run.state, run.event_offset, "
-                "run.event_seq, run.searcher_seq, run.first_op, run.ops_decided, "
-                "trial.experiment_id, trial.stop_requested, trial.ops_json "
-                f"FROM run JOIN trial ON trial.id = run.trial_id WHERE {where} "
-                "ORDER BY run.trial_id, run.run_id", (*_LIVE_STATES, *asked)).fetchall()
-        runs = [LiveRun._make((*row[:10], bool(row[10]), row[11])) for row in rows]
-        if of is not None and not asked:
-            runs = [run for run in runs if (run.trial_id, run.run_id) in of]
-        return runs
-
-    def any_live_run(self) -> bool:
-        with self.engine.connect() as conn:
-            return bool(conn.exec_driver_sql(
-                f"SELECT EXISTS (SELECT 1 FROM run WHERE {_IS_LIVE})", _LIVE_STATES).scalar())
-
-    def any_unfinished_experiment(self) -> bool:
-        with self.engine.connect() as conn:
-            return bool(conn.exec_driver_sql(
-                f"SELECT EXISTS (SELECT 1 FROM experiment WHERE {_IS_UNFINISHED})",
-                _FINAL_STATES).scalar())
-
-    def any_unfinished_trial(self, exp_id: int) -> bool:
-        final = sorted(FINAL_TRIAL_STATES)
-        with self.engine.connect() as conn:
-            return bool(conn.exec_driver_sql(
-                "SELECT EXISTS (SELECT 1 FROM trial WHERE experiment_id = ? AND state NOT IN "
-                f"({','.join('?' * len(final))}))", (exp_id, *final)).scalar())
-
-    def trial_states(self, exp_id: int) -> list[str]:
-        """The states of the experiment's trials, by id."""
-        with self.engine.connect() as conn:
-            return [str(state) for state, in conn.exec_driver_sql(
-                "SELECT state FROM trial WHERE experiment_id = ? ORDER BY id", (exp_id,))]
-
-    def unreported_exits(self, exp_id: int) -> list[Trial]:
-        """The experiment's trials that ended and whose search has not heard so, by id."""
-        with self.session() as s:
-            q = select(Trial).where(
-                Trial.experiment_id == exp_id, col(Trial.state).in_(sorted(FINAL_TRIAL_STATES)),
-                col(Trial.exit_reported).is_(False)).order_by(col(Trial.id))
-            return list(s.exec(q))
 
     def metrics(self, trial_id: int, group: str | None = None) -> list[Report]:
         """The trial's reports (of ``group``), in the order they were made."""
@@ -459,57 +273,6 @@ class Store:
             for group, reports, metrics_json in conn.exec_driver_sql(query, tuple(trial_ids)):
                 yield group, (list(json.loads(metrics_json)) if reports == 1
                               else column_names(metrics_json))
-
-    def checkpoint(self, uuid: str) -> Checkpoint:
-        """One checkpoint, in whatever state."""
-        with self.session() as s:
-            c = s.get(Checkpoint, uuid)
-            if c is None:
-                raise NotFoundError(
-                    f"checkpoint {uuid} not found; `hpcdet checkpoint list EXPERIMENT_ID`"
-                )
-            return c
-
-    def checkpoints(
-        self, exp_id: int | None = None, trial_id: int | None = None
-    ) -> list[Checkpoint]:
-        with self.session() as s:
-            q = select(Checkpoint).where(Checkpoint.state == CheckpointState.COMPLETED)
-            if exp_id is not None:
-                q = q.where(Checkpoint.experiment_id == exp_id)
-            if trial_id is not None:
-                q = q.where(Checkpoint.trial_id == trial_id)
-            return list(s.exec(q.order_by(col(Checkpoint.steps_completed))))
-
-    def arrays(self, exp_id: int | None = None, submitted: bool = True) -> list[ArrayJob]:
-        """Job arrays in submission order; ``submitted=False`` adds those still without an id."""
-        with self.session() as s:
-            q = select(ArrayJob)
-            if exp_id is not None:
-                q = q.where(ArrayJob.experiment_id == exp_id)
-            if submitted:
-                q = q.where(ArrayJob.job_id != "")
-            return list(s.exec(q.order_by(col(ArrayJob.experiment_id), col(ArrayJob.index))))
-
-    def run(self, trial_id: int, run_id: int) -> Run | None:
-        with self.session() as s:
-            q = select(Run).where(Run.trial_id == trial_id, Run.run_id == run_id)
-            run: Run | None = s.exec(q).first()
-            return run
-
-    def searcher_events(self, exp_id: int) -> list[dict[str, Any]]:
-        """The inputs fed to the experiment's searcher, in the order they were fed."""
-        with self.session() as s:
-            q = (select(SearcherEvent).where(SearcherEvent.experiment_id == exp_id)
-                 .order_by(col(SearcherEvent.id)))
-            return [json.loads(r.event_json) for r in s.exec(q)]
-
-    def max_ids(self) -> tuple[int, int]:
-        """The largest experiment and trial ids in the database (0 when none)."""
-        with self.session() as s:
-            exp_id = s.exec(select(func.max(Experiment.id))).one()
-            trial_id = s.exec(select(func.max(Trial.id))).one()
-        return int(exp_id or 0), int(trial_id or 0)
 
     # Writes, by the daemon only.
 

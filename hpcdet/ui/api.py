@@ -8,7 +8,7 @@ import functools
 import json
 from collections.abc import Callable
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -16,11 +16,10 @@ from starlette.routing import Route
 
 from hpcdet.config.schema import INT64_MAX
 from hpcdet.errors import UsageError
+from hpcdet.ids import check_id
 from hpcdet.link import connect
 from hpcdet.paths import StatePaths
 from hpcdet.protocol.messages import Activate, Cancel, JobUpdate, Kill, Pause, UpdateJobs
-from hpcdet.store.ids import check_id
-from hpcdet.store.repository import Store
 from hpcdet.views import curves as plots
 from hpcdet.views.checkpoints import ranked_checkpoints
 from hpcdet.views.cluster import cluster_view, site_scheduler
@@ -28,6 +27,9 @@ from hpcdet.views.experiments import describe_experiment, experiment_dict, exper
 from hpcdet.views.logs import LEVELS, LogFilter, log_page
 from hpcdet.views.queue import job_queue, scheduler_statuses
 from hpcdet.views.trials import describe_trial, trial_dict, trial_metrics
+
+if TYPE_CHECKING:
+    from hpcdet.views.access import Store
 
 # What a POST may ask of an experiment, as the daemon link names it.
 ACTIONS: dict[str, type[Pause | Activate | Cancel | Kill]] = {
@@ -46,7 +48,7 @@ def api_routes(paths: StatePaths, store: Callable[[], Store]) -> list[Route]:
         view = describe_experiment(store(), exp_id)
         return JSONResponse({
             "experiment": experiment_dict(view.experiment),
-            "labels": json.loads(view.experiment.labels_json),
+            "labels": list(view.experiment.labels),
             "config": view.config,
             "searcher": view.searcher,
             "best": asdict(view.best) if view.best else None,
@@ -94,7 +96,7 @@ def api_routes(paths: StatePaths, store: Callable[[], Store]) -> list[Route]:
             "uuid": c.checkpoint.uuid, "steps_completed": c.checkpoint.steps_completed,
             "state": c.checkpoint.state, "reported": c.checkpoint.reported,
             "metric": c.metric, "files": c.files, "size": c.size,
-            "metadata": json.loads(c.checkpoint.metadata_json),
+            "metadata": c.checkpoint.metadata,
         } for c in found.checkpoints])
 
     def logs(request: Request) -> Response:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -18,10 +19,12 @@ from starlette.staticfiles import StaticFiles
 
 from hpcdet.errors import HpcdetError, NotFoundError, UsageError
 from hpcdet.paths import StatePaths
-from hpcdet.store.repository import Store
 from hpcdet.ui.api import api_routes
 from hpcdet.ui.door import Door, guard
 from hpcdet.views.access import read_store
+
+if TYPE_CHECKING:
+    from hpcdet.views.access import Store
 
 # The pages, the scripts and the vendored plotting library: all in the wheel, no CDN.
 STATIC = Path(__file__).parent / "static"

@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING
 from hpcdet.errors import DaemonError
 from hpcdet.paths import StatePaths
 from hpcdet.protocol import process
-from hpcdet.store.reads import Reads
+from hpcdet.store.reads import Reads as Reads
 
 if TYPE_CHECKING:
-    from hpcdet.store.repository import Store
+    from hpcdet.store.repository import Store as Store
 
 
 def _database(p: StatePaths) -> Path:
@@ -34,6 +34,13 @@ def read_store(p: StatePaths) -> Store:
     from hpcdet.store.repository import Store
 
     return Store(_database(p), readonly=True)
+
+
+def open_database(p: StatePaths) -> Store:
+    """The database, read-only, as it is now (the daemon is not started)."""
+    from hpcdet.store.repository import Store
+
+    return Store(p.database(), readonly=True)
 
 
 def open_reads(p: StatePaths) -> Reads:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
@@ -10,14 +9,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hpcdet.checkpoint_gc import CheckpointRecord, ValidationRecord, best, latest, rank
+from hpcdet.checkpoint_gc import CheckpointRecord, GCPolicy, ValidationRecord, best, latest, rank
 from hpcdet.config import ExperimentConfig
 from hpcdet.daemon.jobspec import trusted_storage
 from hpcdet.errors import NotFoundError, StateError, UsageError
 from hpcdet.paths import StatePaths
 from hpcdet.private import PrivacyError, check_holder, check_owned, private_dir
+from hpcdet.records import CheckpointRecord as Checkpoint
+from hpcdet.records import ExperimentRecord as Experiment
 from hpcdet.states import CheckpointState
-from hpcdet.store.models import Checkpoint, Experiment
 from hpcdet.store.repository import Store
 
 
@@ -28,11 +28,11 @@ class RankedCheckpoint:
 
     @property
     def files(self) -> int:
-        return len(json.loads(self.checkpoint.resources_json))
+        return len(self.checkpoint.resources)
 
     @property
     def size(self) -> int:
-        return sum(int(v) for v in json.loads(self.checkpoint.resources_json).values())
+        return sum(int(v) for v in self.checkpoint.resources.values())
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ def ranked_checkpoints(
     smaller = cfg.searcher.smaller_is_better if smaller_is_better is None else smaller_is_better
     ckpts = {c.uuid: c for c in store.checkpoints(exp_id=exp_id, trial_id=trial_id)}
     validations = [
-        ValidationRecord(m.trial_id, m.steps_completed, json.loads(m.metrics_json))
+        ValidationRecord(m.trial_id, m.steps_completed, m.metrics)
         for m in store.experiment_metrics(exp_id, "validation")
     ]
     records = [CheckpointRecord(c.uuid, c.trial_id, c.steps_completed, c.reported)
@@ -145,9 +145,17 @@ def checkpoint_validation(store: Store, ckpt: Checkpoint) -> dict[str, Any]:
     merged: dict[str, Any] = {}
     for m in store.metrics(ckpt.trial_id, "validation"):
         if m.steps_completed == ckpt.steps_completed:
-            merged.update(json.loads(m.metrics_json))
+            merged.update(m.metrics)
     return merged
 
 
 def _config(exp: Experiment) -> ExperimentConfig:
-    return ExperimentConfig.from_dict(json.loads(exp.config_json))
+    return exp.config
+
+
+def doomed_checkpoints(store: Store, exp_id: int, policy: GCPolicy) -> list[Checkpoint]:
+    """The checkpoints a new GC policy would delete now (`experiment set gc-policy` shows
+    them before it asks): what the daemon's retention will delete."""
+    from hpcdet.daemon import retention
+
+    return retention.doomed_checkpoints(store, exp_id, _config(store.experiment(exp_id)), policy)

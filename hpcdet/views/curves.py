@@ -3,11 +3,9 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
-from hpcdet.config.experiment import ExperimentConfig
 from hpcdet.search.asha import rung_lengths
 from hpcdet.store.repository import Store
 
@@ -63,8 +61,7 @@ class Rung:
 def asha_rungs(store: Store, exp_id: int) -> list[Rung]:
     """The rungs of an adaptive_asha experiment's brackets, shortest first, and the searcher
     metric of each trial that got there; [] for other searchers."""
-    searcher = ExperimentConfig.from_dict(
-        json.loads(store.experiment(exp_id).config_json)).searcher
+    searcher = store.experiment(exp_id).config.searcher
     lengths = rung_lengths(searcher)
     if not lengths:
         return []

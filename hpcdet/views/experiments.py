@@ -9,14 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from hpcdet.paths import StatePaths
 from hpcdet.protocol import process
-from hpcdet.store.reads import (
-    ArrayRecord,
-    ExperimentRecord,
-    Reads,
-    RunRecord,
-    TrialRecord,
-    reading,
-)
+from hpcdet.records import ArrayRecord, ExperimentRecord, RunRecord, TrialRecord, stored_form
+from hpcdet.store.reads import Reads, reading
 
 if TYPE_CHECKING:
     from hpcdet.store.repository import Store
@@ -39,7 +33,7 @@ class ExperimentRow:
         """The stable form of ``experiment list --json``."""
         e = self.experiment
         return {"id": e.id, "name": e.name, "state": e.state, "progress": self.progress,
-                "description": e.description, "labels": json.loads(e.labels_json),
+                "description": e.description, "labels": list(e.labels),
                 "archived": e.archived, "searcher": e.searcher, "backend": e.backend,
                 "resource_pool": e.resource_pool, "priority": e.priority, "weight": e.weight,
                 "started": e.created, "ended": e.ended, "error": e.error}
@@ -85,7 +79,7 @@ def experiment_rows(source: Reads | Store, with_best: bool = False, archived: bo
         count, done = work.get(exp.id, (0, 0.0))
         best = None
         if with_best:
-            searcher = json.loads(exp.config_json).get("searcher", {})
+            searcher = exp.stored_config.get("searcher", {})
             best = best_trial(by_exp.get(exp.id, []), searcher.get("metric", ""),
                               searcher.get("smaller_is_better", True))
         rows.append(ExperimentRow(exp, exp.progress or done / max(1, count), best))
@@ -98,7 +92,7 @@ def describe_experiment(source: Reads | Store, exp_id: int) -> ExperimentView:
         trials = reads.trials(exp_id)
         runs = reads.experiment_runs(exp_id)
         arrays = reads.arrays(exp_id)
-    config = json.loads(exp.config_json)
+    config = exp.stored_config
     searcher = config.get("searcher", {})
     return ExperimentView(
         experiment=exp, config=config,
@@ -110,7 +104,7 @@ def describe_experiment(source: Reads | Store, exp_id: int) -> ExperimentView:
 
 def experiment_dict(e: ExperimentRecord) -> dict[str, Any]:
     """The stored row of an experiment without its config (`describe --json`, the web UI)."""
-    return {k: v for k, v in e.to_dict().items() if k != "config_json"}
+    return stored_form(e)
 
 
 def best_trial(trials: Sequence[TrialRecord], metric: str, smaller_is_better: bool
@@ -126,7 +120,7 @@ def best_trial(trials: Sequence[TrialRecord], metric: str, smaller_is_better: bo
 
 def searcher_summary(t: TrialRecord) -> str:
     """What the searcher decided for the trial: operations (promotions), close, stop."""
-    ops = json.loads(t.ops_json)
+    ops = t.ops
     words = []
     if ops:
         words.append("ops " + ",".join(str(o) for o in ops) + f" ({t.ops_completed} done)")
@@ -156,17 +150,18 @@ def describe_sheets(store: Store, exp_ids: list[int], metrics: bool) -> list[She
         "Experiment ID", "State", "Progress", "Started", "Ended", "Name", "Description",
         "Archived", "Resource Pool", "Labels"], [
         [e.id, e.state, e.progress, e.created, e.ended, e.name, e.description, e.archived,
-         e.resource_pool, ", ".join(sorted(json.loads(e.labels_json)))] for e in exps])
+         e.resource_pool, ", ".join(sorted(e.labels))] for e in exps])
     trial_sheet = Sheet("trials", [
         "Trial ID", "Experiment ID", "State", "Started", "Ended", "H-Params"], [
-        [t.id, t.experiment_id, t.state, t.started, t.ended, t.hparams_json] for t in trials])
+        [t.id, t.experiment_id, t.state, t.started, t.ended, json.dumps(t.hparams)]
+        for t in trials])
     reports = [(t.id, m) for t in trials for m in store.metrics(t.id)]
     names: list[str] = []
     for _, m in reports if metrics else []:
-        names += [k for k in json.loads(m.metrics_json) if k not in names]
+        names += [k for k in m.metrics if k not in names]
     rows: list[list[Any]] = []
     for trial_id, m in reports:
-        values = json.loads(m.metrics_json)
+        values = m.metrics
         rows.append([trial_id, m.steps_completed, m.group, m.reported, "",
                      *[values.get(k, "") for k in names]])
     rows += [[c.trial_id, c.steps_completed, "checkpoint", c.reported, c.uuid,

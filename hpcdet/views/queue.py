@@ -4,12 +4,14 @@ answer), and which experiment a job id names."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from hpcdet.errors import NotFoundError, SchedulerCommandError
 from hpcdet.priority import DEFAULT_PRIORITY, job_number, queue_key
+from hpcdet.records import ExperimentRecord as Experiment
+from hpcdet.records import RunRecord as Run
+from hpcdet.records import TrialRecord as Trial
 from hpcdet.schedulers import Scheduler
 from hpcdet.schedulers.base import JobStatus
 from hpcdet.schedulers.runner import CommandRunner
@@ -20,7 +22,6 @@ from hpcdet.states import (
     JobState,
     QueueState,
 )
-from hpcdet.store.models import Experiment, Run, Trial
 from hpcdet.store.repository import Store
 
 
@@ -62,7 +63,7 @@ def queue(
     for exp in experiments:
         if exp.state not in UNFINISHED_EXPERIMENT_STATES:
             continue
-        slots = max(1, int(json.loads(exp.config_json).get("resources", {})
+        slots = max(1, int(exp.stored_config.get("resources", {})
                            .get("slots_per_trial", 1)))
         mine = [t for t in by_exp.get(exp.id, []) if t.state in QUEUED_TRIAL_STATES]
         jobs = [live[t.id] for t in mine if t.id in live]

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from hpcdet.config import ExperimentConfig
 from hpcdet.errors import NotFoundError
 from hpcdet.paths import StatePaths
 from hpcdet.rundir.layout import tensorboard_dir
@@ -23,7 +21,7 @@ def tensorboard_logdirs(store: Store, paths: StatePaths, exp_ids: list[int]) -> 
     found = {}
     for exp_id in exp_ids:
         exp = store.experiment(exp_id)
-        storage = ExperimentConfig.from_dict(json.loads(exp.config_json)).checkpoint_dir(
+        storage = exp.config.checkpoint_dir(
             paths.default_checkpoints())
         where = tensorboard_dir(storage, CLUSTER_ID, exp_id)
         if not any(where.glob("trial/*/*")):

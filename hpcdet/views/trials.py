@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from hpcdet.store.models import Run, Trial
-    from hpcdet.store.reads import TrialRecord
+    from hpcdet.records import RunRecord as Run
+    from hpcdet.records import TrialRecord as Trial
     from hpcdet.store.repository import Store
 
 
@@ -33,14 +32,12 @@ class TrialView:
     @property
     def metadata(self) -> dict[str, Any]:
         """What the trial gave train.set_metadata()."""
-        value: dict[str, Any] = json.loads(self.trial.metadata_json)
-        return value
+        return self.trial.metadata
 
     @property
     def alerts(self) -> list[dict[str, Any]]:
         """Its core_context.alert() calls, oldest first."""
-        value: list[dict[str, Any]] = json.loads(self.trial.alerts_json)
-        return value
+        return self.trial.alerts
 
     def to_dict(self) -> dict[str, Any]:
         """The stable form of ``trial describe --json``."""
@@ -50,16 +47,16 @@ class TrialView:
                 "runs": [{k: getattr(r, k) for k in _RUN_KEYS} for r in self.runs]}
 
 
-def trial_dict(t: Trial | TrialRecord) -> dict[str, Any]:
+def trial_dict(t: Trial) -> dict[str, Any]:
     """A trial as the CLI's --json output and the SDK give it."""
     return {
         "id": t.id, "experiment_id": t.experiment_id, "state": t.state,
-        "hparams": json.loads(t.hparams_json), "trial_seed": t.trial_seed,
+        "hparams": t.hparams, "trial_seed": t.trial_seed,
         "restarts": t.restarts, "steps_completed": t.steps_completed, "progress": t.progress,
         "status": t.status, "best_validation": t.best_validation,
         "latest_checkpoint": t.latest_checkpoint, "end_reason": t.end_reason,
         "started": t.started, "ended": t.ended,
-        "metadata": json.loads(t.metadata_json), "alerts": json.loads(t.alerts_json),
+        "metadata": t.metadata, "alerts": t.alerts,
     }
 
 
@@ -77,8 +74,7 @@ def trial_metrics(store: Store, trial_id: int, group: str | None = None) -> Tria
     """What the trial reported (of one group, or all), in report order."""
     store.trial(trial_id)  # a NotFoundError that names the trial
     rows = [MetricRow(m.group, m.steps_completed, m.run_id, m.reported,
-                      json.loads(m.metrics_json),
-                      json.loads(m.batch_metrics_json) if m.batch_metrics_json else None)
+                      m.metrics, m.batch_metrics)
             for m in store.metrics(trial_id, group)]
     keys: list[str] = []
     for row in rows:

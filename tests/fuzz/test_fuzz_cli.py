@@ -21,12 +21,12 @@ from hpcdet.cli.main import app
 from hpcdet.config.cluster import ClusterConfig
 from hpcdet.daemon.loop import Daemon
 from hpcdet.errors import HpcdetError
+from hpcdet.ids import id_problem
 from hpcdet.link import files as client_files
 from hpcdet.paths import StatePaths
 from hpcdet.rundir.layout import EVENTS_FILE
 from hpcdet.schedulers.runner import CommandRunner, Result
 from hpcdet.search.base import Initialize
-from hpcdet.store.ids import id_problem
 
 
 class NoSlurm(CommandRunner):

@@ -46,7 +46,7 @@ def test_the_contracts_hold(tree: Path) -> None:
 
 
 @pytest.mark.parametrize(("contract", "module", "line"), [
-    ("layers", "hpcdet/store/ids.py", "import hpcdet.cli.common"),
+    ("layers", "hpcdet/ids.py", "import hpcdet.cli.common"),
     # The import the queue order's move to hpcdet.priority removed.
     ("layers", "hpcdet/daemon/submission.py", "from hpcdet.views.queue import queue"),
     ("searcher", "hpcdet/search/base.py", "import hpcdet.store.models"),
@@ -56,6 +56,11 @@ def test_the_contracts_hold(tree: Path) -> None:
     ("trial-side-stdlib", "hpcdet/rundir/spec.py", "import yaml"),
     ("cli-only-typer", "hpcdet/daemon/requests.py", "import typer"),
     ("store-only-sql", "hpcdet/paths.py", "import sqlite3"),
+    # Issue 40: the faces over the views.
+    ("cli-over-views", "hpcdet/cli/trial.py", "import hpcdet.store.repository"),
+    ("cli-over-views", "hpcdet/cli/daemon.py", "import hpcdet.daemon.loop"),
+    ("ui-over-views", "hpcdet/ui/api.py", "import hpcdet.store.reads"),
+    ("store-importers", "hpcdet/link/files.py", "import hpcdet.store.repository"),
     ("link-no-daemon", "hpcdet/link/files.py", "import hpcdet.daemon.requests"),
 ])
 def test_a_broken_rule_fails(tree: Path, contract: str, module: str, line: str) -> None:

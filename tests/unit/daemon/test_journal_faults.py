@@ -159,7 +159,7 @@ def test_decisions_made_together_take_one_append_and_apply_together(
     assert [e["kind"] for e in entries[1:5]] == [
         "searcher_event", "trial_created", "op_issued", "trial_closed"]
     assert [t.id for t in daemon.store.trials(exp_id)] == [1, 2, 3, 4]
-    assert [json.loads(t.ops_json) for t in daemon.store.trials(exp_id)] == [[1]] * 4
+    assert [t.ops for t in daemon.store.trials(exp_id)] == [(1,)] * 4
     assert daemon.store.experiment(exp_id).actions_done == 12
 
 

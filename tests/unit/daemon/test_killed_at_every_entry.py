@@ -11,7 +11,6 @@ experiment's end. Each boundary is one test case, so a failure names the entry.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -64,7 +63,7 @@ def _check_finished(daemon: Any, cluster: FakeLocal) -> None:
     assert not cluster.live()
     assert stored_metrics(daemon) == cluster.reported
     # Each operation the searcher issued was run and decided once, whatever the kill.
-    assert sum(len(json.loads(t.ops_json)) for t in trials) == sum(
+    assert sum(len(t.ops) for t in trials) == sum(
         r.ops_decided for r in daemon.store.runs())
 
 

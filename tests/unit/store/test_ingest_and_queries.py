@@ -100,7 +100,7 @@ def test_checkpoints_and_their_deletion(j: Journaled, tmp_path: Path) -> None:
     trial = j.store.trial(1)
     assert (trial.latest_checkpoint, trial.steps_completed) == ("c2", 20)
     assert [c.uuid for c in j.store.checkpoints(exp_id=1)] == ["c1", "c2"]
-    assert json.loads(j.store.checkpoint("c1").resources_json) == {"a": 3}
+    assert j.store.checkpoint("c1").resources == {"a": 3}
     write_events(events, ("checkpoint_deleted", {"uuid": "c2"}))
     j.store.ingest_events(1, 1, events, LOSS)
     assert j.store.trial(1).latest_checkpoint is None

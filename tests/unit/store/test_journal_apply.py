@@ -4,10 +4,12 @@ changes nothing (the daemon re-applies entries after a crash and rebuilds from j
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
 
+from hpcdet.records import stored_form
 from hpcdet.store.journal_apply import APPLIERS, UnappliableEntry
 from hpcdet.store.repository import Store
 from tests.unit.store.store_support import Journaled
@@ -22,15 +24,23 @@ def j(tmp_path: Path) -> Journaled:
     return j
 
 
+def _config(store: Store, exp_id: int) -> object:
+    """The experiment's config as stored (these tests store configs no validation takes)."""
+    with sqlite3.connect(store.path) as conn:
+        [text] = conn.execute("SELECT config_json FROM experiment WHERE id = ?",
+                              (exp_id,)).fetchone()
+    return json.loads(text)
+
+
 def _rows(store: Store) -> list[dict[str, object]]:
     """Every row of every table, as a comparable snapshot."""
     rows: list[dict[str, object]] = []
     for exp in store.experiments():
-        rows.append(exp.model_dump())
+        rows.append({**stored_form(exp), "config": _config(store, exp.id)})
     trials = store.trials()
-    rows += [t.model_dump() for t in trials]
-    rows += [{**r.model_dump(), "id": None} for r in store.runs()]
-    rows += [a.model_dump() | {"id": None} for a in store.arrays(submitted=False)]
+    rows += [stored_form(t) for t in trials]
+    rows += [{**stored_form(r), "id": None} for r in store.runs()]
+    rows += [stored_form(a) | {"id": None} for a in store.arrays(submitted=False)]
     rows += [{"searcher_event": e} for e in store.searcher_events(1)]
     return rows
 
@@ -39,7 +49,7 @@ def test_experiment_created_makes_the_row_from_the_entry(j: Journaled) -> None:
     exp = j.store.experiment(1)
     assert (exp.name, exp.state, exp.backend, exp.searcher, exp.position) == (
         "e1", "ACTIVE", "slurm", "single", 1.0)
-    assert json.loads(exp.config_json)["searcher"]["metric"] == "loss"
+    assert _config(j.store, 1)["searcher"]["metric"] == "loss"  # type: ignore[index]
     assert exp.journal_offset == j.journal(1).stat().st_size
 
 
@@ -75,7 +85,8 @@ def test_a_queue_update_to_another_pool_drops_the_partition(tmp_path: Path) -> N
     j.experiment(1, slurm={"partition": "debug"})
     j.record(1, "experiment_queue", resource_pool="batch", priority=10, position=0.5)
     exp = j.store.experiment(1)
-    config = json.loads(exp.config_json)
+    config = _config(j.store, 1)
+    assert isinstance(config, dict)
     assert (exp.resource_pool, exp.priority, exp.position) == ("batch", 10, 0.5)
     assert config["resources"] == {"resource_pool": "batch", "priority": 10}
     assert "partition" not in config["slurm"]
@@ -87,7 +98,7 @@ def test_experiment_error_and_config(j: Journaled) -> None:
     j.record(1, "experiment_config", config={"name": "y"})
     exp = j.store.experiment(1)
     # a new config (set gc-policy on a finished experiment) leaves it ended...
-    assert (exp.error, json.loads(exp.config_json), exp.ended) == (
+    assert (exp.error, _config(j.store, 1), exp.ended) == (
         "metric missing", {"name": "y"}, 9.0)
     # ...running again (continue) does not
     j.record(1, "experiment_state", state="ACTIVE")
@@ -100,7 +111,7 @@ def test_searcher_decisions_change_trials_and_count_as_done(j: Journaled) -> Non
     j.record(1, "trial_closed", request_id=0, action_index=2)
     j.record(1, "trial_stop", request_id=1, action_index=3)
     t1, t2 = j.store.trials(1)
-    assert (json.loads(t1.ops_json), t1.closed, t1.state) == ([10], True, "QUEUED")
+    assert (t1.ops, t1.closed, t1.state) == ((10,), True, "QUEUED")
     # A trial stopped before it ran is done.
     assert (t2.stop_requested, t2.state, t2.end_reason) == (
         True, "COMPLETED", "stopped by the searcher before it ran")

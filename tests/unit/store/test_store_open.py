@@ -47,7 +47,7 @@ def _rebuilt(paths: StatePaths) -> None:
     assert [e.name for e in daemon.store.experiments()] == ["kept"]
     # The journal holds no searcher entries, so the rebuilt daemon also starts the search
     # (a second trial): what matters is that the journaled trial came back.
-    assert daemon.store.trial(1).hparams_json == '{"lr": 0.1}'
+    assert daemon.store.trial(1).hparams == {"lr": 0.1}
 
 
 def test_a_garbage_file_as_database_is_set_aside_and_rebuilt(

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import random
@@ -11,17 +12,27 @@ import pytest
 from hpcdet.cli.common import when
 from hpcdet.cli.job import _status
 from hpcdet.priority import PendingJob, nice_for, plan_nice, position_between, validate
+from hpcdet.records import ExperimentRecord, RunRecord, TrialRecord
 from hpcdet.schedulers.base import JobStatus
 from hpcdet.schedulers.pbs import PbsScheduler
 from hpcdet.states import JobState
+from hpcdet.store import decode
 from hpcdet.store.models import Experiment, Run, Trial
 from hpcdet.views.queue import queue, scheduler_statuses
 
 
-def _exp(i: int, priority: int | None = None, slots: int = 1) -> Experiment:
-    return Experiment(id=i, name=f"e{i}", config_json=json.dumps(
+def _exp(i: int, priority: int | None = None, slots: int = 1) -> ExperimentRecord:
+    return decode.experiment(vars(Experiment(id=i, name=f"e{i}", config_json=json.dumps(
         {"resources": {"slots_per_trial": slots}}), created=float(i), priority=priority,
-        position=float(i))
+        position=float(i))))
+
+
+def _trial(**columns: object) -> TrialRecord:
+    return decode.trial(vars(Trial(**columns)))
+
+
+def _run(**columns: object) -> RunRecord:
+    return decode.run(vars(Run(**columns)))
 
 
 def _job(job_id: int, position: float, priority: int = 42, raw: int = 1000, nice: int = 0,
@@ -104,11 +115,11 @@ def test_priority_maps_to_nice_without_penalising_the_default() -> None:
 
 def test_queue_order_unsubmitted_then_pending_by_priority_then_running() -> None:
     exps = [_exp(1), _exp(2, slots=4), _exp(3), _exp(4, 50)]
-    trials = [Trial(id=10 + i, experiment_id=i, state="ACTIVE") for i in (1, 2, 3)]
-    trials.append(Trial(id=14, experiment_id=4, state="QUEUED"))
-    runs = [Run(trial_id=11, run_id=1, job_id="101", state="RUNNING", submitted=0),
-            Run(trial_id=12, run_id=1, job_id="102", state="PENDING", submitted=0),
-            Run(trial_id=13, run_id=1, job_id="103", state="PENDING", submitted=0)]
+    trials = [_trial(id=10 + i, experiment_id=i, state="ACTIVE") for i in (1, 2, 3)]
+    trials.append(_trial(id=14, experiment_id=4, state="QUEUED"))
+    runs = [_run(trial_id=11, run_id=1, job_id="101", state="RUNNING", submitted=0),
+            _run(trial_id=12, run_id=1, job_id="102", state="PENDING", submitted=0),
+            _run(trial_id=13, run_id=1, job_id="103", state="PENDING", submitted=0)]
     statuses = {
         "101": JobStatus(JobState.RUNNING, priority=1000),
         "102": JobStatus(JobState.PENDING, "waiting for nodes", priority=900, start=5000.0),
@@ -129,10 +140,10 @@ def test_queue_order_unsubmitted_then_pending_by_priority_then_running() -> None
 
 def test_pending_ties_go_by_job_id_as_slurm_starts_them() -> None:
     exps = [_exp(1), _exp(2)]
-    trials = [Trial(id=11, experiment_id=1, state="ACTIVE"),
-              Trial(id=12, experiment_id=2, state="ACTIVE")]
-    runs = [Run(trial_id=11, run_id=1, job_id="205", state="PENDING", submitted=0),
-            Run(trial_id=12, run_id=1, job_id="204", state="PENDING", submitted=0)]
+    trials = [_trial(id=11, experiment_id=1, state="ACTIVE"),
+              _trial(id=12, experiment_id=2, state="ACTIVE")]
+    runs = [_run(trial_id=11, run_id=1, job_id="205", state="PENDING", submitted=0),
+            _run(trial_id=12, run_id=1, job_id="204", state="PENDING", submitted=0)]
     statuses = {"205": JobStatus(JobState.PENDING, priority=1000),
                 "204": JobStatus(JobState.PENDING, priority=1000)}
     assert [r.job_id for r in queue(exps, trials, runs, statuses)] == ["2", "1"]
@@ -140,10 +151,10 @@ def test_pending_ties_go_by_job_id_as_slurm_starts_them() -> None:
 
 def test_a_pool_filter_matches_the_pool_or_the_partition_its_jobs_are_in() -> None:
     exps = [_exp(1), _exp(2)]
-    exps[1].resource_pool = "gpu"
-    trials = [Trial(id=11, experiment_id=1, state="ACTIVE"),
-              Trial(id=12, experiment_id=2, state="ACTIVE")]
-    runs = [Run(trial_id=11, run_id=1, job_id="301", state="PENDING", submitted=0)]
+    exps[1] = dataclasses.replace(exps[1], resource_pool="gpu")
+    trials = [_trial(id=11, experiment_id=1, state="ACTIVE"),
+              _trial(id=12, experiment_id=2, state="ACTIVE")]
+    runs = [_run(trial_id=11, run_id=1, job_id="301", state="PENDING", submitted=0)]
     statuses = {"301": JobStatus(JobState.PENDING, priority=1000, partition="debug")}
     rows = {r.job_id: r for r in queue(exps, trials, runs, statuses)}
     assert rows["1"].in_pool("debug") and rows["1"].in_pool("default")

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from hpcdet.errors import StoreError
-from hpcdet.store.models import Experiment, Run
+from hpcdet.records import ExperimentRecord as Experiment
+from hpcdet.store.models import Run
 from tests.unit.daemon.services.support import World
 
 
