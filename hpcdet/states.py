@@ -236,3 +236,47 @@ def idle_trials_follow(
     if experiment_state in STOPPING_STATES:
         return IDLE_TRIAL_STATES, TrialState.CANCELED
     return None
+
+
+# What the journal's entries do to states besides the state they name (applied by
+# store/journal_apply.py). Each returns the new state, or None where the state stays.
+
+STOPPED_BEFORE_IT_RAN = "stopped by the searcher before it ran"
+
+
+def ends(state: str) -> bool:
+    """Whether an experiment or trial entering ``state`` ends (and gets its end time); one
+    entering any other state has not ended, even if it had before (continued)."""
+    return state in FINAL_EXPERIMENT_STATES or state in FINAL_TRIAL_STATES
+
+
+def promoted(trial: str) -> TrialState | None:
+    """0.37: an operation issued to a WAITING trial queues it again, to resume from its latest
+    checkpoint."""
+    return TrialState.QUEUED if trial == TrialState.WAITING else None
+
+
+def closed(trial: str) -> TrialState | None:
+    """0.37: a WAITING trial the searcher closes has nothing left to do."""
+    return TrialState.COMPLETED if trial == TrialState.WAITING else None
+
+
+def stopped_by_searcher(trial: str) -> TrialState | None:
+    """0.38: a trial the searcher stops before it has a job is done; one with a job completes
+    when its job ends (``decide_run_end``)."""
+    return TrialState.COMPLETED if trial in IDLE_TRIAL_STATES else None
+
+
+def job_named(run: str) -> RunState | None:
+    """A SUBMITTING run whose job the scheduler named is PENDING; a later state stays."""
+    return RunState.PENDING if run == RunState.SUBMITTING else None
+
+
+def canceled_by_failure(run: str) -> RunState | None:
+    """A live run of an experiment that fails at once is canceled."""
+    return RunState.CANCELED if run in LIVE_RUN_STATES else None
+
+
+def trial_canceled_by_failure(trial: str) -> TrialState | None:
+    """An unfinished trial of an experiment that fails at once is canceled."""
+    return TrialState.CANCELED if trial not in FINAL_TRIAL_STATES else None

@@ -52,6 +52,13 @@ from hpcdet.states import (
     ExperimentState,
     TrialState,
 )
+from hpcdet.store.entries import (
+    ExperimentConfigChanged,
+    ExperimentMetaChanged,
+    ExperimentStateChanged,
+    TrialContinued,
+    TrialStateChanged,
+)
 from hpcdet.store.repository import Store
 
 
@@ -118,7 +125,8 @@ class Commands:
         exp = self.store.experiment(exp_id)
         if exp.state != ExperimentState.ACTIVE:
             raise StateError(f"experiment {exp_id} is {exp.state}; only ACTIVE ones can pause")
-        self.journal.record(exp_id, "experiment_state", state=ExperimentState.PAUSED, cascade=True)
+        self.journal.record(
+            exp_id, ExperimentStateChanged(state=ExperimentState.PAUSED, cascade=True))
         self.controls.stop(exp_id, self.store.trials(exp_id, state=TrialState.ACTIVE),
                            graceful=True)
         self.controls.sync_all()
@@ -130,7 +138,8 @@ class Commands:
             return f"Activated experiment {exp_id}"
         if exp.state != ExperimentState.PAUSED:
             raise StateError(f"experiment {exp_id} is {exp.state}; only PAUSED ones can activate")
-        self.journal.record(exp_id, "experiment_state", state=ExperimentState.ACTIVE, cascade=True)
+        self.journal.record(
+            exp_id, ExperimentStateChanged(state=ExperimentState.ACTIVE, cascade=True))
         self.controls.sync_all()
         self.submission.submit_queued()
         return f"Activated experiment {exp_id}"
@@ -147,9 +156,9 @@ class Commands:
         exp = self.store.experiment(exp_id)
         if exp.state in FINAL_EXPERIMENT_STATES:
             return f"{verb} experiment {exp_id}"
-        self.journal.record(exp_id, "experiment_state", state=ExperimentState.STOPPING_CANCELED,
+        self.journal.record(exp_id, ExperimentStateChanged(state=ExperimentState.STOPPING_CANCELED,
                             cascade=True,
-                            reason=f"{verb.lower()} by the user")
+                            reason=f"{verb.lower()} by the user"))
         # Before the trials' jobs go: the scheduler starts an array's next pending tasks as
         # soon as running ones end, and those must find nothing to wait for.
         self.finisher.close_arrays(exp_id, cancel=not graceful)
@@ -179,11 +188,11 @@ class Commands:
             raise StateError("experiment has been completed, cannot continue this experiment")
         if config is not None:
             cfg = ExperimentConfig.from_dict(config)
-            self.journal.record(exp_id, "experiment_config", config=cfg.to_dict())
+            self.journal.record(exp_id, ExperimentConfigChanged(config=cfg.to_dict()))
             self.configs.forget(exp_id)
         for trial in again:
-            self.journal.record(exp_id, "trial_continued", trial_id=trial.id)
-        self.journal.record(exp_id, "experiment_state", state=ExperimentState.ACTIVE)
+            self.journal.record(exp_id, TrialContinued(trial_id=trial.id))
+        self.journal.record(exp_id, ExperimentStateChanged(state=ExperimentState.ACTIVE))
         # Its old arrays were canceled when it ended; a new one must not find them closed.
         layout.array_closed(self.paths.experiment(exp_id)).unlink(missing_ok=True)
         self.submission.submit_queued()
@@ -241,7 +250,7 @@ class Commands:
             said = f"{'Archived' if value else 'Unarchived'} experiment {exp_id}"
         else:
             raise UsageError(f"an experiment has no setting {field!r}")
-        self.journal.record(exp_id, "experiment_meta", **entry)
+        self.journal.record(exp_id, ExperimentMetaChanged(**entry))
         return said
 
     def _set_max_slots(self, exp: Experiment, value: Any) -> str:
@@ -270,7 +279,7 @@ class Commands:
         raw = self.configs.get(exp).to_dict()
         raw[section] = {**(raw.get(section) or {}), **values}
         cfg = ExperimentConfig.from_dict(raw)
-        self.journal.record(exp.id, "experiment_config", config=cfg.to_dict())
+        self.journal.record(exp.id, ExperimentConfigChanged(config=cfg.to_dict()))
         self.configs.forget(exp.id)
 
     def delete_experiment(self, exp_id: int) -> str:
@@ -294,9 +303,9 @@ class Commands:
         """The trial ends as CANCELED at once; the rest of its experiment goes on."""
         trial = self.store.trial(trial_id)
         if trial.state not in FINAL_TRIAL_STATES:
-            self.journal.record(trial.experiment_id, "trial_state", trial_id=trial_id,
+            self.journal.record(trial.experiment_id, TrialStateChanged(trial_id=trial_id,
                                 state=TrialState.CANCELED, restarts=trial.restarts,
-                                reason="canceled by the user")
+                                reason="canceled by the user"))
             self.controls.stop(trial.experiment_id, [trial], graceful=False)
             self.controls.sync_all()
         return f"Killed trial {trial_id}"

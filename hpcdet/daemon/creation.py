@@ -37,6 +37,7 @@ from hpcdet.paths import StatePaths, hostname
 from hpcdet.rundir.atomic import whole_lines, write_atomic
 from hpcdet.schedulers.templating import check_template_dir
 from hpcdet.states import ExperimentState, TrialState
+from hpcdet.store.entries import ExperimentCreated, ExperimentStateChanged
 from hpcdet.store.repository import Store
 
 log = logging.getLogger(__name__)
@@ -111,18 +112,16 @@ class Creation:
             exp_dir.mkdir(parents=True)
             os.replace(staging, self.paths.context(exp_id))
             write_atomic(self.paths.experiment_record(exp_id), {"id": exp_id, "config": raw})
-            self.journal.record(
-                exp_id, "experiment_created", name=cfg.name, config=raw,
-                description=cfg.description, labels=cfg.labels, backend=self.backend,
-                resource_pool=cfg.resources.resource_pool, priority=cfg.resources.priority,
-                weight=cfg.resources.weight, searcher=cfg.searcher.name,
-                **({"request_id": request_id} if request_id else {}),
-            )
+            self.journal.record(exp_id, ExperimentCreated(
+                name=cfg.name, config=raw, description=cfg.description, labels=cfg.labels,
+                backend=self.backend, resource_pool=cfg.resources.resource_pool,
+                priority=cfg.resources.priority, weight=cfg.resources.weight,
+                searcher=cfg.searcher.name, request_id=request_id or None))
             with self.guard(exp_id, "starting the search", deferrable=False):
                 self.search.start(self.store.experiment(exp_id), cfg)
             if paused:  # its first trials wait, PAUSED, for `experiment activate`
-                self.journal.record(exp_id, "experiment_state", state=ExperimentState.PAUSED,
-                                    cascade=True)
+                self.journal.record(exp_id, ExperimentStateChanged(state=ExperimentState.PAUSED,
+                                    cascade=True))
         except Exception as e:
             self._discard_experiment(exp_id)
             if disk_full_cause(e) is None:

@@ -10,6 +10,7 @@ from hpcdet.records import ExperimentRecord as Experiment
 from hpcdet.rundir import layout
 from hpcdet.rundir.atomic import write_text_atomic
 from hpcdet.states import ExperimentState, TrialState, experiment_final_state
+from hpcdet.store.entries import ExperimentStateChanged
 from hpcdet.store.repository import Store
 
 
@@ -39,8 +40,8 @@ class Finisher:
         """Journal the experiment's final state if it has one now; a search that failed
         (e.g. a validation without the searcher metric) stops the experiment first."""
         if exp.error and exp.state == ExperimentState.ACTIVE:
-            self.journal.record(exp.id, "experiment_state", state=ExperimentState.STOPPING_ERROR,
-                                cascade=True, reason=exp.error)
+            self.journal.record(exp.id, ExperimentStateChanged(state=ExperimentState.STOPPING_ERROR,
+                                cascade=True, reason=exp.error))
             self.close_arrays(exp.id)
             runs = self.store.current_runs(self.store.trials(exp.id, state=TrialState.ACTIVE))
             self.jobs.cancel([run.job_id for run in runs if run.job_id])
@@ -55,4 +56,4 @@ class Finisher:
         # idempotent, and done again by the next daemon if this one dies in between.
         self.retention.collect(exp)
         self.close_arrays(exp.id, cancel=True)  # tasks for trials the search never created
-        self.journal.record(exp.id, "experiment_state", state=final)
+        self.journal.record(exp.id, ExperimentStateChanged(state=final))

@@ -18,6 +18,7 @@ from hpcdet.errors import StoreError, disk_full_cause
 from hpcdet.records import LiveRun
 from hpcdet.records import RunRecord as Run
 from hpcdet.states import FINAL_EXPERIMENT_STATES, ExperimentState
+from hpcdet.store.entries import ExperimentFailed, ExperimentStateChanged
 from hpcdet.store.repository import Store
 
 log = logging.getLogger(__name__)
@@ -177,12 +178,12 @@ class Guard:
             trial_ids = [t.id for t in self.store.trials(exp_id)]
             jobs = [r.job_id for r in self.store.runs(trial_ids, live_only=True) if r.job_id]
             if exp.state == ExperimentState.STOPPING_ERROR:
-                self.journal.record(exp_id, "experiment_failed",
-                                    message=f"{exp.error}; stopping it failed too: {message}")
+                self.journal.record(exp_id, ExperimentFailed(
+                    message=f"{exp.error}; stopping it failed too: {message}"))
             else:
-                self.journal.record(exp_id, "experiment_state",
-                                    state=ExperimentState.STOPPING_ERROR, cascade=True,
-                                    reason=message, error=message)
+                self.journal.record(exp_id, ExperimentStateChanged(
+                    state=ExperimentState.STOPPING_ERROR, cascade=True, reason=message,
+                    error=message))
             self.search.forget(exp_id)
             self.jobs.cancel(jobs + [a.job_id for a in self.store.arrays(exp_id)])
             exp = self.store.experiment(exp_id)

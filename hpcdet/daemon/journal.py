@@ -20,13 +20,13 @@ import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from hpcdet.paths import StatePaths
 from hpcdet.records import RunRecord as Run
 from hpcdet.rundir.atomic import append_lines, report_skipped, whole_lines
 from hpcdet.states import Decision, JobState
-from hpcdet.store.journal_apply import APPLIERS, UnappliableEntry
+from hpcdet.store.entries import Entry, RunEnded, encode
+from hpcdet.store.journal_apply import UnappliableEntry
 from hpcdet.store.repository import Store
 
 
@@ -38,20 +38,18 @@ class Journal:
         self.store = store
         self.recorded = 0  # entries this daemon has journaled
 
-    def record(self, exp_id: int, kind: str, **body: Any) -> None:
-        self.record_all(exp_id, [(kind, body)])
+    def record(self, exp_id: int, entry: Entry) -> None:
+        self.record_all(exp_id, [entry])
 
-    def record_all(self, exp_id: int, entries: Sequence[tuple[str, dict[str, Any]]]) -> None:
-        """Journal ``entries`` (kind, body) in order with one append, then apply them in one
-        transaction; all of them or, when this raises, none."""
+    def record_all(self, exp_id: int, entries: Sequence[Entry]) -> None:
+        """Journal ``entries`` in order with one append, then apply them in one transaction;
+        all of them or, when this raises, none."""
         if not entries:
             return
-        for kind, _ in entries:
-            if kind not in APPLIERS:
-                raise ValueError(f"no journal entry of kind {kind!r}")
         now = time.time()
         path = self.paths.journal(exp_id)
-        lines = [{"kind": kind, "exp_id": exp_id, "time": now, **body} for kind, body in entries]
+        lines = [{"kind": entry.kind, "exp_id": exp_id, "time": now, **encode(entry)}
+                 for entry in entries]
         if len(lines) > 1:
             for part, line in enumerate(lines):
                 line["part"] = part  # see Store.apply_journal
@@ -127,8 +125,8 @@ class Journal:
         exit_code: int | None = None,
     ) -> None:
         """A run's end and what its trial does next: one decision, one entry."""
-        self.record(
-            exp_id, "run_ended", trial_id=run.trial_id, run_id=run.run_id, exit_code=exit_code,
-            job_state=job_state, outcome=outcome, trial_state=decision.trial_state,
-            restarts=decision.restarts, reason=decision.reason,
-        )
+        self.record(exp_id, RunEnded(
+            trial_id=run.trial_id, run_id=run.run_id, exit_code=exit_code, job_state=job_state,
+            outcome=outcome, trial_state=decision.trial_state, restarts=decision.restarts,
+            reason=decision.reason,
+        ))

@@ -28,6 +28,7 @@ from hpcdet.priority import DEFAULT_PRIORITY, PendingJob, plan_nice, position_be
 from hpcdet.records import ExperimentRecord as Experiment
 from hpcdet.rundir import layout
 from hpcdet.states import RUNNING_EXPERIMENT_STATES, JobState
+from hpcdet.store.entries import ExperimentQueueUpdated
 from hpcdet.store.queries import queue_update_preview
 from hpcdet.store.repository import Store
 
@@ -216,7 +217,7 @@ class Queue:
             raise HpcdetError(f"the scheduler refused `{' '.join(e.cmd[:3])}`: {_said(e)}. "
                               "Nothing was changed.") from None
         for exp_id, record in changed.items():
-            self.journal.record(exp_id, "experiment_queue", **record)
+            self.journal.record(exp_id, ExperimentQueueUpdated(**record))
             self.configs.forget(exp_id)
         self.controls.sync_all()  # running trials of a moved experiment checkpoint and move
         return "\n".join(notes)

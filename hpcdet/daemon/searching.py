@@ -28,6 +28,15 @@ from hpcdet.search.base import (
     event_from_dict,
     event_to_dict,
 )
+from hpcdet.store.entries import (
+    Entry,
+    OpIssued,
+    SearcherEventFed,
+    SearcherShutdown,
+    TrialClosed,
+    TrialCreated,
+    TrialStopped,
+)
 from hpcdet.store.repository import Store
 
 
@@ -69,10 +78,9 @@ class SearchDriver:
         try:
             search.actions.extend(search.searcher.feed(event))
             search.inputs += 1
-            fed = {"event": event_to_dict(event), "progress": search.searcher.progress(),
-                   **(source or {})}
-            self.journal.record_all(exp.id, [("searcher_event", fed),
-                                             *self._entries(exp.id, search)])
+            fed = SearcherEventFed(event=event_to_dict(event),
+                                   progress=search.searcher.progress(), **(source or {}))
+            self.journal.record_all(exp.id, [fed, *self._entries(exp.id, search)])
         except Exception:
             self.forget(exp.id)  # it may have half taken the event: rebuild it from the journal
             raise
@@ -89,42 +97,38 @@ class SearchDriver:
         """Carry out every decision not yet carried out (all of them after a crash)."""
         self.journal.record_all(exp.id, self._entries(exp.id, self._search(exp, cfg)))
 
-    def _entries(self, exp_id: int, search: _Search) -> list[tuple[str, dict[str, Any]]]:
+    def _entries(self, exp_id: int, search: _Search) -> list[Entry]:
         """The journal entries that carry out the decisions not yet carried out, in order, as
         each would be recorded after the ones before it had been applied."""
         done = self.store.experiment(exp_id).actions_done
-        entries: list[tuple[str, dict[str, Any]]] = []
+        entries: list[Entry] = []
         next_trial = 0
         ops: dict[int, int | None] = {}  # a trial's operations so far, by request; None: no trial
         for index in range(done, len(search.actions)):
             action = search.actions[index]
             if isinstance(action, Create):
                 next_trial = next_trial or self.journal.max_ids()[1] + 1
-                entries.append(("trial_created", {
-                    "trial_id": next_trial, "request_id": action.request_id,
-                    "hparams": action.hparams, "trial_seed": action.trial_seed,
-                    "action_index": index}))
+                entries.append(TrialCreated(
+                    trial_id=next_trial, request_id=action.request_id, hparams=action.hparams,
+                    trial_seed=action.trial_seed, action_index=index))
                 next_trial += 1
                 ops[action.request_id] = 0
             elif isinstance(action, ValidateAfter):
                 if action.request_id not in ops:
                     ops[action.request_id] = self._ops(exp_id, action.request_id)
                 issued = ops[action.request_id]
-                entries.append(("op_issued", {
-                    "request_id": action.request_id, "length": action.length,
-                    "op_index": issued or 0, "action_index": index}))
+                entries.append(OpIssued(
+                    request_id=action.request_id, length=action.length, op_index=issued or 0,
+                    action_index=index))
                 if issued is not None:
                     ops[action.request_id] = issued + 1
             elif isinstance(action, Close):
-                entries.append(("trial_closed", {"request_id": action.request_id,
-                                                 "action_index": index}))
+                entries.append(TrialClosed(request_id=action.request_id, action_index=index))
             elif isinstance(action, Stop):
-                entries.append(("trial_stop", {"request_id": action.request_id,
-                                               "action_index": index}))
+                entries.append(TrialStopped(request_id=action.request_id, action_index=index))
             elif isinstance(action, Shutdown):
-                entries.append(("searcher_shutdown", {
-                    "failure": action.failure, "message": action.message,
-                    "action_index": index}))
+                entries.append(SearcherShutdown(
+                    failure=action.failure, message=action.message, action_index=index))
             else:  # pragma: no cover - the Action union is closed
                 raise TypeError(f"unknown searcher decision {action!r}")
         return entries

@@ -37,6 +37,15 @@ from hpcdet.rundir.atomic import read_json, write_text_atomic
 from hpcdet.rundir.layout import EXIT_FILE
 from hpcdet.schedulers.base import ArraySpec
 from hpcdet.states import Decision, ExperimentState, JobState, RunState, TrialState
+from hpcdet.store.entries import (
+    ArrayAbandoned,
+    ArraySubmitted,
+    ArraySubmitting,
+    ExperimentErrorSet,
+    RunSubmitted,
+    RunSubmitting,
+    TrialStateChanged,
+)
 from hpcdet.store.repository import Store
 
 log = logging.getLogger(__name__)
@@ -169,18 +178,18 @@ class Submission:
             self.site.placement(cfg), nice_for(exp.priority, self.scheduler.nice_per_step))))
         entry = {"index": index, "offset": chunk.offset, "count": chunk.count,
                  "throttle": spec.throttle}
-        self.journal.record(exp.id, "array_submitting", **entry)
+        self.journal.record(exp.id, ArraySubmitting(**entry))
         self.submissions.append(time.time())
         try:
             job_id = self.jobs.submit(script)
         except (SchedulerCommandError, ValueError) as e:
             if self._held(e):  # left submitting: settle() adopts it if it went after all
                 return chunks
-            self.journal.record(exp.id, "array_abandoned", index=index)
+            self.journal.record(exp.id, ArrayAbandoned(index=index))
             self._refuse(exp, f"the scheduler refused the job array: {e}")
             return chunks
         self._submitted()
-        self.journal.record(exp.id, "array_submitted", job_id=job_id, **entry)
+        self.journal.record(exp.id, ArraySubmitted(job_id=job_id, **entry))
         return [*chunks, (job_id, chunk.offset, chunk.count)]
 
     def refuse_never_running(self, now: float | None = None) -> None:
@@ -211,7 +220,7 @@ class Submission:
     def _refuse(self, exp: Experiment, message: str) -> None:
         """The scheduler refused the search's array: the experiment stops with its reason."""
         log.warning("experiment %d: %s", exp.id, message)
-        self.journal.record(exp.id, "experiment_error", message=message)
+        self.journal.record(exp.id, ExperimentErrorSet(message=message))
 
     def _held(self, e: SchedulerCommandError | ValueError) -> bool:
         """Whether the scheduler refused a submission only for now; if so, submissions are
@@ -246,8 +255,8 @@ class Submission:
         problem = self.site.fit_problem(cfg)
         if problem is not None:
             # Slurm would accept some of these and leave them pending forever.
-            self.journal.record(exp.id, "trial_state", trial_id=trial.id, state=TrialState.ERROR,
-                                restarts=trial.restarts, reason=problem)
+            self.journal.record(exp.id, TrialStateChanged(trial_id=trial.id, state=TrialState.ERROR,
+                                restarts=trial.restarts, reason=problem))
             return None
         record = {
             "id": trial.id, "trial_seed": trial.trial_seed,
@@ -274,8 +283,8 @@ class Submission:
         """Journal the trials' next runs as submitting, and write their control files (the
         trial reads its own at start)."""
         self.journal.record_all(exp.id, [
-            ("run_submitting", {"trial_id": t.id, "run_id": t.run_id + 1,
-                                "first_op": t.ops_completed}) for t in trials])
+            RunSubmitting(trial_id=t.id, run_id=t.run_id + 1, first_op=t.ops_completed)
+            for t in trials])
         for live in self.store.live_runs([(t.id, t.run_id + 1) for t in trials]):
             self.controls.sync(live)
 
@@ -300,8 +309,8 @@ class Submission:
                                        outcome=reason)
             return
         self._submitted()
-        self.journal.record(exp.id, "run_submitted", trial_id=trial.id, run_id=run_id,
-                            job_id=job_id)
+        self.journal.record(exp.id, RunSubmitted(trial_id=trial.id, run_id=run_id,
+                            job_id=job_id))
 
     def _fill_slots(self, exp: Experiment, tasks: list[tuple[Trial, tuple[str, int]]]) -> None:
         """Hand the trials' first runs to their array tasks (``_fill_slot``), the runs of all
@@ -322,8 +331,8 @@ class Submission:
         for trial, _, run_dir, _ in handed:
             write_text_atomic(layout.array_slot(exp_dir, trial.request_id), str(run_dir))
         self.journal.record_all(exp_id, [
-            ("run_submitted", {"trial_id": t.id, "run_id": run_id,
-                               "job_id": self.scheduler.array_task_id(*task)})
+            RunSubmitted(trial_id=t.id, run_id=run_id,
+                         job_id=self.scheduler.array_task_id(*task))
             for t, run_id, _, task in handed])
 
     def settle(self) -> None:
@@ -354,12 +363,11 @@ class Submission:
                                   layout.array_dir(self.paths.experiment(exp.id)))
             if job_id:
                 log.info("experiment %d: adopted job array %s", exp.id, job_id)
-                self.journal.record(exp.id, "array_submitted",
-                                    job_id=self.scheduler.array_of(job_id), index=array.index,
-                                    offset=array.offset, count=array.count,
-                                    throttle=array.throttle)
+                self.journal.record(exp.id, ArraySubmitted(
+                    job_id=self.scheduler.array_of(job_id), index=array.index,
+                    offset=array.offset, count=array.count, throttle=array.throttle))
             else:
-                self.journal.record(exp.id, "array_abandoned", index=array.index)
+                self.journal.record(exp.id, ArrayAbandoned(index=array.index))
 
     def _adopt_or_requeue(self, run: Run) -> None:
         trial = self.store.trial(run.trial_id)
@@ -378,8 +386,8 @@ class Submission:
         else:
             job_id = self.jobs.find(run_job_name(exp_id, trial.id, run.run_id), run_dir)
         if job_id:
-            self.journal.record(exp_id, "run_submitted", trial_id=trial.id,
-                                run_id=run.run_id, job_id=job_id)
+            self.journal.record(exp_id, RunSubmitted(trial_id=trial.id,
+                                run_id=run.run_id, job_id=job_id))
             return
         self.journal.run_ended(exp_id, run, Decision(TrialState.QUEUED, trial.restarts, ""),
                                job_state=JobState.CANCELED, outcome="never submitted")

@@ -35,6 +35,7 @@ from hpcdet.states import (
     TrialState,
 )
 from hpcdet.store import decode
+from hpcdet.store.entries import ExperimentQueueUpdated
 from hpcdet.store.journal_apply import apply_queue_update
 from hpcdet.store.limits import parts
 from hpcdet.store.models import ArrayJob, Checkpoint, Experiment, Run, SearcherEvent, Trial
@@ -290,6 +291,6 @@ def queue_update_preview(exp: ExperimentRecord, update: dict[str, Any]) -> Exper
                         if f.name not in ("labels", "config_source")},
                      labels_json=json.dumps(list(exp.labels)),
                      config_json=json.dumps(exp.config.to_dict()))
-    apply_queue_update(row, update)
+    apply_queue_update(row, ExperimentQueueUpdated(**update))
     return replace(decode.experiment(vars(row)),
                    config_source=decode.StoredConfig(exp.id, row.config_json, cached=False))

@@ -31,7 +31,7 @@ from hpcdet.states import (
     SUBMITTED_RUN_STATES,
     RunState,
 )
-from hpcdet.store import ingest, journal_apply
+from hpcdet.store import entries, ingest, journal_apply
 from hpcdet.store.ingest import BestOf
 from hpcdet.store.journal_apply import UnappliableEntry
 from hpcdet.store.limits import hold_to_oldest_limit, parts
@@ -305,8 +305,8 @@ class Store(Queries):
                 if entry is None or start in skip:
                     continue
                 kind = entry.get("kind")
-                apply = journal_apply.APPLIERS.get(kind) if isinstance(kind, str) else None
-                if apply is None:
+                cls = entries.KINDS.get(kind) if isinstance(kind, str) else None
+                if cls is None:
                     report(start, f"an entry of unknown kind {kind!r}")
                     continue
                 part = entry.get("part", 0)
@@ -314,7 +314,7 @@ class Store(Queries):
                     report(start, "an entry whose append lost an entry before it")
                     continue
                 try:
-                    apply(s, entry)
+                    journal_apply.apply(s, *journal_apply.read_line(cls, entry))
                 except (KeyError, TypeError, ValueError, AttributeError) as e:
                     raise UnappliableEntry(start, e) from e
                 applied += 1

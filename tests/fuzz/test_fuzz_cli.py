@@ -27,6 +27,7 @@ from hpcdet.paths import StatePaths
 from hpcdet.rundir.layout import EVENTS_FILE
 from hpcdet.schedulers.runner import CommandRunner, Result
 from hpcdet.search.base import Initialize
+from hpcdet.store.entries import ExperimentCreated, RunSubmitted, RunSubmitting
 
 
 class NoSlurm(CommandRunner):
@@ -63,12 +64,12 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         mp.setenv("HPCDET_SITE_CONFIG", str(root / "site.yaml"))
         mp.setattr(client_files, "call", _answer)
         daemon = Daemon(paths, ClusterConfig(backend="slurm"), NoSlurm())
-        daemon.journal.record(1, "experiment_created", name="x", config=config,
-                              backend="slurm", searcher="single")
+        daemon.journal.record(1, ExperimentCreated(name="x", config=config,
+                              backend="slurm", searcher="single"))
         exp = daemon.store.experiment(1)
         daemon.search.feed(exp, daemon.configs.get(exp), Initialize(), None)
-        daemon.journal.record(1, "run_submitting", trial_id=1, run_id=1)
-        daemon.journal.record(1, "run_submitted", trial_id=1, run_id=1, job_id="101")
+        daemon.journal.record(1, RunSubmitting(trial_id=1, run_id=1))
+        daemon.journal.record(1, RunSubmitted(trial_id=1, run_id=1, job_id="101"))
         paths.run(1, 1, 1).mkdir(parents=True)
         (paths.run(1, 1, 1) / EVENTS_FILE).write_text(
             '{"seq":1,"type":"metrics","time":1.0,"group":"validation","steps_completed":1,'

@@ -69,3 +69,28 @@ def test_no_state_is_spelled_out_beside_its_type() -> None:
              if p.relative_to(root).as_posix() not in _MAY_SPELL_STATES
              for hit in _spelled_states(p)]
     assert found == []
+
+
+def test_what_the_searchers_decisions_do_to_trial_states() -> None:
+    from hpcdet import states
+
+    # 0.37: an operation promotes a WAITING trial, a close completes it; others stay.
+    assert states.promoted(TrialState.WAITING) == TrialState.QUEUED
+    assert states.closed(TrialState.WAITING) == TrialState.COMPLETED
+    for other in (TrialState.QUEUED, TrialState.ACTIVE, TrialState.PAUSED, TrialState.COMPLETED):
+        assert states.promoted(other) is None and states.closed(other) is None
+    # 0.38: a stop completes a trial without a job; one with a job ends when its job does.
+    assert {t for t in TrialState if states.stopped_by_searcher(t)} == {
+        TrialState.QUEUED, TrialState.PAUSED, TrialState.WAITING}
+
+
+def test_a_named_job_and_a_failed_experiment_move_runs_and_trials() -> None:
+    from hpcdet import states
+
+    assert states.job_named(RunState.SUBMITTING) == RunState.PENDING
+    assert states.job_named(RunState.RUNNING) is None  # an entry applied again changes nothing
+    assert {r for r in RunState if states.canceled_by_failure(r)} == LIVE_RUN_STATES
+    assert {t for t in TrialState if states.trial_canceled_by_failure(t) is None} == (
+        FINAL_TRIAL_STATES)
+    assert states.ends("COMPLETED") and states.ends(ExperimentState.ERROR)
+    assert not states.ends(ExperimentState.ACTIVE) and not states.ends(TrialState.WAITING)

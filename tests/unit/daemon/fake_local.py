@@ -26,6 +26,7 @@ from hpcdet.rundir.layout import CONTROL_FILE, EVENTS_FILE, EXIT_FILE
 from hpcdet.rundir.spec import RunSpec
 from hpcdet.schedulers.local_exec import NAME_MARK
 from hpcdet.schedulers.runner import CommandRunner, Result
+from hpcdet.store.entries import ExperimentCreated, RunSubmitted, RunSubmitting, TrialCreated
 
 
 class Killed(BaseException):
@@ -210,8 +211,8 @@ def stored_metrics(daemon: Daemon) -> dict[tuple[int, str, int], dict[str, Any]]
 def journal_one_submitted_run(journal: Any) -> None:
     """Experiment 1 with trial 1 and its run 1 submitted as job 7, journaled by hand (for tests
     of how older or damaged journals replay)."""
-    journal.record(1, "experiment_created", name="e", config=asha_config(), backend="local",
-                   searcher="adaptive_asha")
-    journal.record(1, "trial_created", trial_id=1, hparams={}, trial_seed=0)
-    journal.record(1, "run_submitting", trial_id=1, run_id=1)
-    journal.record(1, "run_submitted", trial_id=1, run_id=1, job_id="7")
+    journal.record(1, ExperimentCreated(name="e", config=asha_config(), backend="local",
+                   searcher="adaptive_asha"))
+    journal.record(1, TrialCreated(trial_id=1, hparams={}, trial_seed=0))
+    journal.record(1, RunSubmitting(trial_id=1, run_id=1))
+    journal.record(1, RunSubmitted(trial_id=1, run_id=1, job_id="7"))

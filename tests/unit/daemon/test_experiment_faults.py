@@ -23,6 +23,7 @@ from hpcdet.rundir.layout import EVENTS_FILE
 from hpcdet.schedulers.runner import Result
 from hpcdet.search import Initialize, OpCompleted, Searcher
 from hpcdet.search.base import Action, Event
+from hpcdet.store.entries import RunEnded, TrialStateChanged
 from hpcdet.store.repository import Store
 from hpcdet.views.experiments import faults_in
 from tests.unit.daemon.fake_local import (
@@ -195,10 +196,10 @@ def test_journals_with_the_trial_state_in_a_separate_entry_still_apply(tmp_path:
     daemon = new_daemon(tmp_path, FakeLocal())
     journal = daemon.journal
     journal_one_submitted_run(journal)
-    journal.record(1, "run_ended", trial_id=1, run_id=1, exit_code=1, job_state="FAILED",
-                   outcome="exited with code 1")
+    journal.record(1, RunEnded(trial_id=1, run_id=1, exit_code=1, job_state="FAILED",
+                   outcome="exited with code 1"))
     assert daemon.store.trial(1).state == "ACTIVE"
-    journal.record(1, "trial_state", trial_id=1, state="ERROR", restarts=0, reason="exited")
+    journal.record(1, TrialStateChanged(trial_id=1, state="ERROR", restarts=0, reason="exited"))
     assert (daemon.store.trial(1).state, daemon.store.trial(1).end_reason) == ("ERROR", "exited")
 
 

@@ -13,6 +13,13 @@ import pytest
 from hpcdet.daemon.journal import Journal
 from hpcdet.rundir.atomic import read_lines
 from hpcdet.store import journal_apply
+from hpcdet.store.entries import (
+    ExperimentCreated,
+    ExperimentErrorSet,
+    ExperimentFailed,
+    ExperimentMetaChanged,
+    TrialCreated,
+)
 from tests.unit.daemon.fake_local import (
     FakeLocal,
     asha_config,
@@ -103,12 +110,12 @@ def test_a_decision_that_fails_to_apply_leaves_no_line_after_a_torn_tail(
     with open(path, "a") as f:
         f.write('{"kind": "trial_state", "note": "' + "x" * 500)  # a daemon killed mid-write
 
-    def failing(s: Any, e: dict[str, Any]) -> None:
+    def failing(s: Any, e: Any, at: Any) -> None:
         raise RuntimeError("cannot apply")
 
-    monkeypatch.setitem(journal_apply.APPLIERS, "experiment_error", failing)
+    monkeypatch.setitem(journal_apply.APPLIERS, ExperimentErrorSet, failing)
     with pytest.raises(RuntimeError):
-        daemon.journal.record(exp_id, "experiment_error", message="m")
+        daemon.journal.record(exp_id, ExperimentErrorSet(message="m"))
     assert list(read_lines(path)) == before
     assert path.read_bytes().endswith(b"\n")
 
@@ -119,7 +126,7 @@ def test_journals_with_an_experiment_failed_entry_still_apply(tmp_path: Path) ->
     daemon = new_daemon(tmp_path, FakeLocal())
     journal = daemon.journal
     journal_one_submitted_run(journal)
-    journal.record(1, "experiment_failed", message="search failed")
+    journal.record(1, ExperimentFailed(message="search failed"))
     exp = daemon.store.experiment(1)
     assert (exp.state, exp.error) == ("ERROR", "search failed")
     assert daemon.store.trial(1).state == "CANCELED"
@@ -171,11 +178,11 @@ def test_an_append_a_crash_left_a_hole_in_applies_up_to_the_hole(
     one by one could have left; the next append applies as usual."""
     daemon = new_daemon(tmp_path, FakeLocal())
     journal = daemon.journal
-    journal.record(1, "experiment_created", name="e", config=asha_config(), backend="local",
-                   searcher="asha")
-    journal.record_all(1, [("trial_created", {"trial_id": i, "hparams": {}, "trial_seed": 0,
-                                              "request_id": i - 1}) for i in (1, 2, 3)])
-    journal.record(1, "trial_created", trial_id=4, hparams={}, trial_seed=0, request_id=3)
+    journal.record(1, ExperimentCreated(name="e", config=asha_config(), backend="local",
+                   searcher="asha"))
+    journal.record_all(1, [TrialCreated(trial_id=i, hparams={}, trial_seed=0, request_id=i - 1)
+                           for i in (1, 2, 3)])
+    journal.record(1, TrialCreated(trial_id=4, hparams={}, trial_seed=0, request_id=3))
     path = daemon.paths.journal(1)
     lines = path.read_text().splitlines(keepends=True)
     lines[2] = "\0" * (len(lines[2]) - 1) + "\n"  # trial 2's entry
@@ -202,13 +209,13 @@ def test_an_append_one_entry_of_which_fails_to_apply_leaves_none_of_them(
     before = path.read_bytes()
     applied = daemon.store.experiment(exp_id).journal_offset
 
-    def failing(s: Any, e: dict[str, Any]) -> None:
+    def failing(s: Any, e: Any, at: Any) -> None:
         raise RuntimeError("cannot apply")
 
-    monkeypatch.setitem(journal_apply.APPLIERS, "experiment_error", failing)
+    monkeypatch.setitem(journal_apply.APPLIERS, ExperimentErrorSet, failing)
     with pytest.raises(RuntimeError):
-        daemon.journal.record_all(exp_id, [("experiment_meta", {"name": "renamed"}),
-                                           ("experiment_error", {"message": "m"})])
+        daemon.journal.record_all(exp_id, [ExperimentMetaChanged(name="renamed"),
+                                           ExperimentErrorSet(message="m")])
     assert path.read_bytes() == before
     exp = daemon.store.experiment(exp_id)
     assert (exp.name, exp.journal_offset) == ("asha", applied)

@@ -14,6 +14,7 @@ from hpcdet.daemon.journal import Journal
 from hpcdet.daemon.searching import SearchDriver
 from hpcdet.paths import StatePaths
 from hpcdet.search import Event, Searcher
+from hpcdet.store.entries import ExperimentCreated
 from hpcdet.store.repository import Store
 from tests.support import EXAMPLES
 from tests.unit.search.fake_cluster import FakeCluster
@@ -41,8 +42,8 @@ def _daemon(root: Path) -> tuple[StatePaths, Store, Journal, SearchDriver]:
 
 def _feed(root: Path, config: Any, events: list[Event], restart_at: int | None) -> StatePaths:
     paths, store, journal, driver = _daemon(root)
-    journal.record(1, "experiment_created", name="e", config=config.to_dict(), backend="local",
-                   searcher=config.searcher.name)
+    journal.record(1, ExperimentCreated(name="e", config=config.to_dict(), backend="local",
+                   searcher=config.searcher.name))
     for k, event in enumerate(events):
         if k == restart_at:
             store.close()  # the daemon dies; a new one opens the same database

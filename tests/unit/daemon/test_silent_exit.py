@@ -14,6 +14,7 @@ from hpcdet.rundir.layout import EVENTS_FILE, EXIT_FILE
 from hpcdet.schedulers.runner import CommandRunner, Result
 from hpcdet.search.base import Initialize
 from hpcdet.states import SILENT_EXIT
+from hpcdet.store.entries import ExperimentCreated, RunSubmitted, RunSubmitting
 
 
 class FinishedSlurm(CommandRunner):
@@ -28,12 +29,12 @@ def test_a_silent_exit_zero_completes_with_a_reason(tmp_path: Path) -> None:
     config = {"name": "x", "entrypoint": "true",
               "searcher": {"name": "single", "metric": "loss", "max_length": 1}}
     for e in (1, 2):
-        daemon.journal.record(e, "experiment_created", name=f"e{e}", config=config,
-                              backend="slurm", searcher="single")
+        daemon.journal.record(e, ExperimentCreated(name=f"e{e}", config=config,
+                              backend="slurm", searcher="single"))
         exp = daemon.store.experiment(e)
         daemon.search.feed(exp, daemon.configs.get(exp), Initialize(), None)  # creates trial e
-        daemon.journal.record(e, "run_submitting", trial_id=e, run_id=1)
-        daemon.journal.record(e, "run_submitted", trial_id=e, run_id=1, job_id=f"10{e}")
+        daemon.journal.record(e, RunSubmitting(trial_id=e, run_id=1))
+        daemon.journal.record(e, RunSubmitted(trial_id=e, run_id=1, job_id=f"10{e}"))
         write_atomic(paths.run(e, e, 1) / EXIT_FILE, {"exit_code": 0})
     (paths.run(2, 2, 1) / EVENTS_FILE).write_text(
         '{"seq": 1, "type": "progress", "time": 1.0, "progress": 1.0}\n')

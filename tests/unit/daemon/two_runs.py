@@ -10,6 +10,7 @@ from hpcdet.config.cluster import ClusterConfig
 from hpcdet.daemon.loop import Daemon
 from hpcdet.paths import StatePaths
 from hpcdet.schedulers.runner import CommandRunner, Result
+from hpcdet.store.entries import ExperimentCreated, RunSubmitted, RunSubmitting, TrialCreated
 
 
 class QuietSlurm(CommandRunner):
@@ -28,10 +29,10 @@ def two_running_runs(paths: StatePaths) -> Daemon:
     config = {"name": "x", "entrypoint": "true",
               "searcher": {"name": "single", "metric": "loss", "max_length": 1}}
     for e in (1, 2):
-        daemon.journal.record(e, "experiment_created", name=f"e{e}", config=config,
-                              backend="slurm", searcher="single")
-        daemon.journal.record(e, "trial_created", trial_id=e, hparams={}, trial_seed=0)
-        daemon.journal.record(e, "run_submitting", trial_id=e, run_id=1)
-        daemon.journal.record(e, "run_submitted", trial_id=e, run_id=1, job_id=f"10{e}")
+        daemon.journal.record(e, ExperimentCreated(name=f"e{e}", config=config,
+                              backend="slurm", searcher="single"))
+        daemon.journal.record(e, TrialCreated(trial_id=e, hparams={}, trial_seed=0))
+        daemon.journal.record(e, RunSubmitting(trial_id=e, run_id=1))
+        daemon.journal.record(e, RunSubmitted(trial_id=e, run_id=1, job_id=f"10{e}"))
         paths.run(e, e, 1).mkdir(parents=True, exist_ok=True)
     return daemon

@@ -10,6 +10,15 @@ from pathlib import Path
 import pytest
 
 from hpcdet.records import stored_form
+from hpcdet.store.entries import (
+    ENTRY_CLASSES,
+    KINDS,
+    ExperimentMetaChanged,
+    ExperimentQueueUpdated,
+    RunEnded,
+    decode,
+    encode,
+)
 from hpcdet.store.journal_apply import APPLIERS, UnappliableEntry
 from hpcdet.store.repository import Store
 from tests.unit.store.store_support import Journaled
@@ -233,11 +242,28 @@ def test_an_entry_its_kind_cannot_use_applies_nothing_of_the_call(j: Journaled) 
     assert j.store.experiment(1).error == "first"
 
 
-def test_every_kind_the_journal_writes_has_an_applier() -> None:
-    assert set(APPLIERS) >= {
+def test_every_kind_the_journal_writes_reads_as_a_class_with_an_applier() -> None:
+    assert set(KINDS) >= {
         "experiment_created", "experiment_state", "experiment_failed", "experiment_queue",
         "experiment_error", "experiment_config", "trial_created", "trial_continued",
         "trial_state", "op_issued", "trial_closed", "trial_stop", "searcher_shutdown",
         "searcher_event", "run_submitting", "run_submitted", "run_ended",
         "checkpoint_deleted", "array_submitting", "array_submitted", "array_abandoned",
     }
+    assert set(APPLIERS) == set(ENTRY_CLASSES) == set(KINDS.values())
+    assert all(KINDS[cls.kind] is cls for cls in ENTRY_CLASSES)
+
+
+def test_a_line_reads_back_as_the_entry_written_and_a_damaged_one_does_not() -> None:
+    entry = RunEnded(trial_id=3, run_id=2, job_state="FAILED", exit_code=None, trial_state="ERROR",
+                     restarts=1, reason="exited with code 3")
+    line = json.loads(json.dumps({"exp_id": 1, "time": 5.0, **encode(entry)}))
+    assert "exit_code" not in line  # None: left out, as journals before the classes did
+    assert decode(KINDS[line["kind"]], line) == entry
+    with pytest.raises(KeyError, match="job_state"):
+        decode(RunEnded, {k: v for k, v in line.items() if k != "job_state"})
+    with pytest.raises(TypeError, match="run_ended.run_id"):
+        decode(RunEnded, {**line, "run_id": "2"})
+    with pytest.raises(TypeError):
+        decode(ExperimentMetaChanged, {"archived": 1})
+    assert decode(ExperimentQueueUpdated, {"weight": 2}) == ExperimentQueueUpdated(weight=2)

@@ -14,6 +14,7 @@ from hpcdet.daemon.loop import Daemon
 from hpcdet.errors import StoreError
 from hpcdet.paths import StatePaths
 from hpcdet.schedulers.runner import CommandRunner, Result
+from hpcdet.store.entries import ExperimentCreated, TrialCreated
 from hpcdet.store.repository import SCHEMA_VERSION, Store
 
 
@@ -31,9 +32,9 @@ def _journaled(paths: StatePaths) -> None:
     daemon = _daemon(paths)
     config = {"name": "x", "entrypoint": "true",
               "searcher": {"name": "single", "metric": "x", "max_length": 1}}
-    daemon.journal.record(1, "experiment_created", name="kept", config=config,
-                          backend="slurm", searcher="single")
-    daemon.journal.record(1, "trial_created", trial_id=1, hparams={"lr": 0.1}, trial_seed=0)
+    daemon.journal.record(1, ExperimentCreated(name="kept", config=config,
+                          backend="slurm", searcher="single"))
+    daemon.journal.record(1, TrialCreated(trial_id=1, hparams={"lr": 0.1}, trial_seed=0))
     daemon.store.close()
 
 

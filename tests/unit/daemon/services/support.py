@@ -23,6 +23,7 @@ from hpcdet.paths import StatePaths
 from hpcdet.rundir.event_writer import EventWriter
 from hpcdet.schedulers import make_scheduler
 from hpcdet.schedulers.runner import CommandRunner, Result
+from hpcdet.store.entries import ExperimentCreated, RunSubmitted, RunSubmitting, TrialCreated
 from hpcdet.store.repository import Store
 
 CONFIG: dict[str, Any] = {
@@ -108,18 +109,18 @@ class World:
 
     def experiment(self, exp_id: int = 1, **config: Any) -> None:
         merged = json.loads(json.dumps({**CONFIG, **config}))
-        self.journal.record(exp_id, "experiment_created", name=f"e{exp_id}", config=merged,
-                            backend="slurm", searcher=merged["searcher"]["name"])
+        self.journal.record(exp_id, ExperimentCreated(name=f"e{exp_id}", config=merged,
+                            backend="slurm", searcher=merged["searcher"]["name"]))
 
     def trial(self, exp_id: int, trial_id: int, request_id: int = 0) -> None:
-        self.journal.record(exp_id, "trial_created", trial_id=trial_id, hparams={},
-                            trial_seed=0, request_id=request_id)
+        self.journal.record(exp_id, TrialCreated(trial_id=trial_id, hparams={},
+                            trial_seed=0, request_id=request_id))
 
     def run(self, exp_id: int, trial_id: int, run_id: int = 1, job_id: str = "") -> Path:
-        self.journal.record(exp_id, "run_submitting", trial_id=trial_id, run_id=run_id)
+        self.journal.record(exp_id, RunSubmitting(trial_id=trial_id, run_id=run_id))
         if job_id:
-            self.journal.record(exp_id, "run_submitted", trial_id=trial_id, run_id=run_id,
-                                job_id=job_id)
+            self.journal.record(exp_id, RunSubmitted(trial_id=trial_id, run_id=run_id,
+                                job_id=job_id))
         run_dir = self.paths.run(exp_id, trial_id, run_id)
         run_dir.mkdir(parents=True, exist_ok=True)
         return run_dir

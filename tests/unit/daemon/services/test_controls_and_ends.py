@@ -13,6 +13,7 @@ from hpcdet.daemon.run_ends import RunEnds
 from hpcdet.rundir.atomic import write_atomic
 from hpcdet.rundir.control import Control, read_control
 from hpcdet.rundir.layout import CONTROL_FILE, EXIT_FILE, NODES_DIR
+from hpcdet.store.entries import ExperimentStateChanged
 from tests.unit.daemon.services.support import World, squeue_line
 
 
@@ -41,7 +42,7 @@ def test_a_running_trial_is_told_to_carry_on_then_to_checkpoint_on_pause(
     assert _control(run_dir) == {"preempt": False, "reason": "", "best_validation": None}
     assert read_control(run_dir / CONTROL_FILE) == Control()  # what the trial reads of it
     (run_dir / NODES_DIR).mkdir()  # it has started
-    w.journal.record(1, "experiment_state", state="PAUSED", cascade=True)
+    w.journal.record(1, ExperimentStateChanged(state="PAUSED", cascade=True))
     controls.sync_all()
     assert _control(run_dir)["preempt"] is True
     assert _control(run_dir)["reason"] == "the experiment was paused"
@@ -54,7 +55,7 @@ def test_a_run_that_has_not_started_is_canceled_when_stopped(tmp_path: Path) -> 
     controls = _controls(w)
     controls.stop(1, [w.store.trial(1)], graceful=True)
     assert w.runner.commands("scancel") == [["scancel", "101"]]
-    w.journal.record(1, "experiment_state", state="STOPPING_CANCELED", cascade=True)
+    w.journal.record(1, ExperimentStateChanged(state="STOPPING_CANCELED", cascade=True))
     controls.sync_all()
     assert _control(run_dir)["reason"] == "the experiment was canceled"
 
@@ -75,7 +76,7 @@ def test_a_trial_that_ignores_preemption_is_canceled_after_the_timeout(tmp_path:
     controls = _controls(w)
     controls.jobs.poll()
     (run_dir / NODES_DIR).mkdir()
-    w.journal.record(1, "experiment_state", state="PAUSED", cascade=True)
+    w.journal.record(1, ExperimentStateChanged(state="PAUSED", cascade=True))
     controls.sync_all()
     controls.escalate()
     assert w.runner.commands("scancel") == []  # asked just now

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from hpcdet.daemon.feed import Feed
+from hpcdet.store.entries import TrialStateChanged
 from tests.unit.daemon.services.support import World
 
 ADAPTIVE = {"name": "adaptive_asha", "metric": "loss", "time_metric": "batches", "max_time": 8,
@@ -65,7 +66,7 @@ def test_one_runs_bad_event_fails_only_its_experiment_and_the_others_are_stored(
 def test_a_trial_that_ended_is_reported_to_the_searcher_once(tmp_path: Path) -> None:
     w = _started(tmp_path, {"name": "single", "metric": "loss", "max_length": 1})
     [trial] = w.store.trials(1)
-    w.journal.record(1, "trial_state", trial_id=trial.id, state="ERROR", reason="x")
+    w.journal.record(1, TrialStateChanged(trial_id=trial.id, state="ERROR", reason="x"))
     feed = _feed(w)
     feed.report_exits()
     feed.report_exits()
@@ -95,7 +96,7 @@ def test_the_gc_policy_keeps_the_best_and_deletes_the_rest(tmp_path: Path) -> No
     retention = w.retention()
     retention.collect(w.store.experiment(1))
     assert len(w.store.checkpoints(exp_id=1)) == 3  # the trial still runs
-    w.journal.record(1, "trial_state", trial_id=1, state="COMPLETED")
+    w.journal.record(1, TrialStateChanged(trial_id=1, state="COMPLETED"))
     retention.collect(w.store.experiment(1))
     assert [c.uuid for c in w.store.checkpoints(exp_id=1)] == ["c2"]
     assert sorted(p.name for p in (tmp_path / "ckpts").iterdir()) == ["c2"]

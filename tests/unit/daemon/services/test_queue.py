@@ -12,6 +12,13 @@ from hpcdet.daemon.controls import Controls
 from hpcdet.daemon.queueing import Queue
 from hpcdet.errors import HpcdetError, SchedulerCommandError
 from hpcdet.schedulers.runner import CommandRunner, Result
+from hpcdet.store.entries import (
+    ExperimentCreated,
+    ExperimentQueueUpdated,
+    RunSubmitted,
+    RunSubmitting,
+    TrialCreated,
+)
 from tests.unit.daemon.services.support import World
 
 
@@ -49,13 +56,13 @@ class _Built:
         config = {"name": "x", "entrypoint": "true",
                   "searcher": {"name": "single", "metric": "x", "max_length": 1}}
         for exp_id, job_id in ((1, "101"), (2, "102"), (3, "103")):
-            w.journal.record(exp_id, "experiment_created", name=f"e{exp_id}", config=config,
-                             backend="slurm", searcher="single")
-            w.journal.record(exp_id, "trial_created", trial_id=exp_id, hparams={},
-                             trial_seed=0)
-            w.journal.record(exp_id, "run_submitting", trial_id=exp_id, run_id=1)
-            w.journal.record(exp_id, "run_submitted", trial_id=exp_id, run_id=1,
-                             job_id=job_id)
+            w.journal.record(exp_id, ExperimentCreated(name=f"e{exp_id}", config=config,
+                             backend="slurm", searcher="single"))
+            w.journal.record(exp_id, TrialCreated(trial_id=exp_id, hparams={},
+                             trial_seed=0))
+            w.journal.record(exp_id, RunSubmitting(trial_id=exp_id, run_id=1))
+            w.journal.record(exp_id, RunSubmitted(trial_id=exp_id, run_id=1,
+                             job_id=job_id))
 
 
 def _pending(*jobs: tuple[str, int, int]) -> str:
@@ -103,7 +110,7 @@ def test_a_refused_move_is_moved_back(tmp_path: Path) -> None:
 def test_a_nice_refused_in_the_background_is_not_asked_again(tmp_path: Path) -> None:
     runner = ScriptedSlurm(_pending(("101", 1000, 0), ("102", 1000, 0)), refuse="nice=1")
     built = _Built(tmp_path, runner)
-    built.journal.record(2, "experiment_queue", position=0.5)  # 2 ahead of 1
+    built.journal.record(2, ExperimentQueueUpdated(position=0.5))  # 2 ahead of 1
     for _ in range(3):  # the loop's polls: each is followed by putting the queue in order
         built.jobs.poll()
         built.queue.order()
