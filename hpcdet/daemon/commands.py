@@ -156,9 +156,9 @@ class Commands:
         exp = self.store.experiment(exp_id)
         if exp.state in FINAL_EXPERIMENT_STATES:
             return f"{verb} experiment {exp_id}"
-        self.journal.record(exp_id, ExperimentStateChanged(state=ExperimentState.STOPPING_CANCELED,
-                            cascade=True,
-                            reason=f"{verb.lower()} by the user"))
+        self.journal.record(exp_id, ExperimentStateChanged(
+            state=ExperimentState.STOPPING_CANCELED, cascade=True,
+            reason=f"{verb.lower()} by the user"))
         # Before the trials' jobs go: the scheduler starts an array's next pending tasks as
         # soon as running ones end, and those must find nothing to wait for.
         self.finisher.close_arrays(exp_id, cancel=not graceful)
@@ -303,9 +303,9 @@ class Commands:
         """The trial ends as CANCELED at once; the rest of its experiment goes on."""
         trial = self.store.trial(trial_id)
         if trial.state not in FINAL_TRIAL_STATES:
-            self.journal.record(trial.experiment_id, TrialStateChanged(trial_id=trial_id,
-                                state=TrialState.CANCELED, restarts=trial.restarts,
-                                reason="canceled by the user"))
+            self.journal.record(trial.experiment_id, TrialStateChanged(
+                trial_id=trial_id, state=TrialState.CANCELED, restarts=trial.restarts,
+                reason="canceled by the user"))
             self.controls.stop(trial.experiment_id, [trial], graceful=False)
             self.controls.sync_all()
         return f"Killed trial {trial_id}"

@@ -40,8 +40,8 @@ class Finisher:
         """Journal the experiment's final state if it has one now; a search that failed
         (e.g. a validation without the searcher metric) stops the experiment first."""
         if exp.error and exp.state == ExperimentState.ACTIVE:
-            self.journal.record(exp.id, ExperimentStateChanged(state=ExperimentState.STOPPING_ERROR,
-                                cascade=True, reason=exp.error))
+            self.journal.record(exp.id, ExperimentStateChanged(
+                state=ExperimentState.STOPPING_ERROR, cascade=True, reason=exp.error))
             self.close_arrays(exp.id)
             runs = self.store.current_runs(self.store.trials(exp.id, state=TrialState.ACTIVE))
             self.jobs.cancel([run.job_id for run in runs if run.job_id])

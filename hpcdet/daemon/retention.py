@@ -59,7 +59,7 @@ class Retention:
 
     def delete(self, ckpt: Checkpoint) -> None:
         cfg = self.configs.get(self.store.experiment(ckpt.experiment_id))
-        self.journal.record(ckpt.experiment_id, CheckpointDeleted(uuid=ckpt.uuid,
-                            trial_id=ckpt.trial_id))
+        self.journal.record(ckpt.experiment_id,
+                            CheckpointDeleted(uuid=ckpt.uuid, trial_id=ckpt.trial_id))
         storage = cfg.checkpoint_dir(self.paths.default_checkpoints())
         shutil.rmtree(storage / ckpt.uuid, ignore_errors=True)

@@ -255,8 +255,9 @@ class Submission:
         problem = self.site.fit_problem(cfg)
         if problem is not None:
             # Slurm would accept some of these and leave them pending forever.
-            self.journal.record(exp.id, TrialStateChanged(trial_id=trial.id, state=TrialState.ERROR,
-                                restarts=trial.restarts, reason=problem))
+            self.journal.record(exp.id, TrialStateChanged(
+                trial_id=trial.id, state=TrialState.ERROR, restarts=trial.restarts,
+                reason=problem))
             return None
         record = {
             "id": trial.id, "trial_seed": trial.trial_seed,
@@ -310,7 +311,7 @@ class Submission:
             return
         self._submitted()
         self.journal.record(exp.id, RunSubmitted(trial_id=trial.id, run_id=run_id,
-                            job_id=job_id))
+                                                 job_id=job_id))
 
     def _fill_slots(self, exp: Experiment, tasks: list[tuple[Trial, tuple[str, int]]]) -> None:
         """Hand the trials' first runs to their array tasks (``_fill_slot``), the runs of all
@@ -386,8 +387,8 @@ class Submission:
         else:
             job_id = self.jobs.find(run_job_name(exp_id, trial.id, run.run_id), run_dir)
         if job_id:
-            self.journal.record(exp_id, RunSubmitted(trial_id=trial.id,
-                                run_id=run.run_id, job_id=job_id))
+            self.journal.record(exp_id, RunSubmitted(trial_id=trial.id, run_id=run.run_id,
+                                                     job_id=job_id))
             return
         self.journal.run_ended(exp_id, run, Decision(TrialState.QUEUED, trial.restarts, ""),
                                job_state=JobState.CANCELED, outcome="never submitted")

@@ -1,12 +1,17 @@
-"""Journals written by hpcdet 2569e44..5616652 (before the journal's entries were typed) replay
-to the same database: ``golden/exp-*.jsonl`` and the tables they made, ``golden/tables.json``.
+"""Journals written by hpcdet before the journal's entries were typed (main at 5616652)
+replay to the same database: ``golden/exp-*.jsonl`` and the tables they made, applied by that
+hpcdet, ``golden/tables.json``.
 
 Experiments 1 to 5 were journaled by a real daemon on the local backend (a failing trial with
 restarts, checkpoint GC with metadata changes and a continue, an ASHA search with early stops,
-a pause/activate with queue updates, a random search with a killed trial, cancelled); 6 holds
-the kinds the local backend never writes (job arrays, a legacy ``experiment_priority``, an
-``experiment_failed``), written as that daemon wrote them. Regenerate the tables (only when the
-database's schema changes on purpose) with ``python -m tests.unit.store.test_golden_journal``.
+a pause/activate with queue updates, a random search with a killed trial, cancelled); 7 by one
+running a 0.37 ASHA search (trials WAITING, promoted and closed), as experiment 1, renumbered.
+6 and 8 hold what the local backend never writes or a real run rarely times that way (job
+arrays, a legacy ``experiment_priority``, ``experiment_failed``, a promotion and a stop of
+trials without a job), written as that daemon wrote them. Every state rule of the appliers
+changes these tables when broken. Regenerate the tables (only when the database's schema
+changes on purpose, and with the hpcdet that wrote the journals) with
+``python -m tests.unit.store.test_golden_journal``.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from hpcdet.store.entries import KINDS
 from tests.unit.store.store_support import Journaled
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
@@ -50,12 +56,13 @@ def test_golden_journals_replay_to_the_same_rows(tmp_path: Path) -> None:
     golden = json.loads((GOLDEN / "tables.json").read_text())
     for table in TABLES:
         assert tables[table] == golden[table], table
-    assert len(golden["experiment"]) == 6 and golden["arrayjob"] and golden["checkpoint"]
+    assert len(golden["experiment"]) == 8 and golden["arrayjob"] and golden["checkpoint"]
 
 
 def test_golden_journals_hold_every_kind_hpcdet_wrote() -> None:
     kinds = {json.loads(line)["kind"] for _, path in _journals()
              for line in path.read_text().splitlines()}
+    assert all(kind in KINDS for kind in kinds)  # each reads as its class
     assert kinds == {
         "experiment_created", "experiment_state", "experiment_failed", "experiment_queue",
         "experiment_priority", "experiment_error", "experiment_config", "experiment_meta",
