@@ -117,7 +117,7 @@ NOTE = (
     "compiled batch-script template per daemon (~50 ms a submission before). 0.21-0.33 s "
     "since 17af176 (19-21x in three runs on 2026-11-26): the daemon looked for requests every "
     "0.25 s, so each waited ~0.125 s before it was read (a CLI on the daemon's host now rings "
-    "a FIFO, daemon/wake.py; a ping 215 -> 16 ms); the search's first decisions took 24 "
+    "a FIFO, daemon/request_bell.py; a ping 215 -> 16 ms); the search's first decisions took 24 "
     "journal appends, each with its fsync and transaction (now 6: Journal.record_all); "
     "pathspec was imported for every snapshot (~35 ms; now only with an ignore file). What "
     "is left is mostly the CLI process: ~0.16 s of CPU, of which Python and its site ~0.02 "

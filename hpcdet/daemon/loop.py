@@ -19,7 +19,6 @@ from typing import Any
 from hpcdet import __version__
 from hpcdet.config.cluster import ClusterConfig
 from hpcdet.daemon import requests as req
-from hpcdet.daemon.bell import Bell
 from hpcdet.daemon.commands import Commands
 from hpcdet.daemon.configs import Configs
 from hpcdet.daemon.controls import Controls
@@ -30,12 +29,13 @@ from hpcdet.daemon.guard import Guard
 from hpcdet.daemon.jobs import Jobs
 from hpcdet.daemon.journal import Journal
 from hpcdet.daemon.queueing import Queue
+from hpcdet.daemon.request_bell import RequestBell
 from hpcdet.daemon.retention import Retention
+from hpcdet.daemon.run_bell import RunBell
 from hpcdet.daemon.run_ends import RunEnds
 from hpcdet.daemon.searching import SearchDriver
 from hpcdet.daemon.site import Site
 from hpcdet.daemon.submission import Submission
-from hpcdet.daemon.wake import Doorbell
 from hpcdet.paths import StatePaths, hostname
 from hpcdet.protocol.process import STATUS_FILE
 from hpcdet.rundir.atomic import write_atomic
@@ -124,7 +124,7 @@ class Daemon:
         self.commands = Commands(self.store, self.journal, paths, self.configs, self.controls,
                                  self.submission, self.retention, self.queue, self.creation,
                                  self.finisher, self.stop)
-        self.bell = Bell(paths)
+        self.run_bell = RunBell(paths)
         self.started = time.time()
         self.next_sweep = 0.0
         self.poll_cost = 0.0  # the daemon's CPU seconds in the last poll
@@ -139,14 +139,14 @@ class Daemon:
     # ---------------------------------------------------------------- lifecycle of the loop
 
     def serve(self) -> None:
-        doorbell = Doorbell(self.paths)
+        doorbell = RequestBell(self.paths)
         try:
             self._serve(doorbell)
         finally:
             doorbell.close()
         self.write_status()
 
-    def _serve(self, doorbell: Doorbell) -> None:
+    def _serve(self, doorbell: RequestBell) -> None:
         started = False
         failures = 0
         decided = False
@@ -158,7 +158,7 @@ class Daemon:
                 elif (time.time() - self.last_tick >= (LOOP_SECONDS if decided else
                                                        IDLE_TICK_SECONDS if self.idle else
                                                        TICK_SECONDS)
-                      or req.waiting(self.paths) or (not self.idle and self.bell.rung())):
+                      or req.waiting(self.paths) or (not self.idle and self.run_bell.rung())):
                     journaled = self.journal.recorded
                     self.tick(sweep=time.time() >= self.next_sweep)
                     # A decision's consequences (a trial's end, then its search's answer, then
@@ -210,7 +210,7 @@ class Daemon:
         now = time.time()
         req.serve_pending(self.paths, self.handle)
         began = time.perf_counter()
-        rung = self.bell.take()
+        rung = self.run_bell.take()
         poll = now - self.jobs.last_poll >= self.poll_spacing() and (
             self.store.any_live_run()
             # and while a search waits for its next array to be due

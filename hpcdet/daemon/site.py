@@ -63,10 +63,11 @@ class Site:
         return place(cfg.resources.slots_per_trial, self.scheduler.options(cfg).slots_per_node,
                      self.partition(cfg))
 
-    def fit_problem(self, cfg: ExperimentConfig) -> str | None:
-        """Why the experiment's trials can never run on its partition, or None."""
+    def fit_problem(self, cfg: ExperimentConfig, placed: Placement | None = None) -> str | None:
+        """Why the experiment's trials can never run on its partition, or None; ``placed``:
+        its `placement`, when the caller has it already."""
         partition = self.partition(cfg)
         if partition is None:
             return None
-        placed = self.placement(cfg)
+        placed = placed or self.placement(cfg)
         return fit_problem(placed.nodes, placed.slots_per_node, partition)

@@ -252,7 +252,8 @@ class Submission:
         """Write the trial's next run directory (its run spec and batch script); None when the
         site cannot run the experiment, which ends the trial."""
         cfg = self.configs.get(exp)
-        problem = self.site.fit_problem(cfg)
+        options, placed = self.scheduler.options(cfg), self.site.placement(cfg)
+        problem = self.site.fit_problem(cfg, placed)
         if problem is not None:
             # Slurm would accept some of these and leave them pending forever.
             self.journal.record(exp.id, TrialStateChanged(
@@ -266,8 +267,8 @@ class Submission:
             "steps_completed": trial.steps_completed,
             "metadata": trial.metadata,
         }
-        spec = run_spec(cfg, self.paths, exp.id, record, trial.run_id + 1,
-                        self.scheduler.options(cfg), self.site.placement(cfg), self.cluster)
+        spec = run_spec(cfg, self.paths, exp.id, record, trial.run_id + 1, options, placed,
+                        self.cluster)
         run_dir = Path(spec.run_dir)
         if run_dir.exists():
             shutil.rmtree(run_dir)  # left by a submission that never reached the scheduler
@@ -276,7 +277,7 @@ class Submission:
         spec.save(run_dir)
         script = run_dir / layout.SCRIPT_FILE
         script.write_text(self.scheduler.render_script(job_request(
-            spec, cfg, self.cluster, self.scheduler.options(cfg), self.site.placement(cfg),
+            spec, cfg, self.cluster, options, placed,
             nice_for(exp.priority, self.scheduler.nice_per_step))))
         return run_dir
 

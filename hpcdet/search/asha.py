@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any, Callable
 
 from hpcdet.config.searcher import SearcherConfig
-from hpcdet.search.asha_legacy import LegacyBracket, LegacyBracketConfig
+from hpcdet.search.asha_promoting import PromotingBracket, PromotingBracketConfig
 from hpcdet.search.asha_stopping import StoppingBracket, StoppingBracketConfig
 from hpcdet.search.base import Action, Create
 from hpcdet.search.brackets import (
@@ -86,9 +86,9 @@ def _stopping(config: SearcherConfig, trials: TrialFactory, units: list[int], ma
     ))
 
 
-def _legacy(config: SearcherConfig, trials: TrialFactory, units: list[int], max_trials: int,
+def _promoting(config: SearcherConfig, trials: TrialFactory, units: list[int], max_trials: int,
             concurrency: int) -> SearchMethod:
-    return LegacyBracket(trials, LegacyBracketConfig(
+    return PromotingBracket(trials, PromotingBracketConfig(
         metric=config.metric, smaller_is_better=config.smaller_is_better, units=units,
         max_trials=max_trials, max_concurrent_trials=concurrency, divisor=config.divisor,
         stop_once=config.stop_once,
@@ -96,7 +96,7 @@ def _legacy(config: SearcherConfig, trials: TrialFactory, units: list[int], max_
 
 
 BracketFactory = Callable[[SearcherConfig, TrialFactory, list[int], int, int], SearchMethod]
-FLAVOURS: dict[bool, BracketFactory] = {True: _stopping, False: _legacy}
+FLAVOURS: dict[bool, BracketFactory] = {True: _stopping, False: _promoting}
 
 
 def uses_validations(config: SearcherConfig) -> bool:

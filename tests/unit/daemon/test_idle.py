@@ -34,7 +34,7 @@ def test_an_idle_loop_ticks_rarely_and_answers_a_request_at_once(tmp_path: Path)
     daemon = new_daemon(tmp_path / "state", FakeLocal())
     ticks: list[float] = []
     bell_looks: list[float] = []
-    tick, rung = daemon.tick, daemon.bell.rung
+    tick, rung = daemon.tick, daemon.run_bell.rung
 
     def counted_tick(sweep: bool = True) -> None:
         ticks.append(time.monotonic())
@@ -44,7 +44,7 @@ def test_an_idle_loop_ticks_rarely_and_answers_a_request_at_once(tmp_path: Path)
         bell_looks.append(time.monotonic())
         return rung()
 
-    daemon.tick, daemon.bell.rung = counted_tick, counted_rung  # type: ignore[method-assign]
+    daemon.tick, daemon.run_bell.rung = counted_tick, counted_rung  # type: ignore[method-assign]
     server = threading.Thread(target=daemon.serve)
     server.start()
     try:

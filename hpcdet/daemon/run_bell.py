@@ -1,4 +1,4 @@
-"""The daemon's bell: a run rings it (``hpcdet.rundir.layout.bell``) when it has written what
+"""The run bell: a run rings it (``hpcdet.rundir.layout.bell``) when it has written what
 the daemon decides on (a validation, a completed operation, a checkpoint) or has ended, and
 the loop looks at that run at its next tick instead of its next sweep of every live run.
 
@@ -17,7 +17,7 @@ from hpcdet.rundir.layout import parse_ring
 log = logging.getLogger(__name__)
 
 
-class Bell:
+class RunBell:
     def __init__(self, paths: StatePaths) -> None:
         self.dir = str(paths.bell)
         # Rings that cannot be removed (a directory a trial made by that name): each rang

@@ -1,4 +1,5 @@
-"""The daemon's doorbell for requests: a FIFO in its local directory.
+"""The request bell: a FIFO in the daemon's local directory that a CLI rings when it has left a
+request (the run bell, run_bell.py, is what runs ring).
 
 The loop looks for request files every ``LOOP_SECONDS``, which on average kept a CLI waiting
 half of that before its request was even read. A CLI on the daemon's host writes a byte into
@@ -19,7 +20,7 @@ from hpcdet.paths import StatePaths
 from hpcdet.protocol.filedrop import wake_path
 
 
-class Doorbell:
+class RequestBell:
     """The daemon's end: made when the loop starts, waited on between its looks."""
 
     def __init__(self, paths: StatePaths) -> None:

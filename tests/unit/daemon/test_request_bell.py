@@ -7,7 +7,7 @@ import threading
 import time
 from pathlib import Path
 
-from hpcdet.daemon.wake import Doorbell
+from hpcdet.daemon.request_bell import RequestBell
 from hpcdet.paths import StatePaths
 from hpcdet.protocol.filedrop import ring, wake_path
 
@@ -20,7 +20,7 @@ def _paths(tmp_path: Path) -> StatePaths:
 
 def test_a_ring_ends_the_wait_at_once_and_is_taken(tmp_path: Path) -> None:
     paths = _paths(tmp_path)
-    doorbell = Doorbell(paths)
+    doorbell = RequestBell(paths)
     try:
         threading.Timer(0.05, ring, (paths,)).start()
         start = time.monotonic()
@@ -38,8 +38,8 @@ def test_a_ring_ends_the_wait_at_once_and_is_taken(tmp_path: Path) -> None:
 
 def test_a_daemon_killed_leaves_a_fifo_the_next_one_makes_again(tmp_path: Path) -> None:
     paths = _paths(tmp_path)
-    Doorbell(paths)  # never closed: a killed daemon's
-    doorbell = Doorbell(paths)
+    RequestBell(paths)  # never closed: a killed daemon's
+    doorbell = RequestBell(paths)
     try:
         ring(paths)
         start = time.monotonic()
@@ -53,7 +53,7 @@ def test_ringing_with_no_daemon_listening_does_nothing(tmp_path: Path) -> None:
     paths = _paths(tmp_path)
     ring(paths)  # none made it
     assert not wake_path(paths).exists()
-    Doorbell(paths).close()  # made, and nobody reads it now
+    RequestBell(paths).close()  # made, and nobody reads it now
     ring(paths)
     wake_path(paths).unlink()
     wake_path(paths).write_text("")  # not a FIFO: no byte goes into it
@@ -67,7 +67,7 @@ def test_ringing_with_no_daemon_listening_does_nothing(tmp_path: Path) -> None:
 
 
 def test_without_fifos_the_loop_waits_its_time(tmp_path: Path) -> None:
-    doorbell = Doorbell(StatePaths(tmp_path / "missing"))  # no directory to make it in
+    doorbell = RequestBell(StatePaths(tmp_path / "missing"))  # no directory to make it in
     assert doorbell.fd is None
     start = time.monotonic()
     doorbell.wait(0.05)

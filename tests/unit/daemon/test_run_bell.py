@@ -44,20 +44,20 @@ def test_a_tick_reads_the_runs_that_rang_and_a_sweep_every_run(tmp_path: Path) -
         writer.emit("metrics", {"group": "training", "steps_completed": 1,
                                 "metrics": {"loss": 1.0}})
         writer.flush()
-    assert not daemon.bell.rung()  # training metrics wait for the sweep
+    assert not daemon.run_bell.rung()  # training metrics wait for the sweep
     writers[1].emit("metrics", {"group": "validation", "steps_completed": 1,
                                 "metrics": {"loss": 0.5}})
     writers[1].flush()
-    assert daemon.bell.rung()
+    assert daemon.run_bell.rung()
 
     daemon.tick(sweep=False)
     assert (_steps(daemon, 1), _steps(daemon, 1, "validation")) == ([1], [1])
     assert _steps(daemon, 2) == []
-    assert not daemon.bell.rung()  # each ring is taken once
+    assert not daemon.run_bell.rung()  # each ring is taken once
 
     # What is not a ring (a directory, say) neither wakes the loop nor stops a tick.
     (paths.bell / "notes").mkdir()
-    assert not daemon.bell.rung()
+    assert not daemon.run_bell.rung()
     daemon.tick(sweep=False)
     assert _steps(daemon, 2) == []
     daemon.tick()
@@ -138,8 +138,8 @@ def test_a_ring_that_cannot_be_removed_rings_once_and_the_loop_goes_on(tmp_path:
     ring = layout.bell(paths.run(1, 1, 1))
     ring.mkdir(parents=True)
     (ring / "inside").touch()  # not even rmdir would take it
-    assert daemon.bell.rung()
-    assert daemon.bell.take() == {(1, 1)}
-    assert not daemon.bell.rung() and daemon.bell.take() == set()
+    assert daemon.run_bell.rung()
+    assert daemon.run_bell.take() == {(1, 1)}
+    assert not daemon.run_bell.rung() and daemon.run_bell.take() == set()
     daemon.tick(sweep=False)
     assert ring.is_dir()

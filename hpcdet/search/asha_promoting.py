@@ -46,7 +46,7 @@ class _Rung:
 
 
 @dataclass(frozen=True)
-class LegacyBracketConfig:
+class PromotingBracketConfig:
     metric: str
     smaller_is_better: bool
     units: list[int]
@@ -56,8 +56,8 @@ class LegacyBracketConfig:
     stop_once: bool
 
 
-class LegacyBracket(SearchMethod):
-    def __init__(self, trials: TrialFactory, config: LegacyBracketConfig) -> None:
+class PromotingBracket(SearchMethod):
+    def __init__(self, trials: TrialFactory, config: PromotingBracketConfig) -> None:
         self._trials = trials
         self._cfg = config
         self._rungs = [_Rung(units) for units in config.units]
