@@ -131,3 +131,21 @@ class World:
         for type_, body in events:
             writer.emit(type_, body)
         writer.close()
+
+
+def one_run(tmp_path: Path, **config: Any) -> tuple[World, Path]:
+    """Experiment 1 with trial 1 and its run 1, job 101; the run's directory."""
+    w = World(tmp_path)
+    w.experiment(1, **config)
+    w.trial(1, 1)
+    return w, w.run(1, 1, job_id="101")
+
+
+def two_experiments(tmp_path: Path) -> World:
+    """Experiment 1 with trial 1 and its run 1 (job 101), and experiment 2 with nothing."""
+    w = World(tmp_path)
+    w.experiment(1)
+    w.trial(1, 1)
+    w.run(1, 1, job_id="101")
+    w.experiment(2)
+    return w

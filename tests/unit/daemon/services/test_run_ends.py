@@ -1,9 +1,8 @@
-"""Controls: what each live run's control file says, stopping and escalation. RunEnds: a run's
-end noticed from its exit file, the scheduler's final word, or its disappearance."""
+"""RunEnds: a run's end noticed from its exit file, the scheduler's final word, or its
+disappearance."""
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
@@ -11,79 +10,8 @@ from hpcdet.daemon.controls import Controls
 from hpcdet.daemon.feed import Feed
 from hpcdet.daemon.run_ends import RunEnds
 from hpcdet.rundir.atomic import write_atomic
-from hpcdet.rundir.control import Control, read_control
-from hpcdet.rundir.layout import CONTROL_FILE, EXIT_FILE, NODES_DIR
-from hpcdet.store.entries import ExperimentStateChanged
-from tests.unit.daemon.services.support import World, squeue_line
-
-
-def _world(tmp_path: Path, **config: object) -> tuple[World, Path]:
-    w = World(tmp_path)
-    w.experiment(1, **config)
-    w.trial(1, 1)
-    return w, w.run(1, 1, job_id="101")
-
-
-def _controls(w: World) -> Controls:
-    jobs = w.jobs()
-    return Controls(w.store, w.paths, w.configs, jobs, w.site(), w.guard(jobs))
-
-
-def _control(run_dir: Path) -> dict[str, object]:
-    control: dict[str, object] = json.loads((run_dir / CONTROL_FILE).read_text())
-    return control
-
-
-def test_a_running_trial_is_told_to_carry_on_then_to_checkpoint_on_pause(
-        tmp_path: Path) -> None:
-    w, run_dir = _world(tmp_path)
-    controls = _controls(w)
-    controls.sync_all()
-    assert _control(run_dir) == {"preempt": False, "reason": "", "best_validation": None}
-    assert read_control(run_dir / CONTROL_FILE) == Control()  # what the trial reads of it
-    (run_dir / NODES_DIR).mkdir()  # it has started
-    w.journal.record(1, ExperimentStateChanged(state="PAUSED", cascade=True))
-    controls.sync_all()
-    assert _control(run_dir)["preempt"] is True
-    assert _control(run_dir)["reason"] == "the experiment was paused"
-    assert (1, 1) in controls.preempt_asked
-    assert w.runner.commands("scancel") == []
-
-
-def test_a_run_that_has_not_started_is_canceled_when_stopped(tmp_path: Path) -> None:
-    w, run_dir = _world(tmp_path)
-    controls = _controls(w)
-    controls.stop(1, [w.store.trial(1)], graceful=True)
-    assert w.runner.commands("scancel") == [["scancel", "101"]]
-    w.journal.record(1, ExperimentStateChanged(state="STOPPING_CANCELED", cascade=True))
-    controls.sync_all()
-    assert _control(run_dir)["reason"] == "the experiment was canceled"
-
-
-def test_a_started_run_stops_gracefully_through_its_control_file(tmp_path: Path) -> None:
-    w, run_dir = _world(tmp_path)
-    (run_dir / NODES_DIR).mkdir()
-    controls = _controls(w)
-    controls.stop(1, [w.store.trial(1)], graceful=True)
-    assert w.runner.commands("scancel") == []
-    controls.stop(1, [w.store.trial(1)], graceful=False)
-    assert w.runner.commands("scancel") == [["scancel", "101"]]
-
-
-def test_a_trial_that_ignores_preemption_is_canceled_after_the_timeout(tmp_path: Path) -> None:
-    w, run_dir = _world(tmp_path, preemption_timeout=60)
-    w.runner.squeue = [squeue_line("101", "RUNNING", "None")]
-    controls = _controls(w)
-    controls.jobs.poll()
-    (run_dir / NODES_DIR).mkdir()
-    w.journal.record(1, ExperimentStateChanged(state="PAUSED", cascade=True))
-    controls.sync_all()
-    controls.escalate()
-    assert w.runner.commands("scancel") == []  # asked just now
-    controls.preempt_asked[(1, 1)] = time.time() - 61
-    controls.escalate()
-    assert w.runner.commands("scancel") == [["scancel", "101"]]
-    assert controls.preempt_asked == {}
+from hpcdet.rundir.layout import EXIT_FILE
+from tests.unit.daemon.services.support import World, one_run, squeue_line
 
 
 def _run_ends(w: World) -> RunEnds:
@@ -95,7 +23,7 @@ def _run_ends(w: World) -> RunEnds:
 
 
 def test_an_exit_file_ends_the_run_and_decides_the_trial(tmp_path: Path) -> None:
-    w, run_dir = _world(tmp_path)
+    w, run_dir = one_run(tmp_path)
     ends = _run_ends(w)
     [run] = w.store.live_runs()
     ends.check(run)
@@ -110,7 +38,7 @@ def test_an_exit_file_ends_the_run_and_decides_the_trial(tmp_path: Path) -> None
 
 
 def test_a_failed_run_is_restarted_until_max_restarts(tmp_path: Path) -> None:
-    w, run_dir = _world(tmp_path)  # max_restarts 1
+    w, run_dir = one_run(tmp_path)  # max_restarts 1
     ends = _run_ends(w)
     write_atomic(run_dir / EXIT_FILE, {"exit_code": 3})
     ends.check(w.store.live_runs()[0])
@@ -126,7 +54,7 @@ def test_a_failed_run_is_restarted_until_max_restarts(tmp_path: Path) -> None:
 
 def test_a_job_gone_from_the_scheduler_without_an_exit_is_a_node_failure(
         tmp_path: Path) -> None:
-    w, _ = _world(tmp_path)
+    w, _ = one_run(tmp_path)
     ends = _run_ends(w)
     for _ in range(2):
         ends.jobs.poll()  # squeue lists nothing
@@ -139,7 +67,7 @@ def test_a_job_gone_from_the_scheduler_without_an_exit_is_a_node_failure(
 def test_a_run_killed_by_a_signal_waits_for_the_scheduler_to_say_why(tmp_path: Path) -> None:
     # PBS's walltime kill: the harness traps SIGTERM and exits 143 while qstat still says R;
     # decided at once, it was the user's failure (FAILED, a restart used) instead of TIMEOUT.
-    w, run_dir = _world(tmp_path, max_restarts=0)
+    w, run_dir = one_run(tmp_path, max_restarts=0)
     ends = _run_ends(w)
     write_atomic(run_dir / EXIT_FILE, {"exit_code": 143, "ended": time.time()})
     w.runner.squeue = [squeue_line("101", "RUNNING", "None")]

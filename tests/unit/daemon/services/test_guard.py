@@ -1,5 +1,4 @@
-"""Guard: one experiment's failing step ends that experiment, not the daemon; Finisher: the
-final state once the search is over and the trials have ended."""
+"""Guard: one experiment's failing step ends that experiment, not the daemon."""
 
 from __future__ import annotations
 
@@ -9,23 +8,12 @@ from pathlib import Path
 import pytest
 
 from hpcdet.errors import StoreError
-from hpcdet.records import ExperimentRecord as Experiment
-from hpcdet.store.entries import ArraySubmitted, ExperimentErrorSet, RunEnded, SearcherShutdown
 from hpcdet.store.models import Run
-from tests.unit.daemon.services.support import World
-
-
-def _world(tmp_path: Path) -> World:
-    w = World(tmp_path)
-    w.experiment(1)
-    w.trial(1, 1)
-    w.run(1, 1, job_id="101")
-    w.experiment(2)
-    return w
+from tests.unit.daemon.services.support import two_experiments
 
 
 def test_a_failing_step_stops_its_experiment_with_the_reason(tmp_path: Path) -> None:
-    w = _world(tmp_path)
+    w = two_experiments(tmp_path)
     guard = w.guard()
     with guard(1, "writing a control file"):
         raise ValueError("boom")
@@ -37,7 +25,7 @@ def test_a_failing_step_stops_its_experiment_with_the_reason(tmp_path: Path) -> 
 
 
 def test_stopping_a_failed_experiment_that_fails_too_ends_it_at_once(tmp_path: Path) -> None:
-    w = _world(tmp_path)
+    w = two_experiments(tmp_path)
     guard = w.guard()
     guard.fail(1, "first")
     guard.fail(1, "second")
@@ -47,7 +35,7 @@ def test_stopping_a_failed_experiment_that_fails_too_ends_it_at_once(tmp_path: P
 
 
 def test_database_and_disk_full_errors_are_the_daemons(tmp_path: Path) -> None:
-    w = _world(tmp_path)
+    w = two_experiments(tmp_path)
     guard = w.guard()
     with pytest.raises(StoreError):
         with guard(1, "ingest"):
@@ -60,7 +48,7 @@ def test_database_and_disk_full_errors_are_the_daemons(tmp_path: Path) -> None:
 
 def test_an_io_error_skips_the_step_for_some_rounds_then_fails_the_experiment(
         tmp_path: Path) -> None:
-    w = _world(tmp_path)
+    w = two_experiments(tmp_path)
     guard = w.guard()
     guard.io_retry_rounds, guard.io_retry_seconds = 3, 0.0
     skipped = 0
@@ -81,7 +69,7 @@ def test_an_io_error_skips_the_step_for_some_rounds_then_fails_the_experiment(
 
 
 def test_a_fault_passes_when_its_step_goes_through_in_a_later_round(tmp_path: Path) -> None:
-    w = _world(tmp_path)
+    w = two_experiments(tmp_path)
     w.trial(2, 2)
     w.run(2, 2, job_id="102")
     guard = w.guard()
@@ -109,7 +97,7 @@ def test_a_fault_passes_when_its_step_goes_through_in_a_later_round(tmp_path: Pa
 
 def test_a_search_that_cannot_start_for_an_io_error_raises_it_to_its_caller(
         tmp_path: Path) -> None:
-    w = _world(tmp_path)
+    w = two_experiments(tmp_path)
     guard = w.guard()
     guard.new_round()
     with pytest.raises(OSError):
@@ -119,7 +107,7 @@ def test_a_search_that_cannot_start_for_an_io_error_raises_it_to_its_caller(
 
 
 def test_each_run_guards_each_run_by_its_experiment(tmp_path: Path) -> None:
-    w = _world(tmp_path)
+    w = two_experiments(tmp_path)
     w.trial(2, 2)
     w.run(2, 2, job_id="102")
     seen = []
@@ -131,30 +119,3 @@ def test_each_run_guards_each_run_by_its_experiment(tmp_path: Path) -> None:
     w.guard().each_run("ending a run", step, w.store.runs())
     assert len(seen) == 2
     assert {e.state for e in w.store.experiments()} == {"STOPPING_ERROR"}
-
-
-def _exp(w: World) -> Experiment:
-    return w.store.experiment(1)
-
-
-def test_an_experiment_ends_once_its_search_is_done_and_its_trials_ended(tmp_path: Path) -> None:
-    w = _world(tmp_path)
-    w.journal.record(1, ArraySubmitted(job_id="300", offset=0, count=2, throttle=0))
-    finisher = w.guard().finisher
-    w.journal.record(1, SearcherShutdown(failure=False))
-    finisher.finish(_exp(w))
-    assert _exp(w).state == "ACTIVE"  # trial 1 still runs
-    w.journal.record(1, RunEnded(trial_id=1, run_id=1, job_state="COMPLETED",
-                     trial_state="COMPLETED", restarts=0))
-    finisher.finish(_exp(w))
-    assert _exp(w).state == "COMPLETED"
-    assert w.runner.commands("scancel") == [["scancel", "300"]]  # tasks never used
-
-
-def test_a_search_that_failed_stops_the_experiment_and_cancels_its_jobs(tmp_path: Path) -> None:
-    w = _world(tmp_path)
-    w.journal.record(1, ExperimentErrorSet(message="no metric loss in the validation"))
-    w.guard().finisher.finish(_exp(w))
-    exp = _exp(w)
-    assert (exp.state, exp.error) == ("STOPPING_ERROR", "no metric loss in the validation")
-    assert w.runner.commands("scancel") == [["scancel", "101"]]
