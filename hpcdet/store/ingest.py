@@ -18,8 +18,6 @@ from itertools import chain, compress, count, repeat
 from operator import itemgetter
 from typing import Any, Callable
 
-from sqlmodel import Session
-
 from hpcdet.rundir.events import Event, EventBatch, MetricLines
 from hpcdet.rundir.metric_codec import (
     ChunkColumns,
@@ -30,9 +28,7 @@ from hpcdet.rundir.metric_codec import (
     metric_values,
     report_texts,
 )
-from hpcdet.states import CheckpointState
 from hpcdet.store.limits import SQL_VARIABLES
-from hpcdet.store.models import Checkpoint, Trial
 
 
 @dataclass(frozen=True)
@@ -54,10 +50,8 @@ def _as_float(value: Any) -> float | None:
 
 # What an event that is not a metric report changes: the trial's row (the run's own
 # bookkeeping, its offset, last event and preemption acknowledgement, is the store's).
-Applier = Callable[[Session, Trial, int, Event], None]
 
 # A trial that alerts in a loop must not grow its row without bound: the newest are kept.
-MAX_ALERTS = 100
 
 
 @dataclass
@@ -467,67 +461,3 @@ def _insert_sql(rows: int) -> str:
     return ('INSERT INTO metric (trial_id, run_id, seq, "group", steps_completed, last_step, '
             "ordinal, reports, metrics_json, steps_json, times_json, batch_metrics_json, "
             f"reported) VALUES {marks}")
-
-
-def _checkpoint(s: Session, trial: Trial, run_id: int, ev: Event) -> None:
-    body = ev.body
-    ckpt = s.get(Checkpoint, body["uuid"])
-    # A checkpoint already known is a tombstone the journal left on a rebuild: it was
-    # deleted; fill in its details and keep it deleted.
-    deleted = ckpt is not None
-    if ckpt is None:
-        ckpt = Checkpoint(uuid=body["uuid"], trial_id=trial.id, experiment_id=trial.experiment_id,
-                          run_id=run_id, steps_completed=0, reported=body["time"])
-    ckpt.run_id, ckpt.steps_completed = run_id, int(body["steps_completed"])
-    ckpt.metadata_json = json.dumps(body.get("metadata", {}))
-    ckpt.resources_json = json.dumps(body.get("resources", {}))
-    ckpt.reported = body["time"]
-    s.add(ckpt)
-    if not deleted:
-        trial.latest_checkpoint = body["uuid"]
-        trial.steps_completed = int(body["steps_completed"])
-
-
-def _checkpoint_deleted(s: Session, trial: Trial, run_id: int, ev: Event) -> None:
-    ckpt = s.get(Checkpoint, ev.body["uuid"])
-    if ckpt is not None:
-        ckpt.state = CheckpointState.DELETED
-        s.add(ckpt)
-    if trial.latest_checkpoint == ev.body["uuid"]:
-        trial.latest_checkpoint = None
-
-
-def _progress(s: Session, trial: Trial, run_id: int, ev: Event) -> None:
-    trial.progress = float(ev.body["progress"])
-
-
-def _status(s: Session, trial: Trial, run_id: int, ev: Event) -> None:
-    trial.status = str(ev.body.get("status", ""))
-
-
-def _metadata(s: Session, trial: Trial, run_id: int, ev: Event) -> None:
-    # The trial sends the whole merged dict, so a later run's report replaces it.
-    trial.metadata_json = json.dumps(ev.body.get("metadata", {}))
-
-
-def _alert(s: Session, trial: Trial, run_id: int, ev: Event) -> None:
-    alerts = json.loads(trial.alerts_json)
-    alerts.append({k: ev.body.get(k) for k in ("title", "description", "level", "time")})
-    trial.alerts_json = json.dumps(alerts[-MAX_ALERTS:])
-
-
-def _early_exit(s: Session, trial: Trial, run_id: int, ev: Event) -> None:
-    trial.early_exit = str(ev.body.get("reason", ""))
-
-
-# Each event type but "metrics", which ``store_metrics`` stores a batch at a time, and
-# "preempt_ack", which marks the run.
-APPLIERS: dict[str, Applier] = {
-    "checkpoint": _checkpoint,
-    "checkpoint_deleted": _checkpoint_deleted,
-    "progress": _progress,
-    "status": _status,
-    "metadata": _metadata,
-    "alert": _alert,
-    "early_exit": _early_exit,
-}

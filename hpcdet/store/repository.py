@@ -31,7 +31,7 @@ from hpcdet.states import (
     SUBMITTED_RUN_STATES,
     RunState,
 )
-from hpcdet.store import entries, ingest, journal_apply
+from hpcdet.store import entries, ingest, journal_apply, trial_events
 from hpcdet.store.ingest import BestOf
 from hpcdet.store.journal_apply import UnappliableEntry
 from hpcdet.store.limits import hold_to_oldest_limit, parts
@@ -385,12 +385,12 @@ class Store(Queries):
         """One run's batch of events onto its trial's rows. The trial is loaded only for the
         events that change it; its best validation, which validations change, is read and
         written on its own (the ORM never sets it here)."""
-        changes = [ev for ev in batch.others if ev.type in ingest.APPLIERS]
+        changes = [ev for ev in batch.others if ev.type in trial_events.APPLIERS]
         if changes:
             trial = s.get(Trial, trial_id)
             assert trial is not None
             for ev in changes:  # in order; the batch's metric_lines are metrics only
-                ingest.APPLIERS[ev.type](s, trial, run_id, ev)
+                trial_events.APPLIERS[ev.type](s, trial, run_id, ev)
             s.add(trial)
         if "validation" not in batch.metric_lines.groups and not any(
                 ev.type == "metrics" for ev in batch.others):
