@@ -56,7 +56,9 @@ def user_python() -> str:
         python = base / "venv" / "bin" / "python"
         if (base / "built").exists():
             return str(python)
-        for old in Path(tempfile.gettempdir()).glob("hpcdet-users-*"):
+        # Builds for other sources only: 16 hex digits, as named above (a test's own
+        # temporary directory by a like prefix is not this cache's to remove).
+        for old in Path(tempfile.gettempdir()).glob("hpcdet-users-" + "[0-9a-f]" * 16):
             shutil.rmtree(old, ignore_errors=True)
         base.mkdir()
         built = python_for_users(base)

@@ -6,10 +6,7 @@ import pwd
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from hpcdet.rundir.spec import CLUSTER_INFO_ENV
 from tests import scenarios
@@ -17,7 +14,6 @@ from tests.support import (
     Hpcdet,
     copy_examples,
     ensure_user,
-    python_for_users,
     require_root,
 )
 
@@ -51,36 +47,27 @@ def test_shared_with_group_readable_by_it_only() -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-@pytest.fixture(scope="module")
-def users_python() -> Iterator[str]:
+def test_another_user_reads_nothing_and_plants_nothing(user_python: str) -> None:
     _root_or_skip()
-    base = Path(tempfile.mkdtemp(prefix="hpcdet-users-", dir="/tmp"))
-    python = python_for_users(base)
-    if python is None:
-        pytest.fail("cannot build a Python for unprivileged users (see stderr)", pytrace=False)
-    yield python
-    shutil.rmtree(base, ignore_errors=True)
-
-
-def test_another_user_reads_nothing_and_plants_nothing(users_python: str) -> None:
     for name in (USER_A, USER_B):
         ensure_user(name)
     tmp = Path(tempfile.mkdtemp(prefix="hpcdet-test-", dir="/tmp"))
     tmp.chmod(0o755)
     try:
-        a = Hpcdet(tmp / USER_A, "local", user=USER_A, python=users_python)
+        a = Hpcdet(tmp / USER_A, "local", user=USER_A, python=user_python)
         scenarios.two_users(a, USER_B, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def test_an_unreadable_run_directory_stalls_only_its_experiment(users_python: str) -> None:
+def test_an_unreadable_run_directory_stalls_only_its_experiment(user_python: str) -> None:
     """Issue 37 as the tester did it: chmod 000 on one run's directory, under a daemon that
     runs as an unprivileged user (root's would read it all the same)."""
+    _root_or_skip()
     ensure_user(USER_A)
     tmp = Path(tempfile.mkdtemp(prefix="hpcdet-test-", dir="/tmp"))
     tmp.chmod(0o755)
-    a = Hpcdet(tmp / USER_A, "local", user=USER_A, python=users_python)
+    a = Hpcdet(tmp / USER_A, "local", user=USER_A, python=user_python)
     try:
         scenarios.unreadable_run_is_its_experiments_fault(a, a.mkdir(tmp / "work"))
     finally:
@@ -129,9 +116,10 @@ def test_paths_another_user_owns_or_can_write_are_refused_at_create(
     assert h.run("experiment", "list").stdout.count("core-api") == 0  # nothing was created
 
 
-def test_a_squatted_deepspeed_hostfile_is_not_used(users_python: str) -> None:
+def test_a_squatted_deepspeed_hostfile_is_not_used(user_python: str) -> None:
     """Another user puts a hostfile (or the directory hpcdet keeps it in) in /tmp first: the
     deepspeed launcher of this user never uses it (issue 37 item 6)."""
+    _root_or_skip()
     from tests.unit.launch.launch_support import write_info
 
     for name in (USER_A, USER_B):
@@ -159,7 +147,7 @@ def test_a_squatted_deepspeed_hostfile_is_not_used(users_python: str) -> None:
         def launch() -> subprocess.CompletedProcess[str]:
             return subprocess.run(
                 ["runuser", "-u", USER_A, "--", "env", "-i", f"PATH={bin_dir}:/usr/bin:/bin",
-                 f"TMPDIR={shared_tmp}", f"{CLUSTER_INFO_ENV}={info}", users_python, "-I",
+                 f"TMPDIR={shared_tmp}", f"{CLUSTER_INFO_ENV}={info}", user_python, "-I",
                  "-m", "hpcdet.launch.deepspeed", "python3", "t.py"],
                 capture_output=True, text=True, timeout=120, check=False, cwd=tmp)
 
