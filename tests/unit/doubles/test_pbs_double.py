@@ -707,3 +707,22 @@ def test_qsub_v_refuses_a_value_with_a_quote_as_23_06(pbs: Pbs) -> None:
         assert (p.returncode, p.stderr) == (1, "qsub: cannot send environment with the job\n")
     jid = pbs.qsub("-v", "FOO=a b", "--", "/bin/true")
     assert pbs.wait_state(jid, "F")["Variable_List"]["FOO"] == "a b"
+
+
+def test_a_runner_starting_survives_a_qdel_s_signal(tmp_path: Path) -> None:
+    # A qdel right after the job went R signals a runner still starting Python, before its
+    # handlers are in: the default action killed it and the job ended "lost" (CI, loaded).
+    sys.path.insert(0, str(Path(__file__).parents[2] / "doubles" / "pbs"))
+    try:
+        from pbsdouble.procs import spawn_detached
+    finally:
+        sys.path.pop(0)
+    pid = spawn_detached(["/bin/sleep", "5"], {}, str(tmp_path / "log"))
+    try:
+        for sig in (signal.SIGUSR1, signal.SIGTERM, signal.SIGHUP):
+            os.kill(pid, sig)
+        time.sleep(0.3)
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+        assert state in "RS", state  # not Z: dead and not yet reaped
+    finally:
+        os.kill(pid, signal.SIGKILL)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 
 # ---------------------------------------------------------------------------------------------
 # Processes.
@@ -70,6 +71,12 @@ def spawn_detached(argv: list[str], env: dict, log_path: str) -> int:
             os.dup2(fd0, 0)
             os.dup2(fd1, 1)
             os.dup2(fd1, 2)
+            # The runner installs its own handlers once Python has started; until then a qdel's
+            # SIGUSR1 (or a stray SIGTERM/SIGHUP) would kill it with the default action, and
+            # the job would end "lost". Ignored dispositions survive exec; the store's
+            # kill_requested tells the runner of a qdel it did not hear.
+            for sig in (signal.SIGUSR1, signal.SIGTERM, signal.SIGHUP):
+                signal.signal(sig, signal.SIG_IGN)
             os.execve(argv[0], argv, env)
         except BaseException:  # noqa: BLE001 - nothing sane to do in a forked child
             os._exit(127)

@@ -127,8 +127,10 @@ def runner_main(seq: str, index_text: str) -> int:
             return 0
         jid = job_id(cfg, job, index)
         if unit.get("kill_requested"):
-            # Deleted before it could start: nothing ran, no Exit_status.
-            finish_unit(store, job, index, None, time.time())
+            # Deleted while R but before its script started (a qdel right after the run began):
+            # the server had sent it to run, so it ends as a running job qdel'ed does, killed
+            # by SIGTERM (Exit_status 256+15), without the script having run.
+            finish_unit(store, job, index, 256 + signal.SIGTERM, time.time())
             schedule_pass(store)
             return 0
         job = json.loads(json.dumps(job))
