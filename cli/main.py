@@ -48,6 +48,7 @@ for group, name, about in (
 app.command("submit")(experiment.submit)
 app.command("ui")(ui.ui)
 app.command("tensorboard")(ui.tensorboard)
+app.command("relay", hidden=True)(ui.relay)
 app.add_typer(daemon.app, name="daemon", help="The per-user daemon.")
 app.add_typer(cluster.app, name="cluster", help="Cluster settings and what the scheduler says.")
 

@@ -91,7 +91,7 @@ class Keeper:
             return
         try:
             wire.send(conn, wire.READY)
-            if request.get("subsystem") == "sftp":
+            if request.get("subsystem") == "sftp" or request.get("raw"):
                 _relay(conn, channel)
             else:
                 _pump(conn, channel)
