@@ -96,6 +96,8 @@ class Keeper:
             else:
                 _pump(conn, channel)
         finally:
+            if not channel.exit_status_ready():
+                _interrupt(channel)
             channel.close()
 
     # ------------------------------------------------------------------ transports
@@ -242,6 +244,24 @@ def _pump(conn: socket.socket, channel: Any) -> None:
             return
         if channel.eof_received:
             time.sleep(0.005)  # its pipe stays readable: wait for the exit status, not spin
+
+
+def _interrupt(channel: Any) -> None:
+    """Ctrl-C for the command on the login node (RFC 4254's "signal" request): without a
+    terminal, a closed channel alone leaves it running until it next writes."""
+    from paramiko.common import cMSG_CHANNEL_REQUEST
+    from paramiko.message import Message
+
+    if channel.closed:
+        return
+    m = Message()
+    m.add_byte(cMSG_CHANNEL_REQUEST)
+    m.add_int(channel.remote_chanid)
+    m.add_string("signal")
+    m.add_boolean(False)
+    m.add_string("INT")
+    with contextlib.suppress(Exception):
+        channel.transport._send_user_message(m)
 
 
 def _relay(conn: socket.socket, channel: Any) -> None:

@@ -111,7 +111,8 @@ class RemoteSession:
         """An SFTP client over an sftp subsystem channel of the keeper's transport."""
         import paramiko
 
-        return paramiko.SFTPClient(self.open(subsystem="sftp"))
+        sock = self.open(subsystem="sftp")
+        return paramiko.SFTPClient(_Named(fileno=sock.detach(), name=self.cluster.name))
 
     def home(self) -> str:
         code, out, err = self.capture_shell('printf %s "$HOME"')
@@ -119,6 +120,17 @@ class RemoteSession:
             raise wire.RemoteError(f"cannot tell the home directory on {self.cluster.name}: "
                                    f"{err.strip() or out.strip() or code}")
         return out
+
+
+class _Named(socket.socket):
+    """A socket paramiko's SFTP client can name in its log, as it names a channel."""
+
+    def __init__(self, fileno: int, name: str) -> None:
+        super().__init__(socket.AF_UNIX, socket.SOCK_STREAM, fileno=fileno)
+        self._name = name
+
+    def get_name(self) -> str:
+        return f"sftp to {self._name}"
 
 
 def session_for(name: str) -> RemoteSession:
