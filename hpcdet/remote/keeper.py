@@ -15,6 +15,7 @@ import os
 import re
 import select
 import shlex
+import signal
 import socket
 import sys
 import threading
@@ -299,6 +300,7 @@ def main() -> None:
     inode = os.stat(path).st_ino
     (directory / "keeper.pid").write_text(f"{os.getpid()}\n")
     keeper = Keeper(idle_seconds())
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
         keeper.serve(listener)
     finally:
