@@ -33,7 +33,10 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _sshd(tmp: Path, state: Path) -> tuple[subprocess.Popen[bytes], int, Path]:
+def start_sshd(tmp: Path, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], int, Path]:
+    """A real OpenSSH server on a free loopback port, for this user with a key made here (its
+    private key returned), its sessions given ``env``. tests/integration/test_remote_cli.py
+    uses it too."""
     port = _free_port()
     for name in ("host", "user"):
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp / name)],
@@ -46,7 +49,7 @@ def _sshd(tmp: Path, state: Path) -> tuple[subprocess.Popen[bytes], int, Path]:
         f"PidFile {tmp / 'sshd.pid'}\nAuthorizedKeysFile {tmp / 'authorized_keys'}\n"
         "PermitRootLogin prohibit-password\nPasswordAuthentication no\n"
         "KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\nMaxSessions 100\n"
-        f"SetEnv HPCDET_HOME={state} HPCDET_CLUSTER_CONFIG={tmp / 'cluster.yaml'}\n")
+        f"Subsystem sftp internal-sftp\nSetEnv {' '.join(f'{k}={v}' for k, v in env.items())}\n")
     Path("/run/sshd").mkdir(exist_ok=True)
     server = subprocess.Popen([SSHD, "-D", "-f", str(config), "-E", str(tmp / "sshd.log")])
     deadline = time.monotonic() + 10
@@ -96,7 +99,8 @@ def measure(runs: int) -> list[Figure]:
         state.mkdir(mode=0o700)
         (laptop / ".ssh").mkdir(parents=True, mode=0o700)
         (tmp / "cluster.yaml").write_text("backend: local\n")
-        server, port, key = _sshd(tmp, state)
+        server, port, key = start_sshd(tmp, {"HPCDET_HOME": str(state),
+                                             "HPCDET_CLUSTER_CONFIG": str(tmp / "cluster.yaml")})
         try:
             host_key = (tmp / "host.pub").read_text().split()
             (laptop / ".ssh" / "known_hosts").write_text(
