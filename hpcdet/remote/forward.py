@@ -100,8 +100,9 @@ def run_on_cluster(cluster: Cluster, argv: Sequence[str]) -> int:
     session = RemoteSession(cluster)
     try:
         from hpcdet.remote.files_commands import run_remote
-    except ImportError:  # sync and download not there yet
-        pass
+    except ModuleNotFoundError as e:  # sync and download not there yet
+        if e.name != "hpcdet.remote.files_commands":
+            raise
     else:
         handled = run_remote(session, list(argv))
         if handled is not None:
