@@ -148,7 +148,12 @@ def _writer(stream: IO[str]) -> Callable[[bytes], None]:
 
 
 def _forward_stdin(sock: socket.socket) -> None:
+    """Our stdin to the command, as ssh does; not a terminal we are in the background of
+    (reading it would stop us, as `hpcdet -c X e list &` must not be)."""
     with contextlib.suppress(OSError):
+        if os.isatty(0) and os.tcgetpgrp(0) != os.getpgrp():
+            wire.send(sock, wire.STDIN_EOF)
+            return
         while True:
             try:
                 data = os.read(0, 1 << 16)

@@ -31,7 +31,7 @@ class Laptop:
 
     def run(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
         return subprocess.run([*CLI, *args], env=self.env, capture_output=True, text=True,
-                              timeout=timeout, check=False)
+                              timeout=timeout, check=False, stdin=subprocess.DEVNULL)
 
     def keeper_pid(self) -> int:
         return int((self.keeper / "keeper.pid").read_text())
