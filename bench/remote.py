@@ -33,20 +33,23 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_sshd(tmp: Path, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], int, Path]:
+def start_sshd(tmp: Path, env: dict[str, str], keys: Path | None = None
+               ) -> tuple[subprocess.Popen[bytes], int, Path]:
     """A real OpenSSH server on a free loopback port, for this user with a key made here (its
-    private key returned), its sessions given ``env``. tests/integration/test_remote_cli.py
-    uses it too."""
+    private key returned), its sessions given ``env``; the public key in ``keys`` (default
+    ``tmp``), a directory other users may read for a test that logs in as them.
+    tests/integration/test_remote_cli.py uses it too."""
     port = _free_port()
     for name in ("host", "user"):
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp / name)],
                        check=True)
-    (tmp / "authorized_keys").write_text((tmp / "user.pub").read_text())
-    (tmp / "authorized_keys").chmod(0o600)
+    authorized = (keys or tmp) / "authorized_keys"
+    authorized.write_text((tmp / "user.pub").read_text())
+    authorized.chmod(0o644 if keys else 0o600)
     config = tmp / "sshd_config"
     config.write_text(
         f"Port {port}\nListenAddress 127.0.0.1\nHostKey {tmp / 'host'}\n"
-        f"PidFile {tmp / 'sshd.pid'}\nAuthorizedKeysFile {tmp / 'authorized_keys'}\n"
+        f"PidFile {tmp / 'sshd.pid'}\nAuthorizedKeysFile {authorized}\n"
         "PermitRootLogin prohibit-password\nPasswordAuthentication no\n"
         "KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\nMaxSessions 100\n"
         f"Subsystem sftp internal-sftp\nSetEnv {' '.join(f'{k}={v}' for k, v in env.items())}\n")

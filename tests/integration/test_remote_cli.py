@@ -7,9 +7,11 @@ from __future__ import annotations
 import os
 import pwd
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -43,9 +45,12 @@ def laptop(local_hpcdet: Hpcdet, tmp_path: Path) -> Iterator[tuple[Laptop, Hpcde
     h = local_hpcdet
     server_dir = tmp_path / "sshd"
     server_dir.mkdir(mode=0o700)
+    keys = Path(tempfile.mkdtemp(prefix="hpcdet-test-keys-", dir="/tmp"))
+    keys.chmod(0o755)  # a public key, read by sshd as each user it lets in
     there = h.env()
     server, port, key = start_sshd(server_dir, {
-        k: there[k] for k in ("HPCDET_HOME", "HPCDET_CLUSTER_CONFIG", "HPCDET_SITE_CONFIG")})
+        k: there[k] for k in ("HPCDET_HOME", "HPCDET_CLUSTER_CONFIG", "HPCDET_SITE_CONFIG")},
+        keys)
     home = tmp_path / "laptop"
     (home / ".ssh").mkdir(parents=True, mode=0o700)
     kind, blob = (server_dir / "host.pub").read_text().split()[:2]
@@ -71,6 +76,7 @@ def laptop(local_hpcdet: Hpcdet, tmp_path: Path) -> Iterator[tuple[Laptop, Hpcde
                 pass
         server.terminate()
         server.wait(timeout=10)
+        shutil.rmtree(keys, ignore_errors=True)
 
 
 def _experiment(h: Hpcdet, tmp_path: Path, script: str) -> None:
@@ -193,4 +199,48 @@ def _serving(state: Path) -> bool:
             continue
         if b"--exit-on-eof" in line and str(state).encode() in environ:
             return True
+    return False
+
+
+CTRL_C_USER = "hpcdet-kc"  # sshd passes a "signal" request on only for a user not root
+
+
+def test_ctrl_c_ends_the_command_on_the_login_node(laptop: tuple[Laptop, Hpcdet]) -> None:
+    from tests.support import ensure_user
+
+    lap, _ = laptop
+    ensure_user(CTRL_C_USER)
+    # No password ("*"), but not the "!" sshd reads as a locked account.
+    subprocess.run(["usermod", "-p", "*", CTRL_C_USER], check=True)
+    config = Path(lap.env["HOME"]) / ".ssh" / "config"
+    login = config.read_text()
+    config.write_text(login + login.replace("Host login", "Host other").replace(
+        f"User {pwd.getpwuid(os.getuid()).pw_name}", f"User {CTRL_C_USER}"))
+    # Not hpcdet's command here: what is asked is that a long one ends.
+    script = ("import sys\nfrom hpcdet.remote.session import RemoteSession\n"
+              "from hpcdet.remote.profiles import Cluster\n"
+              "s = RemoteSession(Cluster('o', 'other', '/bin/echo hpcdet "
+              f"{__import__('hpcdet').__version__}'))\n"
+              "sys.exit(s.execute('echo started; exec sleep 312', b''))\n")
+    cli = subprocess.Popen([sys.executable, "-c", script], env=lap.env, text=True,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert cli.stdout is not None
+    assert cli.stdout.readline() == "started\n", cli.stderr.read() if cli.stderr else ""
+    uid = pwd.getpwnam(CTRL_C_USER).pw_uid
+    assert _sleeping(uid)
+    cli.send_signal(signal.SIGINT)
+    cli.wait(timeout=30)
+    deadline = time.monotonic() + 20
+    while _sleeping(uid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _sleeping(uid)
+
+
+def _sleeping(uid: int) -> bool:
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.stat().st_uid == uid and b"sleep\x00312" in (proc / "cmdline").read_bytes():
+                return True
+        except OSError:
+            continue
     return False
