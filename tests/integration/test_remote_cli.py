@@ -157,6 +157,16 @@ def test_no_hpcdet_on_the_login_node_says_what_to_run(laptop: tuple[Laptop, Hpcd
     assert done.stderr.startswith("Error: no working hpcdet on the login node of bare (login)")
     assert f"python3 -m pip install --user hpcdet=={__version__}" in done.stderr
     assert "hpcdet cluster add bare --ssh login --hpcdet PATH" in done.stderr
+    # Another version there: said, never a traceback.
+    assert lap.run("cluster", "add", "old", "--ssh", "login", "--hpcdet",
+                   "/bin/echo hpcdet 0.0.1").returncode == 0
+    older = lap.run("-c", "old", "e", "list")
+    assert older.returncode == 1 and "Traceback" not in older.stderr
+    assert older.stderr.startswith(
+        f"Error: the login node of old has hpcdet 0.0.1, this laptop hpcdet {__version__}")
+    assert f"python3 -m pip install --user hpcdet=={__version__}" in older.stderr
+    # The laptop's own commands stay here whatever cluster is chosen.
+    assert lap.run("-c", "old", "version").stdout.startswith(f"hpcdet {__version__} ")
     listed = lap.run("cluster", "list")
     assert re.search(r"x \*? *\| login \| yes +\| " + re.escape(__version__), listed.stdout), \
         listed.stdout
