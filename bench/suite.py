@@ -70,6 +70,7 @@ BENCHES = [
     Bench("ui_page", _lazy("ui_experiment_page", 200, 10_000, 5),
           _lazy("ui_experiment_page", 5, 200, 1)),
     Bench("cli_listing", _lazy("cli_listing", 10_000, 5), _lazy("cli_listing", 50, 1)),
+    Bench("remote", _lazy("remote", 10), _lazy("remote", 1)),
     Bench("log_tail", _lazy("log_tail", 1024, 3), _lazy("log_tail", 64, 1)),
     Bench("pytorch", _lazy("pytorch_throughput", 20, 21), _lazy("pytorch_throughput", 1, 1)),
     Bench("pytorch_ddp", _lazy("pytorch_ddp", 20, 9), _lazy("pytorch_ddp", 1, 1, False, 2)),

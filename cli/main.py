@@ -4,7 +4,7 @@
 # signature to build the command tree at each start, and string annotations cost an eval each.
 import copy
 import sys
-from typing import Annotated, Any
+from typing import Annotated, Any, Optional
 
 import typer
 from typer.core import TyperGroup
@@ -48,6 +48,7 @@ for group, name, about in (
 app.command("submit")(experiment.submit)
 app.command("ui")(ui.ui)
 app.command("tensorboard")(ui.tensorboard)
+app.command("relay", hidden=True)(ui.relay)
 app.add_typer(daemon.app, name="daemon", help="The per-user daemon.")
 app.add_typer(cluster.app, name="cluster", help="Cluster settings and what the scheduler says.")
 
@@ -67,6 +68,11 @@ def _options(
     version: Annotated[bool, typer.Option(
         "--version", "-v", callback=_print_version, is_eager=True,
         help="Print hpcdet's version and exit.")] = False,
+    cluster: Annotated[Optional[str], typer.Option(
+        "--cluster", "-c", metavar="NAME",
+        help="Run the command on this cluster's login node (`hpcdet cluster add`; default: "
+             "$HPCDET_CLUSTER, else the default cluster, else this machine; `local`: this "
+             "machine).")] = None,
 ) -> None:
     """Determined-style experiments on Slurm, PBS or this machine."""
 
@@ -93,10 +99,30 @@ def _private_umask() -> None:
     apply_umask(share)
 
 
+def _on_cluster(argv: list[str]) -> int | None:
+    """The exit code of ``argv`` run on the chosen cluster's login node; None when it runs
+    here (no cluster chosen, or a command of the laptop's own). ``argv`` loses its -c."""
+    from hpcdet.remote.forward import run_on_cluster, runs_on_laptop, split_cluster
+    from hpcdet.remote.profiles import chosen
+
+    name, rest = split_cluster(argv)
+    argv[:] = rest
+    if runs_on_laptop(rest):
+        return None
+    cluster = chosen(name)
+    if cluster is None:
+        return None
+    return run_on_cluster(cluster, rest)
+
+
 def main() -> None:
     _private_umask()
     try:
-        app()  # standalone: typer prints usage errors and exits with their code
+        argv = sys.argv[1:]
+        code = _on_cluster(argv)
+        if code is not None:
+            sys.exit(code)
+        app(args=argv)  # standalone: typer prints usage errors and exits with their code
     except HpcdetError as e:
         print(f"Error: {visible(e, keep_lines=True)}", file=sys.stderr)
         sys.exit(1)

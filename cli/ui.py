@@ -14,6 +14,8 @@ Host = Annotated[str, typer.Option(
     "--host", help="The address to bind with --port; non-loopback needs --allow-remote.")]
 AllowRemote = Annotated[bool, typer.Option(
     "--allow-remote", help="Allow a --host other machines can reach.")]
+# For `hpcdet ui -c NAME` on a laptop: the server lives as long as the laptop's channel.
+ExitOnEof = Annotated[bool, typer.Option("--exit-on-eof", hidden=True)]
 NewToken = Annotated[bool, typer.Option(
     "--new-token", help="Replace the UI token first: links printed before stop working, and "
                         "pages open on running servers must be opened again.")]
@@ -27,13 +29,35 @@ def _bind(host: str, allow_remote: bool) -> None:
         print(f"Warning: {warning}", file=sys.stderr)
 
 
+def _exit_on_eof(wanted: bool) -> None:
+    """Stop (as on Ctrl-C) when stdin ends: the laptop that forwards the UI went away."""
+    if not wanted:
+        return
+    import os
+    import signal
+    import threading
+
+    def watch() -> None:
+        while True:
+            try:
+                if not os.read(0, 4096):
+                    break
+            except OSError:
+                break
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
 def ui(port: Port = None, host: Host = "127.0.0.1", allow_remote: AllowRemote = False,
-       new_token: NewToken = False) -> None:
-    """Serve the web UI until Ctrl-C, and say how to open it from a laptop."""
+       new_token: NewToken = False, exit_on_eof: ExitOnEof = False) -> None:
+    """Serve the web UI until Ctrl-C, and say how to open it from a laptop (or run
+    `hpcdet ui -c CLUSTER` there)."""
     from hpcdet.ui.app import make_app
     from hpcdet.ui.serve import serve
 
     _bind(host, allow_remote)
+    _exit_on_eof(exit_on_eof)
     p = paths()
     serve(p, lambda door: make_app(p, door), "ui.sock", 8765,
           host if port is not None else None, port, lambda line: console.print(line),
@@ -48,6 +72,7 @@ def tensorboard(
         "--idle-timeout", min=10,
         help="Stop after this many seconds without a request (an open page asks every 30 s).")]
     = 300,
+    exit_on_eof: ExitOnEof = False,
 ) -> None:
     """TensorBoard on the experiments' TensorBoard files, behind the UI's token; stops when
     no page has been open for --idle-timeout seconds."""
@@ -56,8 +81,45 @@ def tensorboard(
     from hpcdet.views.tensorboard import tensorboard_logdirs
 
     _bind(host, allow_remote)
+    _exit_on_eof(exit_on_eof)
     p = paths()
     logdirs = tensorboard_logdirs(read_store(p), p, experiment_ids)
     serve(p, lambda door: make_tensorboard_app(logdirs, door), "tensorboard.sock", 8766,
           host if port is not None else None, port, lambda line: console.print(line),
           idle_timeout, rotate=new_token)
+
+
+def relay(
+    which: Annotated[str, typer.Argument(help="ui or tensorboard")],
+) -> None:
+    """Pipe stdin and stdout to the private socket of this user's `hpcdet ui` (or
+    `tensorboard`): one browser connection forwarded from a laptop over SSH."""
+    import os
+    import select
+    import socket
+
+    if which not in ("ui", "tensorboard"):
+        raise typer.BadParameter("ui or tensorboard")
+    sock_path = paths().root / f"{which}.sock"
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        conn.connect(str(sock_path))
+    except OSError as e:
+        print(f"Error: no `hpcdet {which}` serves {sock_path}: {e.strerror}", file=sys.stderr)
+        raise typer.Exit(1) from None
+    sources = [0, conn.fileno()]
+    while sources:
+        for fd in select.select(sources, [], [])[0]:
+            data = os.read(fd, 1 << 16)
+            if fd == 0:
+                if data:
+                    conn.sendall(data)
+                else:
+                    sources.remove(0)
+                    conn.shutdown(socket.SHUT_WR)
+            elif data:
+                view = memoryview(data)
+                while view:  # a pipe may take part of it
+                    view = view[os.write(1, view):]
+            else:
+                return

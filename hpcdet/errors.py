@@ -113,3 +113,11 @@ def disk_full_cause(error: BaseException | None) -> BaseException | None:
             return error
         error = error.__cause__ or error.__context__
     return None
+
+
+class HostKeyError(HpcdetError):
+    """An SSH host's key is unknown or not the one recorded: hpcdet connects to no such host."""
+
+
+class RemoteAuthError(HpcdetError):
+    """The login node (or a bastion) refused every way hpcdet had to authenticate."""

@@ -33,6 +33,12 @@ if [[ $(id -u) -eq 0 ]]; then
         apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
             chromium >/dev/null
     fi
+    # The remote tests run Debian's OpenSSH server as the login node (and as a bastion).
+    if [[ ! -x /usr/sbin/sshd ]]; then
+        phase "installing Debian's OpenSSH server for the remote tests"
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+            openssh-server >/dev/null
+    fi
     # Podman, Docker and Apptainer and their base image (about 2 minutes on a fresh machine,
     # a second once made), while the linters run; the container tests wait for it.
     phase "starting the container runtimes (log: \$TMPDIR/hpcdet-container-runtimes.log)"

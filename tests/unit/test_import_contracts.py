@@ -62,6 +62,9 @@ def test_the_contracts_hold(tree: Path) -> None:
     ("ui-over-views", "hpcdet/ui/api.py", "import hpcdet.store.reads"),
     ("store-importers", "hpcdet/link/files.py", "import hpcdet.store.repository"),
     ("link-no-daemon", "hpcdet/link/files.py", "import hpcdet.daemon.requests"),
+    # Issue 41: the laptop's SSH side stays out of what runs on the login node.
+    ("remote-is-the-laptop-s", "hpcdet/daemon/loop.py", "import hpcdet.remote.keeper"),
+    ("remote-is-the-laptop-s", "hpcdet/views/lookups.py", "import paramiko"),
 ])
 def test_a_broken_rule_fails(tree: Path, contract: str, module: str, line: str) -> None:
     path = tree / module

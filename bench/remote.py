@@ -1,0 +1,149 @@
+"""`hpcdet -c X experiment list` from a laptop over SSH (issue 41).
+
+Usage: ``python -m bench.remote [RUNS]`` (default 10).
+
+A real OpenSSH server on a loopback port of its own (its host key and the user's key made for
+the run, key authentication) stands for the login node, with the same hpcdet and a small
+local-backend state directory behind it. Figures: a warm ``hpcdet -c X e list`` (the keeper
+holds the transport) against the same command run on the "login node" (a local process) plus
+one SSH round trip (an exec of ``true`` on an open transport), in the same run; and a cold
+first command (no keeper: it starts, connects, checks the version, runs the command).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.figures import Figure, median, table
+
+SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_sshd(tmp: Path, env: dict[str, str], keys: Path | None = None
+               ) -> tuple[subprocess.Popen[bytes], int, Path]:
+    """A real OpenSSH server on a free loopback port, for this user with a key made here (its
+    private key returned), its sessions given ``env``; the public key in ``keys`` (default
+    ``tmp``), a directory other users may read for a test that logs in as them.
+    tests/integration/test_remote_cli.py uses it too."""
+    port = _free_port()
+    for name in ("host", "user"):
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp / name)],
+                       check=True)
+    authorized = (keys or tmp) / "authorized_keys"
+    authorized.write_text((tmp / "user.pub").read_text())
+    authorized.chmod(0o644 if keys else 0o600)
+    config = tmp / "sshd_config"
+    config.write_text(
+        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {tmp / 'host'}\n"
+        f"PidFile {tmp / 'sshd.pid'}\nAuthorizedKeysFile {authorized}\n"
+        "PermitRootLogin prohibit-password\nPasswordAuthentication no\n"
+        "KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\nMaxSessions 100\n"
+        f"Subsystem sftp internal-sftp\nSetEnv {' '.join(f'{k}={v}' for k, v in env.items())}\n")
+    Path("/run/sshd").mkdir(exist_ok=True)
+    server = subprocess.Popen([SSHD, "-D", "-f", str(config), "-E", str(tmp / "sshd.log")])
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        time.sleep(0.05)
+    return server, port, tmp / "user"
+
+
+def _timed(env: dict[str, str], *args: str) -> float:
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "hpcdet.cli.entry", *args], env=env,
+                          capture_output=True, text=True)
+    took = time.perf_counter() - start
+    assert done.returncode == 0, done.stderr
+    return took
+
+
+def _round_trip(host: str, port: int, key: Path, user: str, runs: int) -> float:
+    import paramiko
+
+    transport = paramiko.Transport(("127.0.0.1", port))
+    transport.start_client(timeout=10)
+    transport.auth_publickey(user, paramiko.Ed25519Key.from_private_key_file(str(key)))
+    took = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        channel = transport.open_session()
+        channel.exec_command("true")
+        channel.recv_exit_status()
+        channel.close()
+        took.append(time.perf_counter() - start)
+    transport.close()
+    return median(took)
+
+
+def measure(runs: int) -> list[Figure]:
+    import pwd
+
+    user = pwd.getpwuid(os.getuid()).pw_name
+    with tempfile.TemporaryDirectory(prefix="hpcdet-bench-") as name:
+        tmp = Path(name)
+        tmp.chmod(0o700)
+        state, laptop = tmp / "state", tmp / "laptop"
+        state.mkdir(mode=0o700)
+        (laptop / ".ssh").mkdir(parents=True, mode=0o700)
+        (tmp / "cluster.yaml").write_text("backend: local\n")
+        server, port, key = start_sshd(tmp, {"HPCDET_HOME": str(state),
+                                             "HPCDET_CLUSTER_CONFIG": str(tmp / "cluster.yaml")})
+        try:
+            host_key = (tmp / "host.pub").read_text().split()
+            (laptop / ".ssh" / "known_hosts").write_text(
+                f"[127.0.0.1]:{port} {host_key[0]} {host_key[1]}\n")
+            (laptop / ".ssh" / "config").write_text(
+                f"Host bench\n  HostName 127.0.0.1\n  Port {port}\n  User {user}\n"
+                f"  IdentityFile {key}\n")
+            here = {**os.environ, "HPCDET_HOME": str(state),
+                    "HPCDET_CLUSTER_CONFIG": str(tmp / "cluster.yaml")}
+            there = {**os.environ, "HOME": str(laptop), "XDG_CONFIG_HOME": str(laptop / "cfg"),
+                     "HPCDET_KEEPER_DIR": str(tmp / "keeper"), "SSH_AUTH_SOCK": ""}
+            there.pop("HPCDET_CLUSTER", None)
+            hpcdet = f"{sys.executable} -m hpcdet.cli.main"
+            subprocess.run([sys.executable, "-m", "hpcdet.cli.main", "cluster", "add", "x",
+                            "--ssh", "bench", "--hpcdet", hpcdet], env=there, check=True,
+                           capture_output=True)
+            _timed(here, "daemon", "start")
+            cold = _timed(there, "-c", "x", "e", "list")
+            local = median([_timed(here, "e", "list") for _ in range(runs)])
+            trip = _round_trip("127.0.0.1", port, key, user, runs)
+            warm = median([_timed(there, "-c", "x", "e", "list") for _ in range(runs)])
+            version = median([_timed(there, "version") for _ in range(runs)])
+            _timed(here, "daemon", "stop")
+        finally:
+            pid_file = tmp / "keeper" / "keeper.pid"
+            if pid_file.exists():
+                os.kill(int(pid_file.read_text()), signal.SIGTERM)
+            server.terminate()
+            server.wait(timeout=10)
+    note = (f"the laptop's own start-up (`hpcdet version`, {version:.2f} s) is part of the "
+            "warm figure and not of the baseline; key authentication, no second factor")
+    return [
+        Figure("remote", "hpcdet -c X e list, warm (keeper holds the transport)", warm, "s",
+               "e list on the login node + one SSH round trip", local + trip, "<= 1.3x",
+               warm <= 1.3 * (local + trip), note=note),
+        Figure("remote", "hpcdet -c X e list, cold (keeper start, connect, version check)",
+               cold, "s", "e list on the login node", local, "<= 2 s + authentication",
+               cold <= 2.0),
+    ]
+
+
+if __name__ == "__main__":
+    print(table(measure(*[int(a) for a in sys.argv[1:]] or [10])))

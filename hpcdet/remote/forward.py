@@ -1,0 +1,115 @@
+"""Which commands run where, and the login node's command line for those that go there.
+
+With a cluster chosen, every command runs on the cluster's login node as ``<hpcdet> <argv>``,
+every argument quoted for its shell, except those that are the laptop's own: the cluster
+profiles, the version, and the help of either.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from hpcdet.remote.profiles import Cluster
+
+# `cluster show` is not here: it tells what the chosen cluster's scheduler says.
+LAPTOP_CLUSTER_COMMANDS = frozenset({"add", "use", "remove", "list", "trust"})
+HELP = frozenset({"--help", "-h"})
+
+
+def split_cluster(argv: Sequence[str]) -> tuple[str | None, list[str]]:
+    """``-c NAME``, ``-cNAME``, ``--cluster NAME`` or ``--cluster=NAME`` taken out of ``argv``
+    (before a ``--``; the last one wins), and the rest in order."""
+    name: str | None = None
+    rest: list[str] = []
+    args = list(argv)
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            rest.extend(args[i:])
+            break
+        if arg in ("-c", "--cluster"):
+            if i + 1 >= len(args):
+                from hpcdet.errors import UsageError
+
+                raise UsageError(f"{arg} needs a cluster's name: `hpcdet {arg} NAME COMMAND`")
+            name = args[i + 1]
+            i += 2
+            continue
+        if arg.startswith("--cluster="):
+            name = arg.split("=", 1)[1]
+        elif arg.startswith("-c") and not arg.startswith("--") and len(arg) > 2:
+            name = arg[2:]
+        else:
+            rest.append(arg)
+        i += 1
+    return name, rest
+
+
+def _words(argv: Sequence[str]) -> list[str]:
+    return [a for a in argv if a != "--"]
+
+
+def runs_on_laptop(argv: Sequence[str]) -> bool:
+    """Whether ``argv`` (without ``-c``) is a command of the laptop's own."""
+    words = _words(argv)
+    if not words or words[0] in ("--version", "-v", "version") or words[0] in HELP:
+        return True
+    return words[0] == "cluster" and (len(words) == 1 or words[1] in HELP
+                                      or words[1] in LAPTOP_CLUSTER_COMMANDS)
+
+
+def hpcdet_words(command: str) -> str:
+    """The profile's hpcdet command for the login node's shell: its words quoted, a leading
+    ``~/`` kept as the remote ``$HOME``."""
+    out = []
+    for word in shlex.split(command):
+        if word == "~":
+            out.append('"$HOME"')
+        elif word.startswith("~/"):
+            out.append('"$HOME"/' + shlex.quote(word[2:]))
+        else:
+            out.append(shlex.quote(word))
+    return " ".join(out)
+
+
+def remote_command(command: str, argv: Sequence[str]) -> str:
+    """``<hpcdet> <argv>`` as one line for the login node's shell, each argument quoted."""
+    return " ".join([hpcdet_words(command), *(shlex.quote(a) for a in argv)])
+
+
+def command_of(argv: Sequence[str]) -> list[str]:
+    """The command's words before its first option (``["e", "create"]``), for the hooks."""
+    words = []
+    for a in argv:
+        if a.startswith("-"):
+            break
+        words.append(a)
+    return words[:2]
+
+
+def run_on_cluster(cluster: Cluster, argv: Sequence[str]) -> int:
+    """``hpcdet <argv>`` run for the laptop on ``cluster``: the file commands (create with its
+    upload, downloads) by ``files_commands``, the UI by a forwarded port, the rest as they are
+    on the login node; the login node's exit code."""
+    from hpcdet.remote.session import RemoteSession
+
+    session = RemoteSession(cluster)
+    try:
+        from hpcdet.remote.files_commands import run_remote
+    except ModuleNotFoundError as e:  # sync and download not there yet
+        if e.name != "hpcdet.remote.files_commands":
+            raise
+    else:
+        handled = run_remote(session, list(argv))
+        if handled is not None:
+            return int(handled)
+    words = command_of(argv)
+    if words and words[0] in ("ui", "tensorboard"):
+        from hpcdet.remote.ui_forward import forward_ui
+
+        return int(forward_ui(session, list(argv)))
+    return session.run(argv)

@@ -1,0 +1,256 @@
+"""hpcdet from a laptop (issue 41): every command run on the login node through the keeper,
+against a real OpenSSH server (a loopback one with a key: `bench.remote.start_sshd`) in front
+of a real hpcdet and daemon on the local backend."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from bench.remote import start_sshd
+from tests.support import Hpcdet, require_root
+
+CLI = [sys.executable, "-m", "hpcdet.cli.entry"]
+
+
+@dataclass
+class Laptop:
+    env: dict[str, str]
+    keeper: Path
+
+    def run(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*CLI, *args], env=self.env, capture_output=True, text=True,
+                              timeout=timeout, check=False, stdin=subprocess.DEVNULL)
+
+    def keeper_pid(self) -> int:
+        return int((self.keeper / "keeper.pid").read_text())
+
+
+@pytest.fixture
+def laptop(local_hpcdet: Hpcdet, tmp_path: Path) -> Iterator[tuple[Laptop, Hpcdet]]:
+    require_root("sshd runs as root and lets this user in with a key")
+    h = local_hpcdet
+    server_dir = tmp_path / "sshd"
+    server_dir.mkdir(mode=0o700)
+    keys = Path(tempfile.mkdtemp(prefix="hpcdet-test-keys-", dir="/tmp"))
+    keys.chmod(0o755)  # a public key, read by sshd as each user it lets in
+    there = h.env()
+    server, port, key = start_sshd(server_dir, {
+        k: there[k] for k in ("HPCDET_HOME", "HPCDET_CLUSTER_CONFIG", "HPCDET_SITE_CONFIG")},
+        keys)
+    home = tmp_path / "laptop"
+    (home / ".ssh").mkdir(parents=True, mode=0o700)
+    kind, blob = (server_dir / "host.pub").read_text().split()[:2]
+    (home / ".ssh" / "known_hosts").write_text(f"[127.0.0.1]:{port} {kind} {blob}\n")
+    user = pwd.getpwuid(os.getuid()).pw_name
+    (home / ".ssh" / "config").write_text(
+        f"Host login\n  HostName 127.0.0.1\n  Port {port}\n  User {user}\n"
+        f"  IdentityFile {key}\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HPCDET_", "SSH_"))}
+    env.update(HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"),
+               HPCDET_KEEPER_DIR=str(tmp_path / "keeper"))
+    lap = Laptop(env, tmp_path / "keeper")
+    added = lap.run("cluster", "add", "x", "--ssh", "login", "--hpcdet",
+                    f"{sys.executable} -m hpcdet.cli.main")
+    assert added.returncode == 0, added.stderr
+    try:
+        yield lap, h
+    finally:
+        if (lap.keeper / "keeper.pid").exists():
+            try:
+                os.kill(lap.keeper_pid(), signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        server.terminate()
+        server.wait(timeout=10)
+        shutil.rmtree(keys, ignore_errors=True)
+
+
+def _experiment(h: Hpcdet, tmp_path: Path, script: str) -> None:
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    (ctx / "t.py").write_text(script)
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text("name: far\nentrypoint: python3 t.py\n"
+                   "searcher: {name: single, metric: x, max_length: 1}\n")
+    h.create(cfg, ctx)
+
+
+def test_output_and_exit_code_are_the_login_nodes(laptop: tuple[Laptop, Hpcdet],
+                                                  tmp_path: Path) -> None:
+    lap, h = laptop
+    _experiment(h, tmp_path, "print('hello from the trial')\n")
+    h.run("e", "wait", "1")  # nothing changes between the two runs of a command
+    for argv in (["e", "list"], ["e", "describe", "1"], ["e", "describe", "99"],
+                 ["t", "describe", "0"], ["t", "logs", "1"], ["e", "config", "1"]):
+        here = h.run(*argv, check=False)
+        far = lap.run("-c", "x", *argv)
+        assert (far.returncode, far.stdout, far.stderr) == (
+            here.returncode, here.stdout, here.stderr), argv
+    shown = lap.run("-c", "x", "cluster", "show")  # the login node's (its load varies)
+    assert shown.returncode == 0 and "backend in use: local" in shown.stdout
+    # The default cluster and HPCDET_CLUSTER choose it too; `-c local` is the laptop.
+    assert lap.run("e", "list").stdout == h.run("e", "list").stdout
+    alone = lap.run("-c", "local", "e", "list")
+    assert "far" not in alone.stdout
+    pid = lap.keeper_pid()
+    assert all(lap.run("-c", "x", "e", "list").returncode == 0 for _ in range(3))
+    assert lap.keeper_pid() == pid  # one keeper, one transport, many commands
+
+
+def test_logs_follow_streams_as_the_trial_writes(laptop: tuple[Laptop, Hpcdet],
+                                                 tmp_path: Path) -> None:
+    lap, h = laptop
+    flag = tmp_path / "go-on"
+    _experiment(h, tmp_path, "import os, time\nprint('first line', flush=True)\n"
+                f"while not os.path.exists({str(flag)!r}):\n    time.sleep(0.2)\n"
+                "print('second line', flush=True)\n")
+    follow = subprocess.Popen([*CLI, "-c", "x", "t", "logs", "-f", "1"], env=lap.env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert follow.stdout is not None
+    try:
+        seen = ""
+        deadline = time.monotonic() + 120
+        while "first line" not in seen and time.monotonic() < deadline:
+            seen += follow.stdout.readline()
+        assert "first line" in seen and "second line" not in seen  # before the trial ended
+        flag.touch()
+        rest, _ = follow.communicate(timeout=120)
+        assert "second line" in rest and follow.returncode == 0
+    finally:
+        if follow.poll() is None:
+            follow.kill()
+
+
+def test_the_keeper_killed_the_next_command_reconnects(laptop: tuple[Laptop, Hpcdet]) -> None:
+    lap, h = laptop
+    assert lap.run("-c", "x", "e", "list").returncode == 0
+    old = lap.keeper_pid()
+    os.kill(old, signal.SIGKILL)
+    again = lap.run("-c", "x", "e", "list")
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == h.run("e", "list").stdout
+    assert lap.keeper_pid() != old
+
+
+def test_no_hpcdet_on_the_login_node_says_what_to_run(laptop: tuple[Laptop, Hpcdet]) -> None:
+    lap, _ = laptop
+    assert lap.run("cluster", "add", "bare", "--ssh", "login", "--hpcdet",
+                   "/nonexistent/bin/hpcdet").returncode == 0
+    done = lap.run("-c", "bare", "e", "list")
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    from hpcdet import __version__
+
+    assert done.stderr.startswith("Error: no working hpcdet on the login node of bare (login)")
+    assert f"python3 -m pip install --user hpcdet=={__version__}" in done.stderr
+    assert "hpcdet cluster add bare --ssh login --hpcdet PATH" in done.stderr
+    # Another version there: said, never a traceback.
+    assert lap.run("cluster", "add", "old", "--ssh", "login", "--hpcdet",
+                   "/bin/echo hpcdet 0.0.1").returncode == 0
+    older = lap.run("-c", "old", "e", "list")
+    assert older.returncode == 1 and "Traceback" not in older.stderr
+    assert older.stderr.startswith(
+        f"Error: the login node of old has hpcdet 0.0.1, this laptop hpcdet {__version__}")
+    assert f"python3 -m pip install --user hpcdet=={__version__}" in older.stderr
+    # The laptop's own commands stay here whatever cluster is chosen.
+    assert lap.run("-c", "old", "version").stdout.startswith(f"hpcdet {__version__} ")
+    listed = lap.run("cluster", "list")
+    assert re.search(r"x \*? *\| login \| yes +\| " + re.escape(__version__), listed.stdout), \
+        listed.stdout
+    assert "bare" in listed.stdout and "no: no working hpcdet" in listed.stdout
+
+
+def test_the_ui_reaches_the_laptop_through_a_loopback_port(
+        laptop: tuple[Laptop, Hpcdet], tmp_path: Path) -> None:
+    lap, h = laptop
+    _experiment(h, tmp_path, "print('x')\n")
+    ui = subprocess.Popen([*CLI, "-c", "x", "ui"], env=lap.env, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True)
+    assert ui.stdout is not None
+    try:
+        line = ui.stdout.readline()
+        found = re.search(r"open (http://127\.0\.0\.1:(\d+))/\?token=(\S+)", line)
+        assert found, line
+        base, token = found.group(1), found.group(3)
+        assert httpx.get(base + "/api/experiments", timeout=30).status_code == 401
+        listed = httpx.get(base + "/api/experiments", timeout=30,
+                           headers={"Authorization": f"Bearer {token}"})
+        assert [e["name"] for e in listed.json()] == ["far"]
+        assert (h.state / "ui.sock").exists()  # the login node serves a private socket only
+    finally:
+        ui.send_signal(signal.SIGINT)
+        ui.wait(timeout=30)
+    # The login node's server ends with the laptop's command.
+    deadline = time.monotonic() + 30
+    while _serving(h.state) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _serving(h.state)
+
+
+def _serving(state: Path) -> bool:
+    for proc in Path("/proc").iterdir():
+        try:
+            line = (proc / "cmdline").read_bytes().split(b"\0")
+            environ = (proc / "environ").read_bytes()
+        except OSError:
+            continue
+        if b"--exit-on-eof" in line and str(state).encode() in environ:
+            return True
+    return False
+
+
+CTRL_C_USER = "hpcdet-kc"  # sshd passes a "signal" request on only for a user not root
+
+
+def test_ctrl_c_ends_the_command_on_the_login_node(laptop: tuple[Laptop, Hpcdet]) -> None:
+    from tests.support import ensure_user
+
+    lap, _ = laptop
+    ensure_user(CTRL_C_USER)
+    # No password ("*"), but not the "!" sshd reads as a locked account.
+    subprocess.run(["usermod", "-p", "*", CTRL_C_USER], check=True)
+    config = Path(lap.env["HOME"]) / ".ssh" / "config"
+    login = config.read_text()
+    config.write_text(login + login.replace("Host login", "Host other").replace(
+        f"User {pwd.getpwuid(os.getuid()).pw_name}", f"User {CTRL_C_USER}"))
+    # Not hpcdet's command here: what is asked is that a long one ends.
+    script = ("import sys\nfrom hpcdet.remote.session import RemoteSession\n"
+              "from hpcdet.remote.profiles import Cluster\n"
+              "s = RemoteSession(Cluster('o', 'other', '/bin/echo hpcdet "
+              f"{__import__('hpcdet').__version__}'))\n"
+              "sys.exit(s.execute('echo started; exec sleep 312', b''))\n")
+    cli = subprocess.Popen([sys.executable, "-c", script], env=lap.env, text=True,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert cli.stdout is not None
+    assert cli.stdout.readline() == "started\n", cli.stderr.read() if cli.stderr else ""
+    uid = pwd.getpwnam(CTRL_C_USER).pw_uid
+    assert _sleeping(uid)
+    cli.send_signal(signal.SIGINT)
+    cli.wait(timeout=30)
+    deadline = time.monotonic() + 20
+    while _sleeping(uid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _sleeping(uid)
+
+
+def _sleeping(uid: int) -> bool:
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.stat().st_uid == uid and b"sleep\x00312" in (proc / "cmdline").read_bytes():
+                return True
+        except OSError:
+            continue
+    return False
