@@ -81,6 +81,22 @@ def remote_command(command: str, argv: Sequence[str]) -> str:
     return " ".join([hpcdet_words(command), *(shlex.quote(a) for a in argv)])
 
 
+# The commands that read or write the laptop's files: uploading a context and downloading
+# checkpoints over SFTP are not built yet, and run on the login node these would take the
+# login node's paths for the laptop's.
+_NAMES = {"e": "experiment", "t": "trial", "c": "checkpoint"}
+_LAPTOP_FILES = {("experiment", "create"), ("submit",), ("checkpoint", "download"),
+                 ("trial", "download")}
+
+
+def needs_laptop_files(argv: Sequence[str]) -> bool:
+    words = command_of(argv)
+    if not words:
+        return False
+    named = [_NAMES.get(words[0], words[0]), *words[1:]]
+    return tuple(named[:1]) in _LAPTOP_FILES or tuple(named[:2]) in _LAPTOP_FILES
+
+
 def command_of(argv: Sequence[str]) -> list[str]:
     """The command's words before its first option (``["e", "create"]``), for the hooks."""
     words = []
@@ -92,21 +108,21 @@ def command_of(argv: Sequence[str]) -> list[str]:
 
 
 def run_on_cluster(cluster: Cluster, argv: Sequence[str]) -> int:
-    """``hpcdet <argv>`` run for the laptop on ``cluster``: the file commands (create with its
-    upload, downloads) by ``files_commands``, the UI by a forwarded port, the rest as they are
-    on the login node; the login node's exit code."""
+    """``hpcdet <argv>`` run for the laptop on ``cluster``: the UI by a forwarded port, the
+    commands that need the laptop's files refused, the rest as they are on the login node; the
+    login node's exit code."""
     from hpcdet.remote.session import RemoteSession
 
+    if needs_laptop_files(argv):
+        from hpcdet.errors import UsageError
+
+        command = " ".join(command_of(argv))
+        raise UsageError(
+            f"`hpcdet -c {cluster.name} {command}` would need this laptop's files on the login "
+            f"node (or the login node's back here), and hpcdet does not copy them yet. Run it on "
+            f"the login node (`ssh {cluster.ssh}`, after copying the context there with rsync), "
+            f"or copy a download back with scp.")
     session = RemoteSession(cluster)
-    try:
-        from hpcdet.remote.files_commands import run_remote
-    except ModuleNotFoundError as e:  # sync and download not there yet
-        if e.name != "hpcdet.remote.files_commands":
-            raise
-    else:
-        handled = run_remote(session, list(argv))
-        if handled is not None:
-            return int(handled)
     words = command_of(argv)
     if words and words[0] in ("ui", "tensorboard"):
         from hpcdet.remote.ui_forward import forward_ui

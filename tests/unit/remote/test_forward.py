@@ -6,6 +6,7 @@ import shlex
 
 import pytest
 
+from hpcdet.remote import forward
 from hpcdet.remote.forward import remote_command, runs_on_laptop, split_cluster
 
 
@@ -40,3 +41,17 @@ def test_every_argument_reaches_the_login_node_as_one_word() -> None:
     assert shlex.split(line) == ["hpcdet", *argv]
     assert remote_command("~/venv/bin/hpcdet", ["version"]) == '"$HOME"/venv/bin/hpcdet version'
     assert remote_command("'/opt/my tools/hpcdet'", []) == "'/opt/my tools/hpcdet'"
+
+
+@pytest.mark.parametrize(("argv", "refused"), [
+    (["e", "create", "cfg.yaml", "."], True),
+    (["experiment", "create", "cfg.yaml", ".", "-f"], True),
+    (["submit", "cfg.yaml"], True),
+    (["c", "download", "uuid"], True),
+    (["trial", "download", "3", "--latest"], True),
+    (["e", "list"], False),
+    (["t", "logs", "-f", "3"], False),
+    (["checkpoint", "list", "1"], False),
+])
+def test_commands_on_the_laptop_s_files_are_named(argv: list[str], refused: bool) -> None:
+    assert forward.needs_laptop_files(argv) is refused
