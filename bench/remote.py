@@ -12,6 +12,7 @@ first command (no keeper: it starts, connects, checks the version, runs the comm
 
 from __future__ import annotations
 
+import getpass
 import os
 import shutil
 import signal
@@ -33,13 +34,31 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_sshd(tmp: Path, env: dict[str, str], keys: Path | None = None
-               ) -> tuple[subprocess.Popen[bytes], int, Path]:
+def start_sshd(tmp: Path, env: dict[str, str], keys: Path | None = None,
+               totp: str | None = None) -> tuple[subprocess.Popen[bytes], int, Path]:
     """A real OpenSSH server on a free loopback port, for this user with a key made here (its
     private key returned), its sessions given ``env``; the public key in ``keys`` (default
-    ``tmp``), a directory other users may read for a test that logs in as them.
-    tests/integration/test_remote_cli.py uses it too."""
+    ``tmp``), a directory other users may read for a test that logs in as them. With ``totp``
+    (a hex secret) the key is not enough: a TOTP code is asked too, by Debian's pam_oath
+    through keyboard-interactive (the PAM service, named after the server's program, is
+    ``pam_service(tmp)``; remove it when done). tests/integration/test_remote_cli.py uses it
+    too."""
     port = _free_port()
+    program = SSHD
+    factor = "PermitRootLogin prohibit-password\nKbdInteractiveAuthentication no\nUsePAM no\n"
+    if totp is not None:
+        # sshd names its PAM service after the program it runs as: a link of its own gives
+        # this server a PAM stack of its own without touching /etc/pam.d/sshd.
+        program = str(tmp / f"hpcdet-test-sshd-{port}")
+        os.symlink(SSHD, program)
+        users = tmp / "users.oath"
+        users.write_text(f"HOTP/T30 {getpass.getuser()} - {totp}\n")
+        users.chmod(0o600)
+        pam_service(tmp).write_text(
+            f"auth requisite pam_oath.so usersfile={users} window=2 digits=6\n"
+            "account required pam_permit.so\nsession required pam_permit.so\n")
+        factor = ("KbdInteractiveAuthentication yes\nUsePAM yes\nPermitRootLogin yes\n"
+                  "AuthenticationMethods publickey,keyboard-interactive\n")
     for name in ("host", "user"):
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp / name)],
                        check=True)
@@ -50,11 +69,10 @@ def start_sshd(tmp: Path, env: dict[str, str], keys: Path | None = None
     config.write_text(
         f"Port {port}\nListenAddress 127.0.0.1\nHostKey {tmp / 'host'}\n"
         f"PidFile {tmp / 'sshd.pid'}\nAuthorizedKeysFile {authorized}\n"
-        "PermitRootLogin prohibit-password\nPasswordAuthentication no\n"
-        "KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\nMaxSessions 100\n"
+        f"{factor}PasswordAuthentication no\nStrictModes no\nMaxSessions 100\n"
         f"Subsystem sftp internal-sftp\nSetEnv {' '.join(f'{k}={v}' for k, v in env.items())}\n")
     Path("/run/sshd").mkdir(exist_ok=True)
-    server = subprocess.Popen([SSHD, "-D", "-f", str(config), "-E", str(tmp / "sshd.log")])
+    server = subprocess.Popen([program, "-D", "-f", str(config), "-E", str(tmp / "sshd.log")])
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         with socket.socket() as probe:
@@ -62,6 +80,12 @@ def start_sshd(tmp: Path, env: dict[str, str], keys: Path | None = None
                 break
         time.sleep(0.05)
     return server, port, tmp / "user"
+
+
+def pam_service(tmp: Path) -> Path:
+    """The PAM service file of ``start_sshd(tmp, ..., totp=...)``'s server."""
+    link = next(tmp.glob("hpcdet-test-sshd-*"))
+    return Path("/etc/pam.d") / link.name
 
 
 def _timed(env: dict[str, str], *args: str) -> float:

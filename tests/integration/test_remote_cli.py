@@ -4,6 +4,7 @@ of a real hpcdet and daemon on the local backend."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import re
@@ -20,7 +21,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bench.remote import start_sshd
+from bench.remote import pam_service, start_sshd
 from tests.support import Hpcdet, require_root
 
 CLI = [sys.executable, "-m", "hpcdet.cli.entry"]
@@ -39,10 +40,9 @@ class Laptop:
         return int((self.keeper / "keeper.pid").read_text())
 
 
-@pytest.fixture
-def laptop(local_hpcdet: Hpcdet, tmp_path: Path) -> Iterator[tuple[Laptop, Hpcdet]]:
+@contextlib.contextmanager
+def _laptop(h: Hpcdet, tmp_path: Path, totp: str | None = None) -> Iterator[Laptop]:
     require_root("sshd runs as root and lets this user in with a key")
-    h = local_hpcdet
     server_dir = tmp_path / "sshd"
     server_dir.mkdir(mode=0o700)
     keys = Path(tempfile.mkdtemp(prefix="hpcdet-test-keys-", dir="/tmp"))
@@ -50,7 +50,7 @@ def laptop(local_hpcdet: Hpcdet, tmp_path: Path) -> Iterator[tuple[Laptop, Hpcde
     there = h.env()
     server, port, key = start_sshd(server_dir, {
         k: there[k] for k in ("HPCDET_HOME", "HPCDET_CLUSTER_CONFIG", "HPCDET_SITE_CONFIG")},
-        keys)
+        keys, totp)
     home = tmp_path / "laptop"
     (home / ".ssh").mkdir(parents=True, mode=0o700)
     kind, blob = (server_dir / "host.pub").read_text().split()[:2]
@@ -67,7 +67,7 @@ def laptop(local_hpcdet: Hpcdet, tmp_path: Path) -> Iterator[tuple[Laptop, Hpcde
                     f"{sys.executable} -m hpcdet.cli.main")
     assert added.returncode == 0, added.stderr
     try:
-        yield lap, h
+        yield lap
     finally:
         if (lap.keeper / "keeper.pid").exists():
             try:
@@ -76,7 +76,38 @@ def laptop(local_hpcdet: Hpcdet, tmp_path: Path) -> Iterator[tuple[Laptop, Hpcde
                 pass
         server.terminate()
         server.wait(timeout=10)
+        if totp is not None:
+            pam_service(server_dir).unlink()
         shutil.rmtree(keys, ignore_errors=True)
+
+
+@pytest.fixture
+def laptop(local_hpcdet: Hpcdet, tmp_path: Path) -> Iterator[tuple[Laptop, Hpcdet]]:
+    with _laptop(local_hpcdet, tmp_path) as lap:
+        yield lap, local_hpcdet
+
+
+def test_a_second_factor_is_asked_once_for_many_commands(local_hpcdet: Hpcdet,
+                                                        tmp_path: Path) -> None:
+    # Debian's pam_oath asks a TOTP code after the key (publickey,keyboard-interactive); the
+    # keeper's one transport carries every later command without asking again.
+    secret = "3132333435363738393031323334353637383930"
+    asked = tmp_path / "asked"
+    askpass = tmp_path / "askpass"
+    askpass.write_text(f'#!/bin/sh\necho "$1" >> {asked}\nexec oathtool --totp {secret}\n')
+    askpass.chmod(0o700)
+    with _laptop(local_hpcdet, tmp_path, totp=secret) as lap:
+        lap.env["HPCDET_ASKPASS"] = str(askpass)
+        listed = [lap.run("-c", "x", "e", "list") for _ in range(4)]
+        assert [r.returncode for r in listed] == [0] * 4, listed[0].stderr
+        assert asked.read_text().splitlines() == ["One-time password (OATH) for `root': "]
+        # a wrong code is refused, said plainly, and nothing is retried with it
+        os.kill(lap.keeper_pid(), signal.SIGTERM)
+        askpass.write_text(f'#!/bin/sh\necho "$1" >> {asked}\necho 000000\n')
+        refused = lap.run("-c", "x", "e", "list")
+        assert refused.returncode == 1 and "Traceback" not in refused.stderr
+        assert "keyboard-interactive (the answers were refused)" in refused.stderr
+        assert len(asked.read_text().splitlines()) == 2
 
 
 def _experiment(h: Hpcdet, tmp_path: Path, script: str) -> None:
@@ -213,6 +244,9 @@ def _serving(state: Path) -> bool:
 
 
 CTRL_C_USER = "hpcdet-kc"  # sshd passes a "signal" request on only for a user not root
+# The long command's length marks it as this test run's: another run's (a second checkout's
+# tests, as the same user) must not count as still running.
+LONG = 100_000 + os.getpid()
 
 
 def test_ctrl_c_ends_the_command_on_the_login_node(laptop: tuple[Laptop, Hpcdet]) -> None:
@@ -231,7 +265,7 @@ def test_ctrl_c_ends_the_command_on_the_login_node(laptop: tuple[Laptop, Hpcdet]
               "from hpcdet.remote.profiles import Cluster\n"
               "s = RemoteSession(Cluster('o', 'other', '/bin/echo hpcdet "
               f"{__import__('hpcdet').__version__}'))\n"
-              "sys.exit(s.execute('echo started; exec sleep 312', b''))\n")
+              f"sys.exit(s.execute('echo started; exec sleep {LONG}', b''))\n")
     cli = subprocess.Popen([sys.executable, "-c", script], env=lap.env, text=True,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert cli.stdout is not None
@@ -249,7 +283,8 @@ def test_ctrl_c_ends_the_command_on_the_login_node(laptop: tuple[Laptop, Hpcdet]
 def _sleeping(uid: int) -> bool:
     for proc in Path("/proc").iterdir():
         try:
-            if proc.stat().st_uid == uid and b"sleep\x00312" in (proc / "cmdline").read_bytes():
+            if proc.stat().st_uid == uid and f"sleep\x00{LONG}".encode() in (
+                    proc / "cmdline").read_bytes():
                 return True
         except OSError:
             continue
