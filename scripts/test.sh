@@ -33,11 +33,13 @@ if [[ $(id -u) -eq 0 ]]; then
         apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
             chromium >/dev/null
     fi
-    # The remote tests run Debian's OpenSSH server as the login node (and as a bastion).
-    if [[ ! -x /usr/sbin/sshd ]]; then
-        phase "installing Debian's OpenSSH server for the remote tests"
+    # The remote tests run Debian's OpenSSH server as the login node (and as a bastion), one
+    # of them with a TOTP second factor by Debian's pam_oath.
+    if [[ ! -x /usr/sbin/sshd ]] || ! command -v oathtool >/dev/null \
+        || ! dpkg -s libpam-oath >/dev/null 2>&1; then
+        phase "installing Debian's OpenSSH server and pam_oath for the remote tests"
         apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-            openssh-server >/dev/null
+            openssh-server libpam-oath oathtool >/dev/null
     fi
     # Podman, Docker and Apptainer and their base image (about 2 minutes on a fresh machine,
     # a second once made), while the linters run; the container tests wait for it.
