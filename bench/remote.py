@@ -72,7 +72,10 @@ def start_sshd(tmp: Path, env: dict[str, str], keys: Path | None = None,
         f"{factor}PasswordAuthentication no\nStrictModes no\nMaxSessions 100\n"
         f"Subsystem sftp internal-sftp\nSetEnv {' '.join(f'{k}={v}' for k, v in env.items())}\n")
     Path("/run/sshd").mkdir(exist_ok=True)
-    server = subprocess.Popen([program, "-D", "-f", str(config), "-E", str(tmp / "sshd.log")])
+    # SIGINT's default for the server and so its sessions, as under systemd: a test run in
+    # the background of a non-interactive shell ignores it, and the sessions would inherit that.
+    server = subprocess.Popen([program, "-D", "-f", str(config), "-E", str(tmp / "sshd.log")],
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         with socket.socket() as probe:

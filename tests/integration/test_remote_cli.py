@@ -110,6 +110,14 @@ def test_a_second_factor_is_asked_once_for_many_commands(local_hpcdet: Hpcdet,
         assert len(asked.read_text().splitlines()) == 2
 
 
+def _interruptible() -> None:
+    """Ctrl-C's default back for a command these tests interrupt: a runner started in the
+    background of a non-interactive shell (`bash .ci/run &`) ignores SIGINT, every process
+    under it inherits that, and Python then leaves SIGINT ignored instead of raising
+    KeyboardInterrupt."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _experiment(h: Hpcdet, tmp_path: Path, script: str) -> None:
     ctx = tmp_path / "ctx"
     ctx.mkdir()
@@ -209,7 +217,7 @@ def test_the_ui_reaches_the_laptop_through_a_loopback_port(
     lap, h = laptop
     _experiment(h, tmp_path, "print('x')\n")
     ui = subprocess.Popen([*CLI, "-c", "x", "ui"], env=lap.env, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True)
+                          stderr=subprocess.PIPE, text=True, preexec_fn=_interruptible)
     assert ui.stdout is not None
     try:
         line = ui.stdout.readline()
@@ -267,10 +275,14 @@ def test_ctrl_c_ends_the_command_on_the_login_node(laptop: tuple[Laptop, Hpcdet]
               f"{__import__('hpcdet').__version__}'))\n"
               f"sys.exit(s.execute('echo started; exec sleep {LONG}', b''))\n")
     cli = subprocess.Popen([sys.executable, "-c", script], env=lap.env, text=True,
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           preexec_fn=_interruptible)
     assert cli.stdout is not None
     assert cli.stdout.readline() == "started\n", cli.stderr.read() if cli.stderr else ""
     uid = pwd.getpwnam(CTRL_C_USER).pw_uid
+    deadline = time.monotonic() + 20  # "started" comes before the shell's exec of sleep
+    while not _sleeping(uid) and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert _sleeping(uid)
     cli.send_signal(signal.SIGINT)
     cli.wait(timeout=30)
