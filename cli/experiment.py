@@ -61,6 +61,20 @@ app.add_typer(experiment_set.label_app, name="label")
 app.add_typer(experiment_set.set_app, name="set")
 
 
+def _request_id(value: Optional[str]) -> Optional[str]:
+    from hpcdet.protocol.filedrop import CALLER_REQUEST_ID
+
+    if value is not None and not CALLER_REQUEST_ID.fullmatch(value):
+        raise typer.BadParameter("1 to 80 letters, digits, '-' or '_', beginning with a "
+                                 "letter or digit")
+    return value
+
+
+# Hidden: a laptop's (hpcdet.remote.upload), which sends the same create again after a
+# dropped connection and gets the one experiment it made.
+_REQUEST_ID = typer.Option("--request-id", hidden=True, callback=_request_id)
+
+
 @app.command()
 def create(
     config_file: Annotated[Path, typer.Argument(help="Experiment config (Determined's YAML).")],
@@ -79,6 +93,7 @@ def create(
     test: Annotated[bool, typer.Option(
         "--test", "--test-mode", "-t", help="Run one trial of length 1 first, as a check, "
         "and say whether it worked; nothing else is created.")] = False,
+    request_id: Annotated[Optional[str], _REQUEST_ID] = None,
 ) -> None:
     """Create an experiment from CONFIG_FILE with CONTEXT as its code."""
     from hpcdet.config import load_experiment_config, smoke_config
@@ -91,7 +106,7 @@ def create(
         console.print("Experiment configuration validation succeeded!")
     p = paths()
     created = _create(raw, context, paused, includes or [], cfg.environment.has_image,
-                      "test " if test else "")
+                      "test " if test else "", request_id)
     if follow or test:
         code = follow_trial(p, created.trial_ids[0])
         if test:
@@ -101,7 +116,7 @@ def create(
 
 
 def _create(raw: dict[str, Any], context: Path, paused: bool, includes: list[Path],
-            image: bool, kind: str = "") -> "Created":
+            image: bool, kind: str = "", request_id: Optional[str] = None) -> "Created":
     """The create `experiment create` and `submit` share: snapshot, create, say so (before the
     image, whose conversion may fail while the experiment exists), and convert the image."""
 
@@ -111,7 +126,8 @@ def _create(raw: dict[str, Any], context: Path, paused: bool, includes: list[Pat
 
     # Asked only with an image, so that a daemon older than the question takes the others.
     created = connect(paths()).create(raw, context, on_snapshot=announce, warn=_warn,
-                                      paused=paused, includes=includes, convert_image=image)
+                                      paused=paused, includes=includes, convert_image=image,
+                                      request_id=request_id)
     console.print(f"Created {kind}experiment {created.experiment_id}")
     for line in created.warning.splitlines():
         console.print(f"Warning: {line}")
@@ -131,6 +147,7 @@ def submit(
     includes: Annotated[Optional[list[Path]], typer.Option(
         "--include", "-i", help="A file or directory to add at the context's top (repeat).")]
     = None,
+    request_id: Annotated[Optional[str], _REQUEST_ID] = None,
 ) -> None:
     """Create an experiment and return at once, saying how to follow it (log out if you
     like: the daemon and the batch system carry on)."""
@@ -138,7 +155,7 @@ def submit(
 
     cfg = load_experiment_config(config_file, config or [])
     exp = _create(cfg.raw, context or config_file.parent, False, includes or [],
-                  cfg.environment.has_image).experiment_id
+                  cfg.environment.has_image, request_id=request_id).experiment_id
     console.print(f"  follow its logs:  hpcdet experiment logs {exp} -f")
     console.print(f"  see its trials:   hpcdet experiment describe {exp}")
     console.print("  its jobs:         hpcdet job list")

@@ -34,7 +34,7 @@ from hpcdet.errors import (
     disk_full_reason,
 )
 from hpcdet.paths import StatePaths, hostname
-from hpcdet.rundir.atomic import whole_lines, write_atomic
+from hpcdet.rundir.atomic import write_atomic
 from hpcdet.schedulers.templating import check_template_dir
 from hpcdet.states import ExperimentState, TrialState
 from hpcdet.store.entries import ExperimentCreated, ExperimentStateChanged
@@ -85,6 +85,9 @@ class Creation:
 
     def _create(self, config: dict[str, Any], staging: str, request_id: str,
                 python: str, paused: bool = False, convert: bool = False) -> dict[str, Any]:
+        made = self.store.experiment_of_request(request_id) if request_id else None
+        if made is not None:  # sent again (a laptop whose connection dropped): answered once
+            return self._reply_again(made)
         given = ExperimentConfig.from_dict(config)
         raw = given.to_dict()
         storage = raw.get("checkpoint_storage") or {}
@@ -104,8 +107,9 @@ class Creation:
         if storage is not None:
             raise ConfigError([f"checkpoint_storage.host_path: {storage}"])
         raw = cfg.to_dict()
-        if not os.path.isdir(staging):  # moved into the experiment it made, or given up on
-            return self._created_by(request_id, staging)
+        if not os.path.isdir(staging):
+            raise StateError(f"the context snapshot {staging} is gone: the CLI gave up on this "
+                             "request before the daemon took it. Create the experiment again.")
         exp_id = self.journal.max_ids()[0] + 1
         exp_dir = self.paths.experiment(exp_id)
         try:
@@ -191,14 +195,9 @@ class Creation:
         sub = self.submission
         return container_spec(cfg, sub.cluster, sub.site.placement(cfg), self.paths)
 
-    def _created_by(self, request_id: str, staging: str) -> dict[str, Any]:
-        for exp_id in reversed(self.journal.experiment_ids()):
-            if request_id and _first_entry(self.paths.journal(exp_id)).get(
-                    "request_id") == request_id:
-                cfg = self.configs.get(self.store.experiment(exp_id))
-                return self._create_reply(exp_id, cfg, self._container(cfg), "")
-        raise StateError(f"the context snapshot {staging} is gone: the CLI gave up on this "
-                         "request before the daemon took it. Create the experiment again.")
+    def _reply_again(self, exp_id: int) -> dict[str, Any]:
+        cfg = self.configs.get(self.store.experiment(exp_id))
+        return self._create_reply(exp_id, cfg, self._container(cfg), "")
 
     def _discard_experiment(self, exp_id: int) -> None:
         """Undo a create that failed midway: no rows, no directory, its id free again."""
@@ -211,10 +210,3 @@ class Creation:
         except HpcdetError:
             log.exception("cannot remove the rows of experiment %d, which failed to create",
                           exp_id)
-
-
-def _first_entry(journal: Path) -> dict[str, Any]:
-    """The journal's first entry; {} if it has none or the first line is damaged."""
-    for _, _, entry in whole_lines(journal):
-        return entry or {}
-    return {}

@@ -30,11 +30,12 @@ class Transport(Protocol):
         ...
 
     def send_with_context(self, take: Callable[[Path], None],
-                          request: Callable[[str, Path], Create]) -> object:
+                          request: Callable[[str, Path], Create],
+                          request_id: str | None = None) -> object:
         """A create: ``take(staging)`` writes the context snapshot into ``staging``, where the
-        daemon can take it, and ``request(request_id, staging)`` is the request that names it.
-        A create given up on (a timeout, Ctrl-C) is withdrawn or left to the daemon, never
-        half done; the reply as ``send``'s."""
+        daemon can take it, and ``request(request_id, staging)`` is the request that names it
+        (``request_id``, or a new one). A create given up on (a timeout, Ctrl-C) is withdrawn
+        or left to the daemon, never half done; the reply as ``send``'s."""
         ...
 
 
@@ -50,12 +51,14 @@ class Client:
     def create(self, config: dict[str, Any], context: Path,
                on_snapshot: Callable[[int, int], None] | None = None,
                warn: Callable[[str], None] | None = None, paused: bool = False,
-               includes: Sequence[Path] = (), convert_image: bool = False) -> Created:
+               includes: Sequence[Path] = (), convert_image: bool = False,
+               request_id: str | None = None) -> Created:
         """Snapshot ``context`` and each of ``includes`` (a file or directory, put at the
         context's top under its own name; ``on_snapshot(files, bytes)`` once they are taken)
         and create the experiment of the validated ``config``, ``paused`` if asked.
         ``convert_image``: the caller converts the trials' image next (``Created.image``),
-        so the jobs wait for it."""
+        so the jobs wait for it. ``request_id``: the caller's, when it may send the same
+        create again (a laptop after a dropped connection); the daemon makes it once."""
         from hpcdet.snapshot import Snapshot
 
         def take(staging: Path) -> None:
@@ -72,7 +75,8 @@ class Client:
         def request(rid: str, staging: Path) -> Create:
             return Create(config, str(staging), rid, python, paused, convert_image)
 
-        return request("", Path()).reply(self.transport.send_with_context(take, request))
+        return request("", Path()).reply(
+            self.transport.send_with_context(take, request, request_id))
 
 
 def connect(paths: StatePaths) -> Client:

@@ -38,12 +38,14 @@ class FileTransport:
         return call(self.paths, op, args, request_id=request_id)
 
     def send_with_context(self, take: Callable[[Path], None],
-                          request: Callable[[str, Path], Create]) -> object:
+                          request: Callable[[str, Path], Create],
+                          request_id: str | None = None) -> object:
         """The snapshot goes into the request area, where the daemon moves it into the
         experiment; a create given up on (a timeout, Ctrl-C) is withdrawn or left to the
         daemon, never half done (``give_up``)."""
-        rid = new_request_id()
-        staging = self.paths.requests / f"{rid}.context"
+        rid = request_id or new_request_id()
+        # Its own name even for a request id sent again, whose first snapshot may be there.
+        staging = self.paths.requests / f"{rid}-{uuid.uuid4().hex[:8]}.context"
         try:
             take(staging)
             return self.send(request(rid, staging), request_id=rid)

@@ -19,6 +19,7 @@ A client on the daemon's host also rings its doorbell, a FIFO in the daemon's lo
 from __future__ import annotations
 
 import os
+import re
 import stat
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,11 @@ from hpcdet.paths import StatePaths
 TAKEN = ".taken"
 GONE = ".gone"
 WAKE_FILE = "wake"
+
+
+# A request id names files in the request area (``<id>.json``, ``<id>.reply.json``): a
+# caller's own (`create --request-id`) is held to this, with no dot to name another's file.
+CALLER_REQUEST_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,79}")
 
 
 def request_path(paths: StatePaths, rid: str) -> Path:

@@ -32,6 +32,9 @@ class Experiment(SQLModel, table=True):
     actions_done: int = 0  # searcher decisions carried out so far
     searcher_done: bool = False
     error: str = ""
+    # The create request that made it (chosen by the CLI, or by a laptop that may send it
+    # again after a dropped connection): a request carried out twice answers the same.
+    request_id: str = Field(default="", index=True)
 
 
 class Trial(SQLModel, table=True):

@@ -63,6 +63,12 @@ class Queries:
     def session(self) -> AbstractContextManager[Session]:
         raise NotImplementedError
 
+    def experiment_of_request(self, request_id: str) -> int | None:
+        """The experiment the create request ``request_id`` made, if it made one."""
+        with self.session() as s:
+            q = select(Experiment.id).where(Experiment.request_id == request_id)
+            return s.exec(q).first()
+
     def experiments(self, unfinished: bool = False, config: bool = True
                     ) -> list[ExperimentRecord]:
         """Every experiment (or the unfinished ones); without ``config``, their config_json is

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 EXPERIMENT_COLUMNS = (
     "id", "name", "state", "config_json", "description", "labels_json", "archived",
     "resource_pool", "priority", "weight", "position", "backend", "searcher", "created", "ended",
-    "journal_offset", "progress", "actions_done", "searcher_done", "error")
+    "journal_offset", "progress", "actions_done", "searcher_done", "error", "request_id")
 TRIAL_COLUMNS = (
     "id", "experiment_id", "request_id", "ops_json", "ops_completed", "closed",
     "stop_requested", "early_exit", "exit_reported", "state", "hparams_json", "trial_seed",

@@ -64,3 +64,16 @@ def test_the_daemon_refuses_a_request_with_a_bad_id(
         daemon.handle(op, {key: value})
     with pytest.raises(NotFoundError):
         daemon.handle(op, {key: 2**63 - 1})
+
+
+@pytest.mark.parametrize("value", ["../x", "a.reply", "", "-x", "a" * 81, "a b"])
+def test_a_request_id_that_could_name_another_file_is_refused(
+        state: StatePaths, tmp_path: Path, value: str) -> None:
+    """The laptop's request id becomes file names in the request area."""
+    (tmp_path / "c.yaml").write_text("entrypoint: python3 train.py\n")
+    result = CliRunner().invoke(app, ["e", "create", str(tmp_path / "c.yaml"), str(tmp_path),
+                                      f"--request-id={value}"])
+    assert result.exit_code == 2, result.output
+    said = " ".join(result.output.replace("│", " ").split())
+    assert "1 to 80 letters, digits" in said
+    assert not state.requests.exists() or not any(state.requests.iterdir())

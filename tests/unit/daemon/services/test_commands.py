@@ -66,6 +66,16 @@ def test_create_moves_the_context_into_the_experiment_and_submits(tmp_path: Path
     # The same request carried out again (its reply was lost) answers with what it made.
     again = built.creation.create(CONFIG, str(w.paths.requests / "req.context"), "r1")
     assert again["experiment_id"] == 1 and len(w.store.experiments()) == 1
+    # Sent again with a snapshot of its own (a laptop whose connection dropped after the
+    # create was taken): still the one experiment, and the second snapshot is not kept.
+    resent = _staging(w, "resent")
+    again = built.creation.create(CONFIG, resent, "r1")
+    assert again["experiment_id"] == 1 and len(w.store.experiments()) == 1
+    assert not Path(resent).exists() and w.store.runs()[0].job_id == "101"
+    assert len(w.store.runs()) == 1
+    # The id survives the database's rebuild from the journal.
+    assert w.store.experiment_of_request("r1") == 1
+    assert w.store.experiment_of_request("other") is None
 
 
 def test_an_image_to_convert_is_locked_for_the_cli_before_its_jobs_go(
@@ -196,10 +206,11 @@ class Loopback:
         return json.loads(json.dumps(self.commands.handle(*wire)))
 
     def send_with_context(self, take: Callable[[Path], None],
-                          request: Callable[[str, Path], Create]) -> object:
+                          request: Callable[[str, Path], Create],
+                          request_id: str | None = None) -> object:
         staging = self.requests / "loop.context"
         take(staging)
-        return self.send(request("loop", staging))
+        return self.send(request(request_id or "loop", staging))
 
 
 def test_a_client_over_another_transport_creates_and_acts(tmp_path: Path) -> None:
