@@ -87,39 +87,3 @@ def tensorboard(
     serve(p, lambda door: make_tensorboard_app(logdirs, door), "tensorboard.sock", 8766,
           host if port is not None else None, port, lambda line: console.print(line),
           idle_timeout, rotate=new_token)
-
-
-def relay(
-    which: Annotated[str, typer.Argument(help="ui or tensorboard")],
-) -> None:
-    """Pipe stdin and stdout to the private socket of this user's `hpcdet ui` (or
-    `tensorboard`): one browser connection forwarded from a laptop over SSH."""
-    import os
-    import select
-    import socket
-
-    if which not in ("ui", "tensorboard"):
-        raise typer.BadParameter("ui or tensorboard")
-    sock_path = paths().root / f"{which}.sock"
-    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        conn.connect(str(sock_path))
-    except OSError as e:
-        print(f"Error: no `hpcdet {which}` serves {sock_path}: {e.strerror}", file=sys.stderr)
-        raise typer.Exit(1) from None
-    sources = [0, conn.fileno()]
-    while sources:
-        for fd in select.select(sources, [], [])[0]:
-            data = os.read(fd, 1 << 16)
-            if fd == 0:
-                if data:
-                    conn.sendall(data)
-                else:
-                    sources.remove(0)
-                    conn.shutdown(socket.SHUT_WR)
-            elif data:
-                view = memoryview(data)
-                while view:  # a pipe may take part of it
-                    view = view[os.write(1, view):]
-            else:
-                return

@@ -138,6 +138,11 @@ class StatePaths:
         return self.root / "trialside"
 
     @property
+    def uploads(self) -> Path:
+        """What laptops upload for `hpcdet -c NAME experiment create` (``hpcdet.uploads``)."""
+        return self.root / "uploads"
+
+    @property
     def images(self) -> Path:
         """Where registry images are converted when the cluster config names no image_cache."""
         return self.root / "images"

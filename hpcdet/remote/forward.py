@@ -81,12 +81,10 @@ def remote_command(command: str, argv: Sequence[str]) -> str:
     return " ".join([hpcdet_words(command), *(shlex.quote(a) for a in argv)])
 
 
-# The commands that read or write the laptop's files: uploading a context and downloading
-# checkpoints over SFTP are not built yet, and run on the login node these would take the
-# login node's paths for the laptop's.
+# The commands that write the laptop's files: downloading checkpoints over SFTP is not built
+# yet, and run on the login node these would take the login node's paths for the laptop's.
 _NAMES = {"e": "experiment", "t": "trial", "c": "checkpoint"}
-_LAPTOP_FILES = {("experiment", "create"), ("submit",), ("checkpoint", "download"),
-                 ("trial", "download")}
+_LAPTOP_FILES = {("checkpoint", "download"), ("trial", "download")}
 
 
 def needs_laptop_files(argv: Sequence[str]) -> bool:
@@ -108,9 +106,9 @@ def command_of(argv: Sequence[str]) -> list[str]:
 
 
 def run_on_cluster(cluster: Cluster, argv: Sequence[str]) -> int:
-    """``hpcdet <argv>`` run for the laptop on ``cluster``: the UI by a forwarded port, the
-    commands that need the laptop's files refused, the rest as they are on the login node; the
-    login node's exit code."""
+    """``hpcdet <argv>`` run for the laptop on ``cluster``: a create with its context uploaded,
+    the UI by a forwarded port, the downloads refused, the rest as they are on the login node;
+    the login node's exit code."""
     from hpcdet.remote.session import RemoteSession
 
     if needs_laptop_files(argv):
@@ -118,11 +116,16 @@ def run_on_cluster(cluster: Cluster, argv: Sequence[str]) -> int:
 
         command = " ".join(command_of(argv))
         raise UsageError(
-            f"`hpcdet -c {cluster.name} {command}` would need this laptop's files on the login "
-            f"node (or the login node's back here), and hpcdet does not copy them yet. Run it on "
-            f"the login node (`ssh {cluster.ssh}`, after copying the context there with rsync), "
-            f"or copy a download back with scp.")
+            f"`hpcdet -c {cluster.name} {command}` would need the login node's files back here, "
+            f"and hpcdet does not copy them yet. Run it on the login node (`ssh {cluster.ssh}`) "
+            f"and copy the download back with scp.")
     session = RemoteSession(cluster)
+    from hpcdet.remote.upload import command_words
+
+    if command_words(argv) is not None and not set(argv) & HELP:
+        from hpcdet.remote.upload import create_on_cluster
+
+        return create_on_cluster(session, argv)
     words = command_of(argv)
     if words and words[0] in ("ui", "tensorboard"):
         from hpcdet.remote.ui_forward import forward_ui

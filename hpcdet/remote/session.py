@@ -45,7 +45,8 @@ class RemoteSession:
             while True:
                 frame = wire.receive(sock)
                 if frame is None:
-                    raise wire.RemoteError("hpcdet's keeper went away; run the command again")
+                    raise wire.ConnectionLost("hpcdet's keeper went away; run the command "
+                                              "again")
                 kind, payload = frame
                 if kind == wire.READY:
                     return sock
@@ -78,7 +79,7 @@ class RemoteSession:
             while True:
                 frame = wire.receive(sock)
                 if frame is None:
-                    raise wire.RemoteError(
+                    raise wire.ConnectionLost(
                         f"the connection to {self.cluster.name} ended before the command did")
                 kind, payload = frame
                 if kind == wire.STDOUT:
@@ -88,7 +89,7 @@ class RemoteSession:
                 elif kind == wire.EXIT:
                     status = wire.exit_status(payload)
                     if status < 0:
-                        raise wire.RemoteError(
+                        raise wire.ConnectionLost(
                             f"the connection to {self.cluster.name} closed before the command "
                             "ended; run it again")
                     return status
@@ -99,12 +100,12 @@ class RemoteSession:
         """The login node's ``hpcdet <argv>``, streamed to our stdout/stderr; its exit code."""
         return self.execute(remote_command(self.cluster.hpcdet, argv), stdin)
 
-    def capture(self, argv: Sequence[str]) -> tuple[int, str, str]:
-        return self.capture_shell(remote_command(self.cluster.hpcdet, argv))
+    def capture(self, argv: Sequence[str], stdin: bytes = b"") -> tuple[int, str, str]:
+        return self.capture_shell(remote_command(self.cluster.hpcdet, argv), stdin)
 
-    def capture_shell(self, command: str) -> tuple[int, str, str]:
+    def capture_shell(self, command: str, stdin: bytes = b"") -> tuple[int, str, str]:
         out, err = bytearray(), bytearray()
-        code = self.execute(command, b"", out.extend, err.extend)
+        code = self.execute(command, stdin, out.extend, err.extend)
         return code, out.decode(errors="replace"), err.decode(errors="replace")
 
     def sftp(self) -> paramiko.SFTPClient:

@@ -85,3 +85,8 @@ def decode(payload: bytes) -> Any:
 class RemoteError(HpcdetError):
     """The cluster cannot be reached, refused us, or lacks a fitting hpcdet; the message says
     what to do."""
+
+
+class ConnectionLost(RemoteError):
+    """The connection ended in the middle of a command: what is made once (an upload, a
+    create by its request id) may be sent again."""

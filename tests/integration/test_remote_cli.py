@@ -301,3 +301,73 @@ def _sleeping(uid: int) -> bool:
         except OSError:
             continue
     return False
+
+
+def _context(root: Path) -> Path:
+    ctx = root / "code"
+    (ctx / "pkg").mkdir(parents=True)
+    (ctx / "pkg" / "model.py").write_text("WIDTH = 4\n")
+    (ctx / "run.sh").write_text("#!/bin/sh\npython3 train.py\n")
+    (ctx / "run.sh").chmod(0o750)
+    (ctx / "train.py").write_text("from pkg.model import WIDTH\nprint('width', WIDTH)\n")
+    (ctx / "data").mkdir()
+    (ctx / "data" / "big.bin").write_bytes(b"x" * 3_000_000)
+    (ctx / ".detignore").write_text("data/\n")
+    (root / "const.yaml").write_text("name: uploaded\nentrypoint: python3 train.py\n"
+                                     "searcher: {name: single, metric: x, max_length: 1}\n")
+    return ctx
+
+
+def _sent(stderr: str) -> int:
+    """The bytes a create said it sent (0 for nothing)."""
+    if re.search(r"^Sent nothing to x: its copy of the \d+ files is up to date$", stderr, re.M):
+        return 0
+    found = re.search(r"^Sent (\d+) bytes of \d+ of \d+ files to x$", stderr, re.M)
+    assert found, stderr
+    return int(found.group(1))
+
+
+def _tree(root: Path) -> dict[str, tuple[bytes, int]]:
+    return {p.relative_to(root).as_posix(): (p.read_bytes(), p.stat().st_mode & 0o777)
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_create_uploads_only_what_changed_and_a_resent_create_is_made_once(
+        laptop: tuple[Laptop, Hpcdet], tmp_path: Path) -> None:
+    lap, h = laptop
+    ctx = _context(tmp_path / "laptop-files")
+    cfg = ctx.parent / "const.yaml"
+    first = lap.run("-c", "x", "e", "create", str(cfg), str(ctx), "--config", "name=first")
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.splitlines()[-1] == "Created experiment 1"
+    assert 0 < _sent(first.stderr) < 1000  # the code, not the ignored data
+    copied = _tree(h.state / "runs" / "exp-1" / "context")
+    assert sorted(copied) == ["pkg/model.py", "run.sh", "train.py"]
+    assert copied["run.sh"] == ((ctx / "run.sh").read_bytes(), 0o700)  # private, still run
+    assert h.run("e", "describe", "1", "--json").stdout.count('"first"') >= 1
+    # Unchanged: nothing sent. One file changed: that file alone.
+    again = lap.run("-c", "x", "e", "create", str(cfg), str(ctx))
+    assert again.returncode == 0 and _sent(again.stderr) == 0, again.stderr
+    (ctx / "pkg" / "model.py").write_text("WIDTH = 8\n")
+    changed = lap.run("-c", "x", "e", "create", str(cfg), str(ctx))
+    assert changed.returncode == 0 and _sent(changed.stderr) == len("WIDTH = 8\n")
+    assert "of 1 of 4 files" in changed.stderr, changed.stderr
+    # A config error names the laptop's file and sends nothing.
+    (ctx.parent / "bad.yaml").write_text("entrypoint: [1\n")
+    bad = lap.run("-c", "x", "e", "create", str(ctx.parent / "bad.yaml"), str(ctx))
+    assert bad.returncode == 1 and str(ctx.parent / "bad.yaml") in bad.stderr, bad.stderr
+    assert "Traceback" not in bad.stderr and "Sent" not in bad.stderr
+    # The same create sent twice (the laptop's connection dropped after the login node took
+    # it): one experiment, both answered with it.
+    from hpcdet.remote.upload import CreateArgs, make_manifest
+
+    args = CreateArgs(("experiment", "create"), cfg, ctx, (), (), ())
+    snap = tmp_path / "snap"
+    shutil.copytree(ctx, snap, ignore=shutil.ignore_patterns("data", ".detignore"))
+    manifest, _ = make_manifest(args, snap, "resent-1")
+    answers = [subprocess.run([h.python, "-m", "hpcdet.cli.main", "relay", "create"],
+                              env=h.env(), input=manifest.to_json().decode(),
+                              capture_output=True, text=True, timeout=120, check=False)
+               for _ in range(2)]
+    assert all("Created experiment 4\n" in a.stdout for a in answers), answers[0].stderr
+    assert "exp-5" not in os.listdir(h.state / "runs")

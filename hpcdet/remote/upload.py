@@ -1,0 +1,233 @@
+"""`hpcdet -c NAME experiment create` (and `submit`) from a laptop: the context goes up by
+content hash, then the login node creates it (the login node's half is ``hpcdet.uploads``).
+
+The create's arguments are parsed by the same command a local create uses; the config is
+validated here, so its errors name the laptop's file. The context and its ``--include``s are
+snapshotted here as a local create would (``.detignore``, the 95 MB limit), every file is
+hashed, and the login node says which blobs it lacks and how much of each a broken upload
+left. Only those bytes go, over SFTP on the cluster's one transport; a connection that breaks
+is resumed where it stopped. The create then runs there with a request id chosen here: sent
+again after a dropped connection, it answers with the one experiment it made.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hpcdet.remote import wire
+from hpcdet.uploads import COMMANDS, PART, Entry, Manifest
+
+if TYPE_CHECKING:
+    import paramiko
+
+    from hpcdet.remote.session import RemoteSession
+
+ATTEMPTS = 4
+RETRY_PAUSE = 1.0
+_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class CreateArgs:
+    """A create's arguments as the laptop's CLI parsed them."""
+
+    command: tuple[str, ...]
+    config_file: Path
+    context: Path
+    includes: tuple[Path, ...]
+    overrides: tuple[str, ...]
+    options: tuple[str, ...]  # passed on to the login node's create
+
+
+@dataclass(frozen=True)
+class Sent:
+    files: int
+    bytes: int
+
+
+def command_words(argv: Sequence[str]) -> tuple[str, ...] | None:
+    """The upload command ``argv`` begins with (``("experiment", "create")``, ``("submit",)``),
+    in full names; None for any other."""
+    full = {"e": "experiment"}
+    for command in COMMANDS:
+        head = tuple(full.get(a, a) for a in argv[:len(command)])
+        if head == command:
+            return command
+    return None
+
+
+def parse(argv: Sequence[str]) -> CreateArgs | int:
+    """``argv`` parsed by the local CLI's own command; an exit code when that printed the
+    help or a usage error instead."""
+    import typer
+    import typer.core
+    import typer.main
+    from typer._click import ClickException  # typer's own click, not a separate package
+
+    from hpcdet.cli.main import app
+
+    command = command_words(argv)
+    assert command is not None
+    cmd: Any = typer.main.get_command(app)
+    for word in argv[:len(command)]:
+        assert isinstance(cmd, typer.core.TyperGroup)
+        cmd = cmd.get_command(typer.Context(cmd), word)
+    try:
+        ctx = cmd.make_context(" ".join(["hpcdet", *command]), list(argv[len(command):]))
+    except typer.Exit as e:  # --help
+        return int(e.exit_code)
+    except ClickException as e:
+        e.show()
+        return int(e.exit_code)
+    return _create_args(command, ctx.params)
+
+
+def _create_args(command: tuple[str, ...], params: dict[str, Any]) -> CreateArgs:
+    config_file = Path(params["config_file"])
+    overrides = tuple(params.get("config") or ())
+    options = [f"--config={o}" for o in overrides]
+    for flag in ("follow", "paused", "test"):
+        if params.get(flag):
+            options.append(f"--{flag}")
+    return CreateArgs(command, config_file, Path(params.get("context") or config_file.parent),
+                      tuple(Path(p) for p in params.get("includes") or ()), overrides,
+                      tuple(options))
+
+
+def create_on_cluster(session: RemoteSession, argv: Sequence[str]) -> int:
+    """``hpcdet <argv>`` (a create) for the laptop on the session's cluster; its exit code."""
+    from hpcdet.config import load_experiment_config
+    from hpcdet.snapshot import Snapshot
+
+    parsed = parse(argv)
+    if isinstance(parsed, int):
+        return parsed
+    load_experiment_config(parsed.config_file, list(parsed.overrides))
+    with tempfile.TemporaryDirectory(prefix="hpcdet-upload-") as tmp:
+        taken = Snapshot(Path(tmp) / "context", _warn)
+        taken.context(parsed.context)
+        for extra in parsed.includes:
+            taken.include(extra)
+        manifest, sources = make_manifest(parsed, Path(tmp) / "context", uuid.uuid4().hex)
+        sent = upload(session, manifest, sources)
+        _say_sent(session.cluster.name, sent, len(manifest.blobs()))
+        return _again_when_cut(session, lambda: session.run(["relay", "create"],
+                                                            stdin=manifest.to_json()))
+
+
+def make_manifest(parsed: CreateArgs, snapshot: Path, request_id: str
+                  ) -> tuple[Manifest, dict[str, Path]]:
+    """The manifest of a snapshot and config, and where each blob's bytes are here."""
+    sources: dict[str, Path] = {}
+
+    def entry(path: Path, name: str) -> Entry:
+        st = path.stat()
+        sha = file_sha256(path)
+        sources[sha] = path
+        return Entry(name, sha, st.st_size, stat.S_IMODE(st.st_mode))
+
+    files = []
+    for root, dirs, names in os.walk(snapshot):
+        dirs.sort()
+        for name in sorted(names):
+            path = Path(root, name)
+            files.append(entry(path, path.relative_to(snapshot).as_posix()))
+    config = entry(parsed.config_file, parsed.config_file.name)
+    return Manifest(request_id, parsed.command, parsed.options, config, tuple(files)), sources
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def upload(session: RemoteSession, manifest: Manifest, sources: dict[str, Path]) -> Sent:
+    """The blobs the login node lacks sent over SFTP, each from where a broken upload left
+    it; the files and bytes sent."""
+    files = sent = 0
+
+    def once() -> int:
+        nonlocal files, sent
+        code, out, err = session.capture(["relay", "plan"], manifest.to_json())
+        if code != 0:
+            raise wire.RemoteError(err.strip() or f"`hpcdet relay plan` exited with {code}")
+        planned = json.loads(out)
+        missing: dict[str, int] = planned["missing"]
+        if missing:
+            sftp = session.sftp()
+            try:
+                for sha, offset in missing.items():
+                    sent += _put(sftp, sources[sha], f"{planned['blobs']}/{sha}{PART}", offset)
+                    files += 1
+            finally:
+                sftp.close()
+        return 0
+
+    _again_when_cut(session, once)
+    return Sent(files, sent)
+
+
+def _put(sftp: paramiko.SFTPClient, source: Path, remote: str, offset: int) -> int:
+    size = source.stat().st_size
+    if offset >= size:
+        return 0
+    with source.open("rb") as src, sftp.open(remote, "ab") as dst:
+        dst.set_pipelined(True)
+        src.seek(offset)
+        n = 0
+        while chunk := src.read(_CHUNK):
+            dst.write(chunk)
+            n += len(chunk)
+    return n
+
+
+def _cut_errors() -> tuple[type[BaseException], ...]:
+    import paramiko
+
+    return (wire.ConnectionLost, wire.WireError, paramiko.SSHException, EOFError, OSError)
+
+
+def _again_when_cut(session: RemoteSession, step: Any) -> int:
+    """``step()`` again (up to ``ATTEMPTS`` times) when the connection breaks under it; safe
+    only for what is made once however often it is sent."""
+    cut = _cut_errors()
+    for attempt in range(1, ATTEMPTS + 1):
+        try:
+            return int(step())
+        except cut as e:
+            if attempt == ATTEMPTS:
+                raise wire.RemoteError(
+                    f"the connection to {session.cluster.name} broke {ATTEMPTS} times ({e}); "
+                    "run the command again: it sends only what is missing, and a create "
+                    "already made is not made twice") from None
+            _warn(f"the connection to {session.cluster.name} broke ({e}); going on where it "
+                  "stopped")
+            time.sleep(RETRY_PAUSE)
+    raise AssertionError("unreachable")
+
+
+def _say_sent(cluster: str, sent: Sent, blobs: int) -> None:
+    if sent.bytes == 0:
+        print(f"Sent nothing to {cluster}: its copy of the {blobs} files is up to date",
+              file=sys.stderr)
+    else:
+        print(f"Sent {sent.bytes} bytes of {sent.files} of {blobs} files to {cluster}",
+              file=sys.stderr)
+
+
+def _warn(message: str) -> None:
+    print(f"Warning: {message}", file=sys.stderr)
