@@ -1,6 +1,8 @@
 """`hpcdet checkpoint ...`: list, download and delete checkpoints."""
 
 import json
+from collections.abc import Callable
+from contextvars import ContextVar
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
@@ -25,6 +27,11 @@ if TYPE_CHECKING:
     from hpcdet.records import CheckpointRecord as Checkpoint
 
 app = typer.Typer(no_args_is_help=True)
+
+# A download run for a laptop (`hpcdet relay download`) lists the files for the laptop to
+# fetch over SFTP instead of copying them here.
+# Called as copy_checkpoint is: (store, paths, uuid, output_dir) -> where the files go.
+FETCH: "ContextVar[Optional[Callable[..., Path]]]" = ContextVar("fetch", default=None)
 
 _DOWNLOAD_COLUMNS = ("Experiment ID", "Trial ID", "Steps Completed", "Report Time",
                      "Checkpoint UUID", "Validation Metrics", "Metadata")
@@ -96,7 +103,7 @@ def download_checkpoint(uuid: str, output_dir: Optional[Path], quiet: bool) -> P
     from hpcdet.views.checkpoints import checkpoint_validation, copy_checkpoint
 
     store = read_store(paths())
-    dest = copy_checkpoint(store, paths(), uuid, output_dir)
+    dest = (FETCH.get() or copy_checkpoint)(store, paths(), uuid, output_dir)
     if quiet:
         print(dest)
         return dest

@@ -3,13 +3,17 @@
 
 import os
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
-from hpcdet.cli.common import paths
+from hpcdet.cli.common import paths, visible
+from hpcdet.errors import HpcdetError
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from hpcdet.paths import StatePaths
     from hpcdet.uploads import Manifest
 
 app = typer.Typer(hidden=True, no_args_is_help=True)
@@ -98,3 +102,41 @@ def create() -> None:
         finally:
             shutil.rmtree(work, ignore_errors=True)
 
+
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def download(ctx: typer.Context) -> None:
+    """Run a download command (the words and options after `download`, as the laptop gave
+    them) without copying: print, as JSON, its exit code, its output and each checkpoint's
+    files for the laptop to fetch over SFTP."""
+    import contextlib
+    import io
+    import json
+
+    from hpcdet.cli import checkpoint
+    from hpcdet.cli.main import app as hpcdet
+    from hpcdet.views.checkpoints import checkpoint_files, default_destination, stored_checkpoint
+
+    listed: list[dict[str, object]] = []
+
+    def fetch(store: Any, p: "StatePaths", uuid: str, dest: "Path | None") -> "Path":
+        source = stored_checkpoint(store, p, uuid).source
+        given = default_destination(uuid, dest)
+        listed.append({"uuid": uuid, "source": str(source), "dest": str(given),
+                       "files": checkpoint_files(source)})
+        return given
+
+    out = io.StringIO()
+    token = checkpoint.FETCH.set(fetch)
+    error = ""
+    try:
+        with contextlib.redirect_stdout(out):
+            hpcdet(args=list(ctx.args), prog_name="hpcdet")
+        code = 0
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 1
+    except HpcdetError as e:  # what was listed before it is still fetched, as it is copied
+        code, error = 1, visible(e, keep_lines=True)
+    finally:
+        checkpoint.FETCH.reset(token)
+    print(json.dumps({"code": code, "output": out.getvalue(), "error": error,
+                      "checkpoints": listed}))

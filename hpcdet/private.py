@@ -21,7 +21,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from hpcdet.errors import HpcdetError
+from hpcdet.errors import HpcdetError, UsageError
 
 PRIVATE_UMASK = 0o077
 GROUP_UMASK = 0o027
@@ -152,6 +152,28 @@ def _make_missing(path: Path) -> None:
         except OSError as e:
             raise PrivacyError(f"cannot create the directory {p}: {e.strerror}") from e
         check_owned(p)
+
+
+def download_target(given: Path) -> Path:
+    """``given`` made absolute, once checked to be new or an empty directory of the user's in
+    a directory only they (or root, with a sticky bit) can change; its parent is made when
+    missing.
+
+    Raises:
+        UsageError, PrivacyError: saying which directory and what to do.
+    """
+    target = given.absolute()
+    if os.path.lexists(target):
+        check_owned(target)
+        if any(target.iterdir()):
+            raise UsageError(f"{target} already holds files: download into a new or empty "
+                             "directory")
+    if os.path.lexists(target.parent):
+        check_holder(target.parent, "Download into a new directory of yours, or make it yours "
+                     "alone")
+    else:
+        private_dir(target.parent)  # it and its missing parents made 0700
+    return target
 
 
 def check_owned(path: Path) -> None:

@@ -81,20 +81,6 @@ def remote_command(command: str, argv: Sequence[str]) -> str:
     return " ".join([hpcdet_words(command), *(shlex.quote(a) for a in argv)])
 
 
-# The commands that write the laptop's files: downloading checkpoints over SFTP is not built
-# yet, and run on the login node these would take the login node's paths for the laptop's.
-_NAMES = {"e": "experiment", "t": "trial", "c": "checkpoint"}
-_LAPTOP_FILES = {("checkpoint", "download"), ("trial", "download")}
-
-
-def needs_laptop_files(argv: Sequence[str]) -> bool:
-    words = command_of(argv)
-    if not words:
-        return False
-    named = [_NAMES.get(words[0], words[0]), *words[1:]]
-    return tuple(named[:1]) in _LAPTOP_FILES or tuple(named[:2]) in _LAPTOP_FILES
-
-
 def command_of(argv: Sequence[str]) -> list[str]:
     """The command's words before its first option (``["e", "create"]``), for the hooks."""
     words = []
@@ -107,25 +93,18 @@ def command_of(argv: Sequence[str]) -> list[str]:
 
 def run_on_cluster(cluster: Cluster, argv: Sequence[str]) -> int:
     """``hpcdet <argv>`` run for the laptop on ``cluster``: a create with its context uploaded,
-    the UI by a forwarded port, the downloads refused, the rest as they are on the login node;
-    the login node's exit code."""
+    a download fetched here, the UI by a forwarded port, the rest as they are on the login
+    node; the login node's exit code."""
+    from hpcdet.remote.download import download_on_cluster, is_download
     from hpcdet.remote.session import RemoteSession
+    from hpcdet.remote.upload import command_words, create_on_cluster
 
-    if needs_laptop_files(argv):
-        from hpcdet.errors import UsageError
-
-        command = " ".join(command_of(argv))
-        raise UsageError(
-            f"`hpcdet -c {cluster.name} {command}` would need the login node's files back here, "
-            f"and hpcdet does not copy them yet. Run it on the login node (`ssh {cluster.ssh}`) "
-            f"and copy the download back with scp.")
     session = RemoteSession(cluster)
-    from hpcdet.remote.upload import command_words
-
-    if command_words(argv) is not None and not set(argv) & HELP:
-        from hpcdet.remote.upload import create_on_cluster
-
-        return create_on_cluster(session, argv)
+    if not set(argv) & HELP:
+        if command_words(argv) is not None:
+            return create_on_cluster(session, argv)
+        if is_download(argv):
+            return download_on_cluster(session, argv)
     words = command_of(argv)
     if words and words[0] in ("ui", "tensorboard"):
         from hpcdet.remote.ui_forward import forward_ui

@@ -133,6 +133,12 @@ class _Named(socket.socket):
     def get_name(self) -> str:
         return f"sftp to {self._name}"
 
+    def recv_ready(self) -> bool:
+        """Whether a reply waits (paramiko's pipelined writes ask, as of a channel)."""
+        import select
+
+        return bool(select.select([self], [], [], 0)[0])
+
 
 def session_for(name: str) -> RemoteSession:
     """The session of the cluster profile ``name`` (its keeper started when it runs)."""
@@ -240,3 +246,32 @@ def _try_connect(path: str) -> socket.socket | None:
         sock.close()
         return None
     return sock
+
+
+ATTEMPTS = 4
+RETRY_PAUSE = 1.0
+
+
+def _cut_errors() -> tuple[type[BaseException], ...]:
+    import paramiko
+
+    return (wire.ConnectionLost, wire.WireError, paramiko.SSHException, EOFError,
+            ConnectionError)
+
+
+def again_when_cut(session: RemoteSession, step: Callable[[], int]) -> int:
+    """``step()`` again (up to ``ATTEMPTS`` times) when the connection breaks under it; safe
+    only for what is made once however often it is sent."""
+    cut = _cut_errors()
+    for attempt in range(1, ATTEMPTS + 1):
+        try:
+            return step()
+        except cut as e:
+            if attempt == ATTEMPTS:
+                raise wire.RemoteError(
+                    f"the connection to {session.cluster.name} broke {ATTEMPTS} times ({e}); "
+                    "run the command again: it goes on where it stopped") from None
+            print(f"Warning: the connection to {session.cluster.name} broke ({e}); going on "
+                  "where it stopped", file=sys.stderr)
+            time.sleep(RETRY_PAUSE)
+    raise AssertionError("unreachable")

@@ -18,7 +18,6 @@ import os
 import stat
 import sys
 import tempfile
-import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hpcdet.remote import wire
+from hpcdet.remote.session import again_when_cut
 from hpcdet.uploads import COMMANDS, PART, Entry, Manifest
 
 if TYPE_CHECKING:
@@ -33,8 +33,6 @@ if TYPE_CHECKING:
 
     from hpcdet.remote.session import RemoteSession
 
-ATTEMPTS = 4
-RETRY_PAUSE = 1.0
 _CHUNK = 1 << 20
 
 
@@ -67,30 +65,15 @@ def command_words(argv: Sequence[str]) -> tuple[str, ...] | None:
     return None
 
 
-def parse(argv: Sequence[str]) -> CreateArgs | int:
-    """``argv`` parsed by the local CLI's own command; an exit code when that printed the
-    help or a usage error instead."""
-    import typer
-    import typer.core
-    import typer.main
-    from typer._click import ClickException  # typer's own click, not a separate package
-
-    from hpcdet.cli.main import app
+def parse(argv: Sequence[str]) -> CreateArgs | None:
+    """``argv`` parsed by the local CLI's own command; None for a usage error (the login
+    node's own command says it, as it would say it there)."""
+    from hpcdet.cli.parse import parameters
 
     command = command_words(argv)
     assert command is not None
-    cmd: Any = typer.main.get_command(app)
-    for word in argv[:len(command)]:
-        assert isinstance(cmd, typer.core.TyperGroup)
-        cmd = cmd.get_command(typer.Context(cmd), word)
-    try:
-        ctx = cmd.make_context(" ".join(["hpcdet", *command]), list(argv[len(command):]))
-    except typer.Exit as e:  # --help
-        return int(e.exit_code)
-    except ClickException as e:
-        e.show()
-        return int(e.exit_code)
-    return _create_args(command, ctx.params)
+    params = parameters(len(command), argv)
+    return None if params is None else _create_args(command, params)
 
 
 def _create_args(command: tuple[str, ...], params: dict[str, Any]) -> CreateArgs:
@@ -111,8 +94,8 @@ def create_on_cluster(session: RemoteSession, argv: Sequence[str]) -> int:
     from hpcdet.snapshot import Snapshot
 
     parsed = parse(argv)
-    if isinstance(parsed, int):
-        return parsed
+    if parsed is None:
+        return session.run(argv)
     load_experiment_config(parsed.config_file, list(parsed.overrides))
     with tempfile.TemporaryDirectory(prefix="hpcdet-upload-") as tmp:
         taken = Snapshot(Path(tmp) / "context", _warn)
@@ -122,7 +105,7 @@ def create_on_cluster(session: RemoteSession, argv: Sequence[str]) -> int:
         manifest, sources = make_manifest(parsed, Path(tmp) / "context", uuid.uuid4().hex)
         sent = upload(session, manifest, sources)
         _say_sent(session.cluster.name, sent, len(manifest.blobs()))
-        return _again_when_cut(session, lambda: session.run(["relay", "create"],
+        return again_when_cut(session, lambda: session.run(["relay", "create"],
                                                             stdin=manifest.to_json()))
 
 
@@ -144,6 +127,7 @@ def make_manifest(parsed: CreateArgs, snapshot: Path, request_id: str
             path = Path(root, name)
             files.append(entry(path, path.relative_to(snapshot).as_posix()))
     config = entry(parsed.config_file, parsed.config_file.name)
+    files.sort(key=lambda e: e.path)
     return Manifest(request_id, parsed.command, parsed.options, config, tuple(files)), sources
 
 
@@ -157,11 +141,11 @@ def file_sha256(path: Path) -> str:
 
 def upload(session: RemoteSession, manifest: Manifest, sources: dict[str, Path]) -> Sent:
     """The blobs the login node lacks sent over SFTP, each from where a broken upload left
-    it; the files and bytes sent."""
-    files = sent = 0
+    it; the files and bytes sent (bytes lost in flight when a connection broke included)."""
+    files: set[str] = set()
+    sent = [0]
 
     def once() -> int:
-        nonlocal files, sent
         code, out, err = session.capture(["relay", "plan"], manifest.to_json())
         if code != 0:
             raise wire.RemoteError(err.strip() or f"`hpcdet relay plan` exited with {code}")
@@ -171,53 +155,27 @@ def upload(session: RemoteSession, manifest: Manifest, sources: dict[str, Path])
             sftp = session.sftp()
             try:
                 for sha, offset in missing.items():
-                    sent += _put(sftp, sources[sha], f"{planned['blobs']}/{sha}{PART}", offset)
-                    files += 1
+                    files.add(sha)
+                    _put(sftp, sources[sha], f"{planned['blobs']}/{sha}{PART}", offset, sent)
             finally:
                 sftp.close()
         return 0
 
-    _again_when_cut(session, once)
-    return Sent(files, sent)
+    again_when_cut(session, once)
+    return Sent(len(files), sent[0])
 
 
-def _put(sftp: paramiko.SFTPClient, source: Path, remote: str, offset: int) -> int:
-    size = source.stat().st_size
-    if offset >= size:
-        return 0
+def _put(sftp: paramiko.SFTPClient, source: Path, remote: str, offset: int,
+         sent: list[int]) -> None:
+    """``source`` from ``offset`` on appended to ``remote``, counted in ``sent[0]``."""
+    if offset >= source.stat().st_size:
+        return
     with source.open("rb") as src, sftp.open(remote, "ab") as dst:
         dst.set_pipelined(True)
         src.seek(offset)
-        n = 0
         while chunk := src.read(_CHUNK):
+            sent[0] += len(chunk)  # before: a write the connection broke in went in part
             dst.write(chunk)
-            n += len(chunk)
-    return n
-
-
-def _cut_errors() -> tuple[type[BaseException], ...]:
-    import paramiko
-
-    return (wire.ConnectionLost, wire.WireError, paramiko.SSHException, EOFError, OSError)
-
-
-def _again_when_cut(session: RemoteSession, step: Any) -> int:
-    """``step()`` again (up to ``ATTEMPTS`` times) when the connection breaks under it; safe
-    only for what is made once however often it is sent."""
-    cut = _cut_errors()
-    for attempt in range(1, ATTEMPTS + 1):
-        try:
-            return int(step())
-        except cut as e:
-            if attempt == ATTEMPTS:
-                raise wire.RemoteError(
-                    f"the connection to {session.cluster.name} broke {ATTEMPTS} times ({e}); "
-                    "run the command again: it sends only what is missing, and a create "
-                    "already made is not made twice") from None
-            _warn(f"the connection to {session.cluster.name} broke ({e}); going on where it "
-                  "stopped")
-            time.sleep(RETRY_PAUSE)
-    raise AssertionError("unreachable")
 
 
 def _say_sent(cluster: str, sent: Sent, blobs: int) -> None:

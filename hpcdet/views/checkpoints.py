@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,9 +13,9 @@ from typing import Any
 from hpcdet.checkpoint_gc import CheckpointRecord, GCPolicy, ValidationRecord, best, latest, rank
 from hpcdet.config import ExperimentConfig
 from hpcdet.daemon.jobspec import trusted_storage
-from hpcdet.errors import NotFoundError, StateError, UsageError
+from hpcdet.errors import NotFoundError, StateError
 from hpcdet.paths import StatePaths
-from hpcdet.private import PrivacyError, check_holder, check_owned, private_dir
+from hpcdet.private import PrivacyError, check_owned, download_target
 from hpcdet.records import CheckpointRecord as Checkpoint
 from hpcdet.records import ExperimentRecord as Experiment
 from hpcdet.states import CheckpointState
@@ -99,6 +100,24 @@ def stored_checkpoint(store: Store, paths: StatePaths, uuid: str) -> StoredCheck
     return StoredCheckpoint(ckpt, source, checkpoint_validation(store, ckpt))
 
 
+def default_destination(uuid: str, dest: Path | None) -> Path:
+    return dest if dest is not None else Path("checkpoints") / uuid
+
+
+def checkpoint_files(source: Path) -> list[tuple[str, int, int]]:
+    """Each file a copy of the checkpoint directory ``source`` holds, as ``copy_checkpoint``
+    copies it (through symlinks): (path relative to it, size, mode)."""
+    found = []
+    for root, dirs, names in os.walk(source, followlinks=True):
+        dirs.sort()
+        for name in sorted(names):
+            path = Path(root, name)
+            st = path.stat()
+            found.append((path.relative_to(source).as_posix(), st.st_size,
+                          stat.S_IMODE(st.st_mode)))
+    return found
+
+
 def copy_checkpoint(store: Store, paths: StatePaths, uuid: str, dest: Path | None) -> Path:
     """Copy a completed checkpoint's files to ``dest`` (default ``checkpoints/<uuid>``).
 
@@ -108,18 +127,8 @@ def copy_checkpoint(store: Store, paths: StatePaths, uuid: str, dest: Path | Non
     planted there (a symlink to a file of the user's) is followed or overwritten.
     """
     stored = stored_checkpoint(store, paths, uuid)
-    given = dest if dest is not None else Path("checkpoints") / uuid
-    target = given.absolute()
-    mine = "Download into a new directory of yours, or make it yours alone"
-    if os.path.lexists(target):
-        check_owned(target)
-        if any(target.iterdir()):
-            raise UsageError(f"{target} already holds files: download into a new or empty "
-                             "directory")
-    if os.path.lexists(target.parent):
-        check_holder(target.parent, mine)
-    else:
-        private_dir(target.parent)  # it and its missing parents made 0700
+    given = default_destination(uuid, dest)
+    target = download_target(given)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
         shutil.copytree(stored.source, staging / "copy")

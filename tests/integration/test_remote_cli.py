@@ -5,6 +5,7 @@ of a real hpcdet and daemon on the local backend."""
 from __future__ import annotations
 
 import contextlib
+import csv
 import os
 import pwd
 import re
@@ -31,6 +32,15 @@ CLI = [sys.executable, "-m", "hpcdet.cli.entry"]
 class Laptop:
     env: dict[str, str]
     keeper: Path
+    server: subprocess.Popen[bytes]  # the login node's sshd
+
+    def cut(self) -> None:
+        """Every SSH connection to the login node broken, as a network that drops them."""
+        for proc in Path("/proc").iterdir():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                ppid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                if ppid == self.server.pid:
+                    os.kill(int(proc.name), signal.SIGKILL)
 
     def run(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
         return subprocess.run([*CLI, *args], env=self.env, capture_output=True, text=True,
@@ -62,7 +72,7 @@ def _laptop(h: Hpcdet, tmp_path: Path, totp: str | None = None) -> Iterator[Lapt
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HPCDET_", "SSH_"))}
     env.update(HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"),
                HPCDET_KEEPER_DIR=str(tmp_path / "keeper"))
-    lap = Laptop(env, tmp_path / "keeper")
+    lap = Laptop(env, tmp_path / "keeper", server)
     added = lap.run("cluster", "add", "x", "--ssh", "login", "--hpcdet",
                     f"{sys.executable} -m hpcdet.cli.main")
     assert added.returncode == 0, added.stderr
@@ -371,3 +381,86 @@ def test_create_uploads_only_what_changed_and_a_resent_create_is_made_once(
                for _ in range(2)]
     assert all("Created experiment 4\n" in a.stdout for a in answers), answers[0].stderr
     assert "exp-5" not in os.listdir(h.state / "runs")
+
+
+CUT_AT = 12_000_000
+
+
+def test_an_upload_cut_midway_resumes_and_sends_each_byte_once(
+        laptop: tuple[Laptop, Hpcdet], tmp_path: Path) -> None:
+    lap, h = laptop
+    ctx = _context(tmp_path / "laptop-files")
+    weights = os.urandom(40_000_000)
+    (ctx / "weights.bin").write_bytes(weights)
+    create = subprocess.Popen([*CLI, "-c", "x", "e", "create", str(ctx.parent / "const.yaml"),
+                               str(ctx)], env=lap.env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    blobs = h.state / "uploads" / "blobs"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        parts = [p.stat().st_size for p in blobs.glob("*.part")] if blobs.exists() else []
+        if any(n > CUT_AT for n in parts):
+            break
+        time.sleep(0.005)
+    lap.cut()
+    out, err = create.communicate(timeout=180)
+    assert create.returncode == 0, err
+    assert "Warning: the connection to x broke" in err and "going on where it stopped" in err
+    assert CUT_AT < max(parts) < len(weights)  # it was cut midway
+    # Sent from the start again, it would be at least CUT_AT more; what was in flight when the
+    # connection broke (paramiko's pipelined writes: ~100 of 32 KiB) is sent again.
+    assert len(weights) <= _sent(err) < len(weights) + CUT_AT, err
+    assert out.splitlines()[-1] == "Created experiment 1"
+    assert (h.state / "runs" / "exp-1" / "context" / "weights.bin").read_bytes() == weights
+    assert sorted(os.listdir(h.state / "runs")) == ["bell", "exp-1"]
+
+
+CHECKPOINT = '''
+import os
+import determined as det
+with det.core.init() as core_context:
+    core_context.train.report_validation_metrics(steps_completed=1, metrics={"loss": 0.5})
+    with core_context.checkpoint.store_path({"steps_completed": 1}) as (path, _):
+        (path / "weights").write_bytes(os.urandom(30_000_000))
+        (path / "sub").mkdir()
+        (path / "sub" / "step").write_text("1")
+'''
+
+
+def test_downloads_come_to_the_laptop_and_resume_after_a_cut(
+        laptop: tuple[Laptop, Hpcdet], tmp_path: Path) -> None:
+    lap, h = laptop
+    _experiment(h, tmp_path, CHECKPOINT)
+    h.run("e", "wait", "1")
+    uuid = next(csv.DictReader(h.run("e", "lc", "1", "--csv").stdout.splitlines()))["UUID"]
+    stored = h.state / "checkpoints" / uuid
+    here = tmp_path / "on-laptop"
+    # The login node's own output and exit code, the files here.
+    far = lap.run("-c", "x", "c", "download", uuid, "-o", str(here / "a"))
+    near = h.run("c", "download", uuid, "-o", str(tmp_path / "near"))
+    assert far.returncode == 0, far.stderr
+    assert far.stdout == near.stdout.replace(str(tmp_path / "near"), str(here / "a"))
+    assert _tree(here / "a") == _tree(stored) and (here / "a").stat().st_mode & 0o777 == 0o700
+    best = lap.run("-c", "x", "t", "download", "1", "--latest", "-o", str(here / "b"), "-q")
+    assert best.stdout == f"{here / 'b'}\n", best.stderr
+    assert (here / "b" / "sub" / "step").read_text() == "1"
+    missing = lap.run("-c", "x", "c", "download", "no-such-uuid")
+    assert (missing.returncode, missing.stderr) == (1, h.run(
+        "c", "download", "no-such-uuid", check=False).stderr)
+    # A full directory is refused here, as there.
+    full = lap.run("-c", "x", "c", "download", uuid, "-o", str(here / "a"))
+    assert full.returncode == 1 and "already holds files" in full.stderr, full.stderr
+    # Cut midway: resumed from the bytes already here.
+    cut = subprocess.Popen([*CLI, "-c", "x", "c", "download", uuid, "-o", str(here / "c")],
+                           env=lap.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    partial = here / ".c.hpcdet-download" / "weights"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (
+            partial.exists() and partial.stat().st_size > 3_000_000):
+        time.sleep(0.005)
+    seen = partial.stat().st_size
+    lap.cut()
+    out, err = cut.communicate(timeout=120)
+    assert cut.returncode == 0, err
+    assert 3_000_000 < seen < 30_000_000 and "going on where it stopped" in err
+    assert _tree(here / "c") == _tree(stored) and not partial.parent.exists()

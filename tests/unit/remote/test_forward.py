@@ -6,7 +6,6 @@ import shlex
 
 import pytest
 
-from hpcdet.remote import forward
 from hpcdet.remote.forward import remote_command, runs_on_laptop, split_cluster
 
 
@@ -43,15 +42,17 @@ def test_every_argument_reaches_the_login_node_as_one_word() -> None:
     assert remote_command("'/opt/my tools/hpcdet'", []) == "'/opt/my tools/hpcdet'"
 
 
-@pytest.mark.parametrize(("argv", "refused"), [
-    (["e", "create", "cfg.yaml", "."], True),
-    (["experiment", "create", "cfg.yaml", ".", "-f"], True),
-    (["submit", "cfg.yaml"], True),
+@pytest.mark.parametrize(("argv", "fetched"), [
     (["c", "download", "uuid"], True),
     (["trial", "download", "3", "--latest"], True),
+    (["e", "download", "1", "-o", "x"], True),
+    (["experiment", "download"], True),
+    (["j", "download"], False),
     (["e", "list"], False),
-    (["t", "logs", "-f", "3"], False),
+    (["download"], False),
     (["checkpoint", "list", "1"], False),
 ])
-def test_commands_on_the_laptop_s_files_are_named(argv: list[str], refused: bool) -> None:
-    assert forward.needs_laptop_files(argv) is refused
+def test_the_downloads_are_known(argv: list[str], fetched: bool) -> None:
+    from hpcdet.remote.download import is_download
+
+    assert is_download(argv) is fetched
