@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from hpcdet.errors import UsageError
 from hpcdet.private import private_dir
 
 ENV_DIR = "HPCDET_KEEPER_DIR"
@@ -32,7 +33,21 @@ def socket_path() -> Path:
 
 
 def idle_seconds() -> float:
-    try:
-        return max(1.0, float(os.environ.get(ENV_IDLE, DEFAULT_IDLE)))
-    except ValueError:
+    """``$HPCDET_KEEPER_IDLE``: the idle seconds after which the keeper leaves (default 30
+    minutes).
+
+    Raises:
+        UsageError: it is not a positive number of seconds.
+    """
+    raw = os.environ.get(ENV_IDLE)
+    if raw is None or raw == "":
         return DEFAULT_IDLE
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise UsageError(f"{ENV_IDLE}={raw!r} is not a number of seconds; set it to how long "
+                         "an idle keeper keeps its connections (e.g. 1800), or unset it for 30 "
+                         "minutes")
+    return max(1.0, value)

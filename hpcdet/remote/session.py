@@ -16,7 +16,7 @@ from typing import IO, TYPE_CHECKING, Any
 from hpcdet import __version__
 from hpcdet.remote import wire
 from hpcdet.remote.forward import remote_command
-from hpcdet.remote.place import keeper_dir
+from hpcdet.remote.place import idle_seconds, keeper_dir
 from hpcdet.remote.profiles import Cluster
 
 if TYPE_CHECKING:
@@ -218,6 +218,7 @@ def connect_keeper() -> socket.socket:
     sock = _try_connect(str(path))
     if sock is not None:
         return sock
+    idle_seconds()  # a bad setting said here, not only in the detached keeper's log
     log = open_private(directory / "keeper.log", os.O_WRONLY | os.O_APPEND)
     try:
         process = subprocess.Popen(

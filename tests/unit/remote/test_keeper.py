@@ -101,3 +101,22 @@ def test_an_unreachable_cluster_is_a_clear_error(keeper_env: Path, tmp_path: Pat
                             timeout=60)
     assert listed.returncode == 0
     assert "far *" in listed.stdout and "no: cannot reach" in listed.stdout
+
+
+@pytest.mark.parametrize("value", ["soon", "0", "-5", "nan", "inf"])
+def test_a_bad_idle_time_is_said_before_a_keeper_starts(
+        keeper_env: Path, monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    from hpcdet.errors import UsageError
+    from hpcdet.remote.session import connect_keeper
+
+    monkeypatch.setenv(place.ENV_IDLE, value)
+    with pytest.raises(UsageError, match=f"HPCDET_KEEPER_IDLE='{value}' is not a number of "):
+        connect_keeper()
+    assert not (keeper_env / "keeper.sock").exists()
+
+
+def test_the_idle_time_defaults_to_half_an_hour(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(place.ENV_IDLE, raising=False)
+    assert place.idle_seconds() == 1800
+    monkeypatch.setenv(place.ENV_IDLE, "90")
+    assert place.idle_seconds() == 90
