@@ -16,7 +16,7 @@ def main() -> None:
         name, rest = split_cluster(argv)
         cluster = None if runs_on_laptop(rest) else chosen(name)
         if cluster is not None:
-            from hpcdet.remote.forward import run_on_cluster
+            from hpcdet.cli.remote import run_on_cluster
 
             apply_umask(False)
             sys.exit(run_on_cluster(cluster, rest))

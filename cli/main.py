@@ -102,7 +102,8 @@ def _private_umask() -> None:
 def _on_cluster(argv: list[str]) -> int | None:
     """The exit code of ``argv`` run on the chosen cluster's login node; None when it runs
     here (no cluster chosen, or a command of the laptop's own). ``argv`` loses its -c."""
-    from hpcdet.remote.forward import run_on_cluster, runs_on_laptop, split_cluster
+    from hpcdet.cli.remote import run_on_cluster
+    from hpcdet.remote.forward import runs_on_laptop, split_cluster
     from hpcdet.remote.profiles import chosen
 
     name, rest = split_cluster(argv)
@@ -112,7 +113,7 @@ def _on_cluster(argv: list[str]) -> int | None:
     cluster = chosen(name)
     if cluster is None:
         return None
-    return run_on_cluster(cluster, rest)
+    return int(run_on_cluster(cluster, rest))
 
 
 def main() -> None:

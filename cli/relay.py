@@ -1,18 +1,20 @@
 """`hpcdet relay ...`: hidden commands a laptop runs on the login node over SSH
 (``hpcdet.remote``), never typed by a user."""
 
+import contextlib
+import json
 import os
 import sys
+from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
 
 from hpcdet.cli.common import paths, visible
-from hpcdet.errors import HpcdetError
+from hpcdet.errors import HpcdetError, UsageError
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from hpcdet.paths import StatePaths
     from hpcdet.uploads import Manifest
 
@@ -81,26 +83,34 @@ def plan() -> None:
     print(json.dumps({"blobs": str(blob_dir(p.uploads)), "missing": missing}))
 
 
-@app.command()
-def create() -> None:
-    """Read an upload manifest on stdin and run its create (`experiment create` or `submit`)
-    on the uploaded files, with the laptop's request id: sent again, it is made once."""
+@contextlib.contextmanager
+def _uploaded(manifest: "Manifest") -> "Iterator[tuple[Path, Path]]":
+    """The config file and context of an upload, copied out of its blobs for as long as the
+    create takes; the same request sent again meanwhile waits for it."""
     import shutil
 
-    from hpcdet.cli.main import app as hpcdet
     from hpcdet.private import private_dir
     from hpcdet.uploads import assemble, one_at_a_time
 
-    manifest = _manifest()
     uploads = paths().uploads
     work = private_dir(uploads / "work") / f"{manifest.request_id}-{os.getpid()}"
     with one_at_a_time(uploads, manifest.request_id):
         try:
-            config, context = assemble(uploads, manifest, work)
-            hpcdet(args=[*manifest.command, str(config), str(context), *manifest.options,
-                         f"--request-id={manifest.request_id}"], prog_name="hpcdet")
+            yield assemble(uploads, manifest, work)
         finally:
             shutil.rmtree(work, ignore_errors=True)
+
+
+@app.command()
+def create() -> None:
+    """Read an upload manifest on stdin and run its create (`experiment create` or `submit`)
+    on the uploaded files, with the laptop's request id: sent again, it is made once."""
+    from hpcdet.cli.main import app as hpcdet
+
+    manifest = _manifest()
+    with _uploaded(manifest) as (config, context):
+        hpcdet(args=[*manifest.command, str(config), str(context), *manifest.options,
+                     f"--request-id={manifest.request_id}"], prog_name="hpcdet")
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
@@ -108,22 +118,18 @@ def download(ctx: typer.Context) -> None:
     """Run a download command (the words and options after `download`, as the laptop gave
     them) without copying: print, as JSON, its exit code, its output and each checkpoint's
     files for the laptop to fetch over SFTP."""
-    import contextlib
     import io
     import json
 
     from hpcdet.cli import checkpoint
     from hpcdet.cli.main import app as hpcdet
-    from hpcdet.views.checkpoints import checkpoint_files, default_destination, stored_checkpoint
+    from hpcdet.views.checkpoints import checkpoint_listing
 
-    listed: list[dict[str, object]] = []
+    listed: list[dict[str, Any]] = []
 
     def fetch(store: Any, p: "StatePaths", uuid: str, dest: "Path | None") -> "Path":
-        source = stored_checkpoint(store, p, uuid).source
-        given = default_destination(uuid, dest)
-        listed.append({"uuid": uuid, "source": str(source), "dest": str(given),
-                       "files": checkpoint_files(source)})
-        return given
+        listed.append(checkpoint_listing(store, p, uuid, dest))
+        return Path(listed[-1]["dest"])
 
     out = io.StringIO()
     token = checkpoint.FETCH.set(fetch)
@@ -140,3 +146,40 @@ def download(ctx: typer.Context) -> None:
         checkpoint.FETCH.reset(token)
     print(json.dumps({"code": code, "output": out.getvalue(), "error": error,
                       "checkpoints": listed}))
+
+
+# What a laptop's SDK may ask of hpcdet.client.Local here; the answers are plain data.
+_SDK_CALLS = frozenset({"experiment", "experiments", "trial", "trials", "checkpoint",
+                        "metrics", "ranked", "send", "listing"})
+
+
+@app.command()
+def sdk() -> None:
+    """Serve a laptop's SDK (`client.login(cluster=...)`, ``hpcdet.remote.sdk``): one call
+    a line on stdin, as JSON ``{"call", "args"}``; one answer a line on stdout, ``{"ok":
+    value}`` or ``{"error", "kind"}``. A failing call is answered, never the end of it."""
+    from hpcdet.client import Local
+    from hpcdet.config import load_experiment_config
+    from hpcdet.uploads import Manifest
+
+    local = Local()
+    for line in sys.stdin:
+        answer: dict[str, Any]
+        try:
+            asked = json.loads(line)
+            name, args = str(asked["call"]), list(asked["args"])
+            if name in _SDK_CALLS:
+                answer = {"ok": getattr(local, name)(*args)}
+            elif name == "create":
+                manifest = Manifest.from_json(str(args[0]).encode())
+                with _uploaded(manifest) as (config, context):
+                    raw = load_experiment_config(config).raw
+                    answer = {"ok": local.create(raw, context, [], manifest.request_id)}
+            else:
+                raise UsageError(f"the SDK here has no call {name!r}: is this login node's "
+                                 "hpcdet the laptop's version?")
+        except HpcdetError as e:
+            answer = {"error": str(e), "kind": type(e).__name__}
+        except Exception as e:  # a bug here must not end the laptop's session
+            answer = {"error": f"{type(e).__name__}: {e}", "kind": "HpcdetError"}
+        print(json.dumps(answer), flush=True)

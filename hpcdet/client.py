@@ -24,7 +24,7 @@ import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
 
@@ -40,13 +40,20 @@ from hpcdet.protocol.messages import (
     Kill,
     KillTrial,
     Pause,
+    Request,
     SetExperiment,
+    encode,
 )
 from hpcdet.records import CheckpointRecord as CheckpointRow
 from hpcdet.states import FINAL_EXPERIMENT_STATES, CheckpointState, ExperimentState, TrialState
 from hpcdet.store.repository import Store
 from hpcdet.views.access import read_store
-from hpcdet.views.checkpoints import checkpoint_validation, copy_checkpoint, ranked_checkpoints
+from hpcdet.views.checkpoints import (
+    checkpoint_listing,
+    checkpoint_validation,
+    copy_checkpoint,
+    ranked_checkpoints,
+)
 from hpcdet.views.experiments import experiment_rows
 from hpcdet.views.trials import trial_dict, trial_metrics
 
@@ -94,11 +101,120 @@ def _unused(call: str, given: dict[str, Any]) -> None:
 
 
 def login(master: str | None = None, user: str | None = None, password: str | None = None,
-          **rest: Any) -> None:
-    """Nothing to do: there is no master, and the daemon is the user's own. Accepted so that
-    scripts written for Determined run unchanged; what it was given is named in a warning."""
+          cluster: str | None = None, **rest: Any) -> None:
+    """``cluster``: drive that cluster's daemon from here, over SSH (a profile of `hpcdet
+    cluster add`; ``"local"``: this machine's again). Without it there is nothing to do:
+    there is no master, and the daemon is the user's own; the rest is accepted so that
+    scripts written for Determined run unchanged, and named in a warning."""
+    global _remote
     _unused("login", {"master": master, "user": user, "password": password and "***", **rest})
+    if cluster is None:
+        return
+    if cluster == "local":
+        _remote = None
+        return
+    from hpcdet.remote.profiles import load
+    from hpcdet.remote.sdk import RemoteSource
 
+    _remote = RemoteSource(load().get(cluster))
+
+
+class Source(Protocol):
+    """Where the SDK's objects read and act: this machine's daemon and database (``Local``),
+    or a cluster's over SSH (``hpcdet.remote.sdk.RemoteSource``, which runs ``Local`` there).
+    What it returns is plain data, the same either way."""
+
+    def experiment(self, exp_id: int) -> dict[str, Any]: ...
+    def experiments(self) -> list[dict[str, Any]]: ...
+    def trial(self, trial_id: int) -> dict[str, Any]: ...
+    def trials(self, exp_id: int) -> list[int]: ...
+    def checkpoint(self, uuid: str) -> dict[str, Any]: ...
+    def metrics(self, trial_id: int, group: str | None) -> list[dict[str, Any]]: ...
+    def ranked(self, exp_id: int, limit: int | None, trial_id: int | None,
+               sort_by: str | None, smaller_is_better: bool | None,
+               ordered: bool) -> list[str]: ...
+    def send(self, op: str, args: dict[str, Any]) -> object: ...
+    def create(self, config: dict[str, Any], model_dir: Path, includes: list[Path]) -> int: ...
+    def download(self, uuid: str, dest: Path | None) -> str: ...
+
+
+class Local:
+    """The SDK's data from this machine's daemon and database."""
+
+    def experiment(self, exp_id: int) -> dict[str, Any]:
+        row = _store().experiment(exp_id)
+        return {"name": row.name, "state": str(row.state), "config": row.stored_config,
+                "labels": list(row.labels), "description": row.description,
+                "archived": row.archived, "progress": row.progress}
+
+    def experiments(self) -> list[dict[str, Any]]:
+        return [{"id": r.experiment.id, "labels": list(r.experiment.labels),
+                 "state": str(r.experiment.state), "name": r.experiment.name}
+                for r in experiment_rows(_store())]
+
+    def trial(self, trial_id: int) -> dict[str, Any]:
+        row = _store().trial(trial_id)
+        facts = trial_dict(row)
+        return {"experiment_id": row.experiment_id, "hparams": facts["hparams"],
+                "state": str(row.state), "metadata": facts["metadata"],
+                "summary_metrics": {"best_validation": row.best_validation,
+                                    "steps_completed": row.steps_completed}}
+
+    def trials(self, exp_id: int) -> list[int]:
+        return [t.id for t in _store().trials(exp_id)]
+
+    def checkpoint(self, uuid: str) -> dict[str, Any]:
+        store = _store()
+        row: CheckpointRow = store.checkpoint(uuid)
+        return {"state": str(row.state), "reported": row.reported, "metadata": row.metadata,
+                "resources": row.resources, "steps_completed": row.steps_completed,
+                "experiment_id": row.experiment_id, "trial_id": row.trial_id,
+                "hparams": store.trial(row.trial_id).hparams,
+                "validation": checkpoint_validation(store, row),
+                "experiment_config": store.experiment(row.experiment_id).stored_config}
+
+    def metrics(self, trial_id: int, group: str | None) -> list[dict[str, Any]]:
+        return [{"run_id": m.run_id, "steps_completed": m.steps_completed,
+                 "reported": m.reported, "metrics": m.metrics, "group": m.group,
+                 "batch_metrics": m.batch_metrics}
+                for m in trial_metrics(_store(), trial_id, group).rows]
+
+    def ranked(self, exp_id: int, limit: int | None, trial_id: int | None,
+               sort_by: str | None, smaller_is_better: bool | None,
+               ordered: bool) -> list[str]:
+        listed = ranked_checkpoints(_store(), _paths(), exp_id, limit, trial_id=trial_id,
+                                    sort_by=sort_by, smaller_is_better=smaller_is_better,
+                                    ordered=ordered)
+        return [c.checkpoint.uuid for c in listed.checkpoints]
+
+    def send(self, op: str, args: dict[str, Any]) -> object:
+        from hpcdet.link.files import call
+
+        return call(_paths(), op, args)
+
+    def create(self, config: dict[str, Any], model_dir: Path, includes: list[Path],
+               request_id: str | None = None) -> int:
+        created = connect(_paths()).create(config, model_dir, includes=includes,
+                                           request_id=request_id)
+        return created.experiment_id
+
+    def download(self, uuid: str, dest: Path | None) -> str:
+        return str(copy_checkpoint(_store(), _paths(), uuid, dest))
+
+    def listing(self, uuid: str, dest: str | None) -> dict[str, Any]:
+        """For a laptop's download (``hpcdet.remote.sdk``): the files it fetches."""
+        return checkpoint_listing(_store(), _paths(), uuid, None if dest is None else Path(dest))
+
+
+_remote: Source | None = None
+
+
+def _source() -> Source:
+    return _remote or Local()
+
+
+def _send(request: Request[Any]) -> None:
+    _source().send(*encode(request))
 
 # ----------------------------------------------------------------------------------- metrics
 
@@ -140,19 +256,17 @@ class Checkpoint:
         self.reload()
 
     def reload(self) -> None:
-        store = _store()
-        row: CheckpointRow = store.checkpoint(self.uuid)
-        trial = store.trial(row.trial_id)
-        self.state = CheckpointState(row.state)
-        self.report_time = datetime.datetime.fromtimestamp(row.reported, datetime.timezone.utc)
-        self.metadata: dict[str, Any] = row.metadata
-        self.resources: dict[str, int] = row.resources
-        self.steps_completed = row.steps_completed
+        row = _source().checkpoint(self.uuid)
+        self.state = CheckpointState(row["state"])
+        self.report_time = datetime.datetime.fromtimestamp(row["reported"],
+                                                           datetime.timezone.utc)
+        self.metadata: dict[str, Any] = row["metadata"]
+        self.resources: dict[str, int] = row["resources"]
+        self.steps_completed: int = row["steps_completed"]
         self.training = types.SimpleNamespace(
-            experiment_id=row.experiment_id, trial_id=row.trial_id,
-            hparams=trial.hparams,
-            validation_metrics={"avgMetrics": checkpoint_validation(store, row)},
-            experiment_config=store.experiment(row.experiment_id).stored_config,
+            experiment_id=row["experiment_id"], trial_id=row["trial_id"],
+            hparams=row["hparams"], validation_metrics={"avgMetrics": row["validation"]},
+            experiment_config=row["experiment_config"],
         )
 
     def download(self, path: str | Path | None = None, mode: str = "auto") -> str:
@@ -162,11 +276,10 @@ class Checkpoint:
         if str(mode) == "master":
             raise HpcdetError("mode 'master' downloads through Determined's master, which "
                               "hpcdet does not have; use 'direct' or 'auto'")
-        dest = Path(path) if path is not None else None
-        return str(copy_checkpoint(_store(), _paths(), self.uuid, dest))
+        return _source().download(self.uuid, Path(path) if path is not None else None)
 
     def delete(self) -> None:
-        connect(_paths()).send(DeleteCheckpoint(self.uuid))
+        _send(DeleteCheckpoint(self.uuid))
 
     def __repr__(self) -> str:
         return f"Checkpoint(uuid={self.uuid})"
@@ -175,10 +288,8 @@ class Checkpoint:
 def _ranked(exp_id: int, limit: int | None, trial_id: int | None = None,
             sort_by: str | None = None, smaller_is_better: bool | None = None,
             ordered: bool = False) -> list[Checkpoint]:
-    listed = ranked_checkpoints(_store(), _paths(), exp_id, limit,
-                                trial_id=trial_id, sort_by=sort_by,
-                                smaller_is_better=smaller_is_better, ordered=ordered)
-    return [Checkpoint(c.checkpoint.uuid) for c in listed.checkpoints]
+    return [Checkpoint(uuid) for uuid in _source().ranked(
+        exp_id, limit, trial_id, sort_by, smaller_is_better, ordered)]
 
 
 def _top(exp_id: int, trial_id: int | None, sort_by: str | None,
@@ -201,22 +312,20 @@ class Trial:
         self.reload()
 
     def reload(self) -> None:
-        row = _store().trial(self.id)
-        facts = trial_dict(row)
-        self.experiment_id: int = row.experiment_id
-        self.hparams: dict[str, Any] = facts["hparams"]
-        self.state = TrialState(row.state)
-        self.metadata: dict[str, Any] = facts["metadata"]
-        self.summary_metrics = {"best_validation": row.best_validation,
-                                "steps_completed": row.steps_completed}
+        row = _source().trial(self.id)
+        self.experiment_id: int = row["experiment_id"]
+        self.hparams: dict[str, Any] = row["hparams"]
+        self.state = TrialState(row["state"])
+        self.metadata: dict[str, Any] = row["metadata"]
+        self.summary_metrics: dict[str, Any] = row["summary_metrics"]
 
     def iter_metrics(self, group: str | None = None) -> Iterator[TrialMetrics]:
         """Its reports, in order (``group``: "training", "validation" or another)."""
-        for m in trial_metrics(_store(), self.id, group).rows:
+        for m in _source().metrics(self.id, group):
             yield TrialMetrics(
-                self.id, m.run_id, m.steps_completed,
-                datetime.datetime.fromtimestamp(m.reported, datetime.timezone.utc),
-                m.metrics, m.group, m.batch_metrics)
+                self.id, m["run_id"], m["steps_completed"],
+                datetime.datetime.fromtimestamp(m["reported"], datetime.timezone.utc),
+                m["metrics"], m["group"], m["batch_metrics"])
 
     def list_checkpoints(self, max_results: int | None = None) -> list[Checkpoint]:
         """All its completed checkpoints, best first by the searcher metric, those without
@@ -229,7 +338,7 @@ class Trial:
         return _top(self.experiment_id, self.id, sort_by, smaller_is_better)
 
     def kill(self) -> None:
-        connect(_paths()).send(KillTrial(self.id))
+        _send(KillTrial(self.id))
 
     def get_experiment(self) -> Experiment:
         return Experiment(self.experiment_id)
@@ -250,14 +359,14 @@ class Experiment:
         self.reload()
 
     def reload(self) -> None:
-        row = _store().experiment(self.id)
-        self.name = row.name
-        self.state = ExperimentState(row.state)
-        self.config: dict[str, Any] = row.stored_config
-        self.labels: list[str] = list(row.labels)
-        self.description = row.description
-        self.archived = row.archived
-        self.progress = row.progress
+        row = _source().experiment(self.id)
+        self.name: str = row["name"]
+        self.state = ExperimentState(row["state"])
+        self.config: dict[str, Any] = row["config"]
+        self.labels: list[str] = list(row["labels"])
+        self.description: str = row["description"]
+        self.archived: bool = row["archived"]
+        self.progress: float = row["progress"]
 
     def wait(self, interval: float = 5.0) -> ExperimentState:
         """Until it ends; returns its final state.
@@ -274,7 +383,7 @@ class Experiment:
             time.sleep(interval)
 
     def list_trials(self) -> list[Trial]:
-        return [Trial(t.id) for t in _store().trials(self.id)]
+        return [Trial(t) for t in _source().trials(self.id)]
 
     def list_checkpoints(self, max_results: int | None = None) -> list[Checkpoint]:
         """All its completed checkpoints, best first by the searcher metric, those without
@@ -295,37 +404,37 @@ class Experiment:
         return iter_trials_metrics([t.id for t in self.list_trials()], group)
 
     def pause(self) -> None:
-        connect(_paths()).send(Pause(self.id))
+        _send(Pause(self.id))
 
     def activate(self) -> None:
-        connect(_paths()).send(Activate(self.id))
+        _send(Activate(self.id))
 
     def cancel(self) -> None:
-        connect(_paths()).send(Cancel(self.id))
+        _send(Cancel(self.id))
 
     def kill(self) -> None:
-        connect(_paths()).send(Kill(self.id))
+        _send(Kill(self.id))
 
     def archive(self) -> None:
-        connect(_paths()).send(SetExperiment(self.id, "archived", True))
+        _send(SetExperiment(self.id, "archived", True))
 
     def unarchive(self) -> None:
-        connect(_paths()).send(SetExperiment(self.id, "archived", False))
+        _send(SetExperiment(self.id, "archived", False))
 
     def add_label(self, label: str) -> None:
-        connect(_paths()).send(SetExperiment(self.id, "labels_add", label))
+        _send(SetExperiment(self.id, "labels_add", label))
 
     def remove_label(self, label: str) -> None:
-        connect(_paths()).send(SetExperiment(self.id, "labels_remove", label))
+        _send(SetExperiment(self.id, "labels_remove", label))
 
     def set_name(self, name: str) -> None:
-        connect(_paths()).send(SetExperiment(self.id, "name", name))
+        _send(SetExperiment(self.id, "name", name))
 
     def set_description(self, description: str) -> None:
-        connect(_paths()).send(SetExperiment(self.id, "description", description))
+        _send(SetExperiment(self.id, "description", description))
 
     def delete(self) -> None:
-        connect(_paths()).send(DeleteExperiment(self.id))
+        _send(DeleteExperiment(self.id))
 
     def __repr__(self) -> str:
         return f"Experiment(id={self.id})"
@@ -345,9 +454,8 @@ def create_experiment(
         source = config
     _unused("create_experiment", rest)
     cfg = load_experiment_config(source)
-    created = connect(_paths()).create(cfg.raw, Path(model_dir or "."),
-                                       includes=[Path(i) for i in includes or []])
-    return Experiment(created.experiment_id)
+    return Experiment(_source().create(cfg.raw, Path(model_dir or "."),
+                                       [Path(i) for i in includes or []]))
 
 
 def get_experiment(experiment_id: int) -> Experiment:
@@ -368,10 +476,9 @@ def list_experiments(labels: list[str] | None = None, states: list[Any] | None =
     _unused("list_experiments", rest)
     wanted = set(labels or ())
     kept = {str(ExperimentState(str(s).removeprefix("STATE_"))) for s in states or ()}
-    return [Experiment(r.experiment.id) for r in experiment_rows(_store())
-            if wanted <= set(r.experiment.labels)
-            and (not kept or r.experiment.state in kept)
-            and (name is None or r.experiment.name == name)]
+    return [Experiment(e["id"]) for e in _source().experiments()
+            if wanted <= set(e["labels"]) and (not kept or e["state"] in kept)
+            and (name is None or e["name"] == name)]
 
 
 def as_determined() -> None:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from hpcdet.remote.profiles import Cluster
+    pass
 
 # `cluster show` is not here: it tells what the chosen cluster's scheduler says.
 LAPTOP_CLUSTER_COMMANDS = frozenset({"add", "use", "remove", "list", "trust"})
@@ -89,25 +89,3 @@ def command_of(argv: Sequence[str]) -> list[str]:
             break
         words.append(a)
     return words[:2]
-
-
-def run_on_cluster(cluster: Cluster, argv: Sequence[str]) -> int:
-    """``hpcdet <argv>`` run for the laptop on ``cluster``: a create with its context uploaded,
-    a download fetched here, the UI by a forwarded port, the rest as they are on the login
-    node; the login node's exit code."""
-    from hpcdet.remote.download import download_on_cluster, is_download
-    from hpcdet.remote.session import RemoteSession
-    from hpcdet.remote.upload import command_words, create_on_cluster
-
-    session = RemoteSession(cluster)
-    if not set(argv) & HELP:
-        if command_words(argv) is not None:
-            return create_on_cluster(session, argv)
-        if is_download(argv):
-            return download_on_cluster(session, argv)
-    words = command_of(argv)
-    if words and words[0] in ("ui", "tensorboard"):
-        from hpcdet.remote.ui_forward import forward_ui
-
-        return int(forward_ui(session, list(argv)))
-    return session.run(argv)

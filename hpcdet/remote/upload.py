@@ -65,18 +65,8 @@ def command_words(argv: Sequence[str]) -> tuple[str, ...] | None:
     return None
 
 
-def parse(argv: Sequence[str]) -> CreateArgs | None:
-    """``argv`` parsed by the local CLI's own command; None for a usage error (the login
-    node's own command says it, as it would say it there)."""
-    from hpcdet.cli.parse import parameters
-
-    command = command_words(argv)
-    assert command is not None
-    params = parameters(len(command), argv)
-    return None if params is None else _create_args(command, params)
-
-
-def _create_args(command: tuple[str, ...], params: dict[str, Any]) -> CreateArgs:
+def create_args(command: tuple[str, ...], params: dict[str, Any]) -> CreateArgs:
+    """A create's arguments from the parameters its command parsed."""
     config_file = Path(params["config_file"])
     overrides = tuple(params.get("config") or ())
     options = [f"--config={o}" for o in overrides]
@@ -88,14 +78,11 @@ def _create_args(command: tuple[str, ...], params: dict[str, Any]) -> CreateArgs
                       tuple(options))
 
 
-def create_on_cluster(session: RemoteSession, argv: Sequence[str]) -> int:
-    """``hpcdet <argv>`` (a create) for the laptop on the session's cluster; its exit code."""
+def create_on_cluster(session: RemoteSession, parsed: CreateArgs) -> int:
+    """The create of ``parsed`` for the laptop on the session's cluster; its exit code."""
     from hpcdet.config import load_experiment_config
     from hpcdet.snapshot import Snapshot
 
-    parsed = parse(argv)
-    if parsed is None:
-        return session.run(argv)
     load_experiment_config(parsed.config_file, list(parsed.overrides))
     with tempfile.TemporaryDirectory(prefix="hpcdet-upload-") as tmp:
         taken = Snapshot(Path(tmp) / "context", _warn)

@@ -118,6 +118,16 @@ def checkpoint_files(source: Path) -> list[tuple[str, int, int]]:
     return found
 
 
+def checkpoint_listing(store: Store, paths: StatePaths, uuid: str,
+                       dest: Path | None) -> dict[str, Any]:
+    """What a laptop needs to fetch a completed checkpoint over SFTP instead of
+    ``copy_checkpoint`` (checked as that checks it): its directory here, where it goes there,
+    and its files (``checkpoint_files``)."""
+    source = stored_checkpoint(store, paths, uuid).source
+    return {"uuid": uuid, "source": str(source), "dest": str(default_destination(uuid, dest)),
+            "files": checkpoint_files(source)}
+
+
 def copy_checkpoint(store: Store, paths: StatePaths, uuid: str, dest: Path | None) -> Path:
     """Copy a completed checkpoint's files to ``dest`` (default ``checkpoints/<uuid>``).
 

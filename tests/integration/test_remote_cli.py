@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import json
 import os
 import pwd
 import re
@@ -464,3 +465,58 @@ def test_downloads_come_to_the_laptop_and_resume_after_a_cut(
     assert cut.returncode == 0, err
     assert 3_000_000 < seen < 30_000_000 and "going on where it stopped" in err
     assert _tree(here / "c") == _tree(stored) and not partial.parent.exists()
+
+
+SDK_SCRIPT = '''
+import sys
+from pathlib import Path
+from hpcdet import client as hpcdet_client
+
+hpcdet_client.as_determined()
+from determined.experimental import client  # a script written for Determined's SDK
+
+client.login(cluster="x")
+exp = client.create_experiment(sys.argv[1], sys.argv[2])
+print("created", exp.id, exp.name)
+assert exp.wait(interval=0.2) == client.ExperimentState.COMPLETED, exp.state
+trial = exp.list_trials()[0]
+print("trial", trial.id, trial.state, trial.hparams)
+print("metrics", [m.metrics for m in trial.iter_metrics("validation")])
+best = exp.top_checkpoint()
+print("step", Path(best.download(sys.argv[3]), "sub", "step").read_text())
+exp.add_label("far")
+exp.archive()
+exp.reload()
+print("archived", exp.archived, exp.labels)
+print("listed", [e.id for e in client.list_experiments(labels=["far"])])
+try:
+    client.get_experiment(99)
+except Exception as e:
+    print("missing", type(e).__name__, e)
+'''
+
+
+def test_the_sdk_drives_the_cluster_from_the_laptop(laptop: tuple[Laptop, Hpcdet],
+                                                    tmp_path: Path) -> None:
+    lap, h = laptop
+    ctx = tmp_path / "model"
+    ctx.mkdir()
+    (ctx / "t.py").write_text(CHECKPOINT)
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text("name: sdk\nentrypoint: python3 t.py\n"
+                   "searcher: {name: single, metric: loss, max_length: 1}\n")
+    script = tmp_path / "script.py"
+    script.write_text(SDK_SCRIPT)
+    done = subprocess.run([sys.executable, str(script), str(cfg), str(ctx),
+                           str(tmp_path / "dl")], env=lap.env, capture_output=True, text=True,
+                          timeout=300, check=False, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "created 1 sdk" and lines[1].startswith("trial 1 COMPLETED")
+    assert lines[2] == "metrics [{'loss': 0.5}]" and lines[3] == "step 1"
+    assert lines[4] == "archived True ['far']" and lines[5] == "listed [1]"
+    assert lines[6].startswith("missing NotFoundError ")
+    assert (tmp_path / "dl" / "weights").stat().st_size == 30_000_000
+    # It was the login node's daemon that did it.
+    described = json.loads(h.run("e", "describe", "1", "--json").stdout)
+    assert described["experiment"]["archived"] is True, described

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from hpcdet.remote.upload import CreateArgs, command_words, make_manifest, parse
+from hpcdet.cli.remote import parse_create as parse
+from hpcdet.remote.upload import CreateArgs, command_words, make_manifest
 
 
 @pytest.mark.parametrize(("argv", "words"), [
