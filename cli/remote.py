@@ -26,7 +26,7 @@ def run_on_cluster(cluster: "Cluster", argv: Sequence[str]) -> int:
     a download fetched here, the UI by a forwarded port, the rest as they are on the login
     node; the login node's exit code."""
     from hpcdet.remote.download import download_on_cluster, is_download
-    from hpcdet.remote.forward import HELP, command_of
+    from hpcdet.remote.forward import HELP, command_of, output_only_grows
     from hpcdet.remote.session import RemoteSession
     from hpcdet.remote.upload import command_words, create_on_cluster
 
@@ -42,4 +42,4 @@ def run_on_cluster(cluster: "Cluster", argv: Sequence[str]) -> int:
         from hpcdet.remote.ui_forward import forward_ui
 
         return int(forward_ui(session, list(argv)))
-    return session.run(argv)
+    return session.run_resumed(argv) if output_only_grows(argv) else session.run(argv)

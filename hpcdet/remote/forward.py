@@ -89,3 +89,14 @@ def command_of(argv: Sequence[str]) -> list[str]:
             break
         words.append(a)
     return words[:2]
+
+
+_GROUPS = {"e": "experiment", "t": "trial"}
+
+
+def output_only_grows(argv: Sequence[str]) -> bool:
+    """Whether ``argv`` is a command whose output, run again, begins with what it printed
+    before (a trial's or an experiment's logs): one that may resume after a cut."""
+    words = command_of(argv)
+    return (len(words) == 2 and words[1] == "logs"
+            and _GROUPS.get(words[0], words[0]) in _GROUPS.values())

@@ -100,6 +100,26 @@ class RemoteSession:
         """The login node's ``hpcdet <argv>``, streamed to our stdout/stderr; its exit code."""
         return self.execute(remote_command(self.cluster.hpcdet, argv), stdin)
 
+    def run_resumed(self, argv: Sequence[str]) -> int:
+        """``run``, for a command whose output only grows (a log followed): when the
+        connection breaks it runs again, and what it prints again is left out."""
+        printed = {"out": 0, "err": 0}
+
+        def skipping(kind: str, write: Callable[[bytes], None]) -> Callable[[bytes], None]:
+            seen = [0]
+
+            def w(data: bytes) -> None:
+                start, seen[0] = seen[0], seen[0] + len(data)
+                new = data[max(printed[kind] - start, 0):]
+                if new:
+                    write(new)
+                    printed[kind] = seen[0]
+            return w
+
+        return again_when_cut(self, lambda: self.execute(
+            remote_command(self.cluster.hpcdet, argv), None,
+            skipping("out", _writer(sys.stdout)), skipping("err", _writer(sys.stderr))))
+
     def capture(self, argv: Sequence[str], stdin: bytes = b"") -> tuple[int, str, str]:
         return self.capture_shell(remote_command(self.cluster.hpcdet, argv), stdin)
 

@@ -177,9 +177,12 @@ def test_logs_follow_streams_as_the_trial_writes(laptop: tuple[Laptop, Hpcdet],
         while "first line" not in seen and time.monotonic() < deadline:
             seen += follow.stdout.readline()
         assert "first line" in seen and "second line" not in seen  # before the trial ended
+        lap.cut()  # the network drops: the laptop goes on where it stopped, nothing twice
+        time.sleep(0.5)
         flag.touch()
-        rest, _ = follow.communicate(timeout=120)
-        assert "second line" in rest and follow.returncode == 0
+        rest, err = follow.communicate(timeout=120)
+        assert "second line" in rest and follow.returncode == 0, err
+        assert "first line" not in rest and "going on where it stopped" in err
     finally:
         if follow.poll() is None:
             follow.kill()

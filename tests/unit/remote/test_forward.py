@@ -56,3 +56,13 @@ def test_the_downloads_are_known(argv: list[str], fetched: bool) -> None:
     from hpcdet.remote.download import is_download
 
     assert is_download(argv) is fetched
+
+
+@pytest.mark.parametrize(("argv", "grows"), [
+    (["t", "logs", "-f", "3"], True), (["experiment", "logs", "1"], True),
+    (["e", "list"], False), (["t", "describe", "1"], False), (["logs"], False),
+])
+def test_only_logs_resume_after_a_cut(argv: list[str], grows: bool) -> None:
+    from hpcdet.remote.forward import output_only_grows
+
+    assert output_only_grows(argv) is grows
