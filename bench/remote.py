@@ -35,15 +35,17 @@ def _free_port() -> int:
 
 
 def start_sshd(tmp: Path, env: dict[str, str], keys: Path | None = None,
-               totp: str | None = None) -> tuple[subprocess.Popen[bytes], int, Path]:
+               totp: str | None = None, netns: str | None = None,
+               address: str = "127.0.0.1") -> tuple[subprocess.Popen[bytes], int, Path]:
     """A real OpenSSH server on a free loopback port, for this user with a key made here (its
     private key returned), its sessions given ``env``; the public key in ``keys`` (default
     ``tmp``), a directory other users may read for a test that logs in as them. With ``totp``
     (a hex secret) the key is not enough: a TOTP code is asked too, by Debian's pam_oath
     through keyboard-interactive (the PAM service, named after the server's program, is
-    ``pam_service(tmp)``; remove it when done). tests/integration/test_remote_cli.py uses it
+    ``pam_service(tmp)``; remove it when done). With ``netns`` it runs in that network
+    namespace, on port 22 of ``address`` there. tests/integration/test_remote_cli.py uses it
     too."""
-    port = _free_port()
+    port = 22 if netns else _free_port()
     program = SSHD
     factor = "PermitRootLogin prohibit-password\nKbdInteractiveAuthentication no\nUsePAM no\n"
     if totp is not None:
@@ -67,20 +69,26 @@ def start_sshd(tmp: Path, env: dict[str, str], keys: Path | None = None,
     authorized.chmod(0o644 if keys else 0o600)
     config = tmp / "sshd_config"
     config.write_text(
-        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {tmp / 'host'}\n"
+        f"Port {port}\nListenAddress {address}\nHostKey {tmp / 'host'}\n"
         f"PidFile {tmp / 'sshd.pid'}\nAuthorizedKeysFile {authorized}\n"
         f"{factor}PasswordAuthentication no\nStrictModes no\nMaxSessions 100\n"
         f"Subsystem sftp internal-sftp\nSetEnv {' '.join(f'{k}={v}' for k, v in env.items())}\n")
     Path("/run/sshd").mkdir(exist_ok=True)
     # SIGINT's default for the server and so its sessions, as under systemd: a test run in
     # the background of a non-interactive shell ignores it, and the sessions would inherit that.
-    server = subprocess.Popen([program, "-D", "-f", str(config), "-E", str(tmp / "sshd.log")],
-                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    inside = ["ip", "netns", "exec", netns] if netns else []
+    server = subprocess.Popen(
+        [*inside, program, "-D", "-f", str(config), "-E", str(tmp / "sshd.log")],
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        with socket.socket() as probe:
-            if probe.connect_ex(("127.0.0.1", port)) == 0:
+        if netns:  # not reachable from here: it writes its pid file once it listens
+            if (tmp / "sshd.pid").exists():
                 break
+        else:
+            with socket.socket() as probe:
+                if probe.connect_ex((address, port)) == 0:
+                    break
         time.sleep(0.05)
     return server, port, tmp / "user"
 

@@ -523,3 +523,107 @@ def test_the_sdk_drives_the_cluster_from_the_laptop(laptop: tuple[Laptop, Hpcdet
     # It was the login node's daemon that did it.
     described = json.loads(h.run("e", "describe", "1", "--json").stdout)
     assert described["experiment"]["archived"] is True, described
+
+
+def _ip(*args: str, netns: str | None = None) -> None:
+    inside = ["ip", "netns", "exec", netns] if netns else []
+    subprocess.run([*inside, "ip", *args], check=True, capture_output=True)
+
+
+@contextlib.contextmanager
+def _behind_a_bastion(h: Hpcdet, tmp_path: Path) -> Iterator[tuple[Laptop, str]]:
+    """A login node in a network namespace of its own that this machine has no route to,
+    reached only through a bastion in a second namespace (ProxyJump); both real sshd's. Yields
+    the laptop and the login node's namespace."""
+    require_root("network namespaces and sshd need root")
+    tag = f"hd{os.getpid() % 10000}"
+    net = f"10.213.{os.getpid() % 250}"
+    bastion_ns, login_ns = f"{tag}-bastion", f"{tag}-login"
+    started: list[subprocess.Popen[bytes]] = []
+    keys = Path(tempfile.mkdtemp(prefix="hpcdet-test-keys-", dir="/tmp"))
+    keys.chmod(0o755)  # the public keys, read by sshd as the user it lets in
+    try:
+        for ns in (bastion_ns, login_ns):
+            _ip("netns", "add", ns)
+            _ip("link", "set", "lo", "up", netns=ns)
+        # laptop (here) <-> bastion: .1.x; bastion <-> login: .2.x; nothing forwards between.
+        _ip("link", "add", f"{tag}h", "type", "veth", "peer", "name", f"{tag}b")
+        _ip("link", "set", f"{tag}b", "netns", bastion_ns)
+        _ip("addr", "add", f"{net}.1/30", "dev", f"{tag}h")
+        _ip("link", "set", f"{tag}h", "up")
+        _ip("addr", "add", f"{net}.2/30", "dev", f"{tag}b", netns=bastion_ns)
+        _ip("link", "set", f"{tag}b", "up", netns=bastion_ns)
+        _ip("link", "add", f"{tag}x", "type", "veth", "peer", "name", f"{tag}l",
+            netns=bastion_ns)
+        _ip("link", "set", f"{tag}l", "netns", login_ns, netns=bastion_ns)
+        _ip("addr", "add", f"{net}.5/30", "dev", f"{tag}x", netns=bastion_ns)
+        _ip("link", "set", f"{tag}x", "up", netns=bastion_ns)
+        _ip("addr", "add", f"{net}.6/30", "dev", f"{tag}l", netns=login_ns)
+        _ip("link", "set", f"{tag}l", "up", netns=login_ns)
+        there = h.env()
+        found = {}
+        for name, ns, address in (("bastion", bastion_ns, f"{net}.2"),
+                                  ("login", login_ns, f"{net}.6")):
+            server_dir = tmp_path / name
+            server_dir.mkdir(mode=0o700)
+            (keys / name).mkdir()
+            server, _, key = start_sshd(server_dir, {k: there[k] for k in (
+                "HPCDET_HOME", "HPCDET_CLUSTER_CONFIG", "HPCDET_SITE_CONFIG")},
+                keys / name, netns=ns, address=address)
+            started.append(server)
+            kind, blob = (server_dir / "host.pub").read_text().split()[:2]
+            found[name] = (address, key, f"{address} {kind} {blob}\n")
+        home = tmp_path / "laptop"
+        (home / ".ssh").mkdir(parents=True, mode=0o700)
+        (home / ".ssh" / "known_hosts").write_text(found["bastion"][2] + found["login"][2])
+        user = pwd.getpwuid(os.getuid()).pw_name
+        (home / ".ssh" / "config").write_text(
+            f"Host bastion\n  HostName {found['bastion'][0]}\n  User {user}\n"
+            f"  IdentityFile {found['bastion'][1]}\n"
+            f"Host login\n  HostName {found['login'][0]}\n  User {user}\n"
+            f"  IdentityFile {found['login'][1]}\n  ProxyJump bastion\n"
+            f"Host direct\n  HostName {found['login'][0]}\n  User {user}\n"
+            f"  IdentityFile {found['login'][1]}\n  ConnectTimeout 5\n")
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("HPCDET_", "SSH_"))}
+        env.update(HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"),
+                   HPCDET_KEEPER_DIR=str(tmp_path / "keeper"))
+        lap = Laptop(env, tmp_path / "keeper", started[-1])
+        for name, host in (("x", "login"), ("direct", "direct")):
+            added = lap.run("cluster", "add", name, "--ssh", host, "--hpcdet",
+                            f"{sys.executable} -m hpcdet.cli.main")
+            assert added.returncode == 0, added.stderr
+        yield lap, login_ns
+    finally:
+        if (tmp_path / "keeper" / "keeper.pid").exists():
+            with contextlib.suppress(ProcessLookupError, ValueError):
+                os.kill(int((tmp_path / "keeper" / "keeper.pid").read_text()), signal.SIGTERM)
+        for server in started:
+            server.terminate()
+            server.wait(timeout=10)
+        for ns in (bastion_ns, login_ns):
+            subprocess.run(["ip", "netns", "del", ns], check=False, capture_output=True)
+        shutil.rmtree(keys, ignore_errors=True)
+        subprocess.run(["ip", "link", "del", f"{tag}h"], check=False, capture_output=True)
+
+
+def test_a_login_node_reached_only_through_a_bastion(local_hpcdet: Hpcdet,
+                                                    tmp_path: Path) -> None:
+    h = local_hpcdet
+    with _behind_a_bastion(h, tmp_path) as (lap, login_ns):
+        direct = lap.run("-c", "direct", "e", "list")
+        assert direct.returncode == 1 and "Traceback" not in direct.stderr
+        assert "direct" in direct.stderr, direct.stderr  # this machine has no route there
+        ctx = _context(tmp_path / "laptop-files")
+        created = lap.run("-c", "x", "e", "create", str(ctx.parent / "const.yaml"), str(ctx))
+        assert created.returncode == 0, created.stderr
+        assert created.stdout.splitlines()[-1] == "Created experiment 1"
+        waited = lap.run("-c", "x", "e", "wait", "1")
+        assert waited.returncode == 0, waited.stderr
+        listed = lap.run("-c", "x", "e", "list")
+        assert listed.stdout == h.run("e", "list").stdout and "COMPLETED" in listed.stdout
+        logs = lap.run("-c", "x", "t", "logs", "1")
+        assert "width 4" in logs.stdout
+        # The login node's command started the daemon there, in the login node's namespace.
+        daemon = json.loads((h.state / "daemon.json").read_text())["pid"]
+        assert (os.stat(f"/proc/{daemon}/ns/net").st_ino
+                == os.stat(f"/run/netns/{login_ns}").st_ino)
