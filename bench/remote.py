@@ -6,14 +6,17 @@ A real OpenSSH server on a loopback port of its own (its host key and the user's
 the run, key authentication) stands for the login node, with the same hpcdet and a small
 local-backend state directory behind it. Figures: a warm ``hpcdet -c X e list`` (the keeper
 holds the transport) against the same command run on the "login node" (a local process) plus
-one SSH round trip (an exec of ``true`` on an open transport), in the same run; and a cold
-first command (no keeper: it starts, connects, checks the version, runs the command).
+one SSH round trip (an exec of ``true`` on an open transport), in the same run; a cold
+first command (no keeper: it starts, connects, checks the version, runs the command); and
+the bytes and time of a second ``e create`` of an unchanged 20 MB context (200 files), which
+sends nothing, against a create typed on the login node.
 """
 
 from __future__ import annotations
 
 import getpass
 import os
+import re
 import shutil
 import signal
 import socket
@@ -100,12 +103,37 @@ def pam_service(tmp: Path) -> Path:
 
 
 def _timed(env: dict[str, str], *args: str) -> float:
+    return _run(env, *args)[0]
+
+
+def _run(env: dict[str, str], *args: str) -> tuple[float, str]:
+    """The seconds ``hpcdet ARGS`` took, and its stderr."""
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "hpcdet.cli.entry", *args], env=env,
                           capture_output=True, text=True)
     took = time.perf_counter() - start
     assert done.returncode == 0, done.stderr
-    return took
+    return took, done.stderr
+
+
+def _sent(stderr: str) -> int:
+    """The bytes a create from the laptop said it sent."""
+    found = re.search(r"^Sent (\d+) bytes", stderr, re.M)
+    return int(found.group(1)) if found else 0
+
+
+def _context(root: Path, files: int = 200, size: int = 100_000) -> Path:
+    """A context of ``files`` files of ``size`` random bytes (20 MB by default), as code with
+    a small dataset beside it."""
+    ctx = root / "context"
+    for i in range(files):
+        path = ctx / f"pkg{i % 10}" / f"part{i}.bin"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(os.urandom(size))
+    (ctx / "train.py").write_text("print('x')\n")
+    (root / "const.yaml").write_text("entrypoint: python3 train.py\n"
+                                     "searcher: {name: single, metric: x, max_length: 1}\n")
+    return ctx
 
 
 def _round_trip(host: str, port: int, key: Path, user: str, runs: int) -> float:
@@ -161,6 +189,13 @@ def measure(runs: int) -> list[Figure]:
             trip = _round_trip("127.0.0.1", port, key, user, runs)
             warm = median([_timed(there, "-c", "x", "e", "list") for _ in range(runs)])
             version = median([_timed(there, "version") for _ in range(runs)])
+            ctx = _context(tmp)
+            create = ["e", "create", "--paused", str(tmp / "const.yaml"), str(ctx)]
+            first, said = _run(there, "-c", "x", *create)
+            first_sent = _sent(said)
+            again = [_run(there, "-c", "x", *create) for _ in range(max(1, runs // 3))]
+            again_sent = max(_sent(err) for _, err in again)
+            on_login = median([_timed(here, *create) for _ in range(max(1, runs // 3))])
             _timed(here, "daemon", "stop")
         finally:
             pid_file = tmp / "keeper" / "keeper.pid"
@@ -177,6 +212,12 @@ def measure(runs: int) -> list[Figure]:
         Figure("remote", "hpcdet -c X e list, cold (keeper start, connect, version check)",
                cold, "s", "e list on the login node", local, "<= 2 s + authentication",
                cold <= 2.0),
+        Figure("remote", "bytes a second e create of an unchanged 20 MB context sends",
+               again_sent, "bytes", "the first create's", first_sent, "0 bytes",
+               again_sent == 0),
+        Figure("remote", "a second e create of an unchanged 20 MB context from the laptop",
+               median([t for t, _ in again]), "s", "e create on the login node", on_login,
+               note=f"the first, which sent {first_sent / 1e6:.1f} MB, took {first:.2f} s"),
     ]
 
 

@@ -28,11 +28,11 @@ from typing import Any
 from hpcdet.errors import UsageError
 from hpcdet.private import open_private, private_dir
 from hpcdet.protocol.filedrop import CALLER_REQUEST_ID
+from hpcdet.remote.forward import UPLOADS as COMMANDS  # the laptop's list: one of them
 
 KEEP_DAYS = 7
 PART = ".part"
 _SHA256 = re.compile(r"[0-9a-f]{64}")
-COMMANDS = (("experiment", "create"), ("submit",))
 _CHUNK = 1 << 20
 
 

@@ -25,14 +25,8 @@ if TYPE_CHECKING:
 
     from hpcdet.remote.session import RemoteSession
 
-_GROUPS = {"c": "checkpoint", "t": "trial", "e": "experiment"}
 _CHUNK = 1 << 20
 PARTIAL = ".hpcdet-download"
-
-
-def is_download(argv: Sequence[str]) -> bool:
-    return (len(argv) >= 2 and argv[1] == "download"
-            and _GROUPS.get(argv[0], argv[0]) in _GROUPS.values())
 
 
 def download_on_cluster(session: RemoteSession, argv: Sequence[str]) -> int:

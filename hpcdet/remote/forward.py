@@ -91,7 +91,29 @@ def command_of(argv: Sequence[str]) -> list[str]:
     return words[:2]
 
 
-_GROUPS = {"e": "experiment", "t": "trial"}
+# Determined's one-letter aliases of the groups.
+_GROUPS = {"e": "experiment", "t": "trial", "c": "checkpoint"}
+# The commands that carry the laptop's files: a create's context goes up first.
+UPLOADS = (("experiment", "create"), ("submit",))
+
+
+def _named(words: Sequence[str]) -> tuple[str, ...]:
+    return tuple(_GROUPS.get(w, w) if i == 0 else w for i, w in enumerate(words))
+
+
+def uploads(argv: Sequence[str]) -> tuple[str, ...] | None:
+    """The upload command ``argv`` begins with (``("experiment", "create")``,
+    ``("submit",)``), in full names; None for any other."""
+    for command in UPLOADS:
+        if _named(argv[:len(command)]) == command:
+            return command
+    return None
+
+
+def is_download(argv: Sequence[str]) -> bool:
+    """``checkpoint download``, ``trial download`` or ``experiment download``: the files
+    come to the laptop."""
+    return len(argv) >= 2 and argv[1] == "download" and _named(argv[:1])[0] in _GROUPS.values()
 
 
 def output_only_grows(argv: Sequence[str]) -> bool:
@@ -99,4 +121,4 @@ def output_only_grows(argv: Sequence[str]) -> bool:
     before (a trial's or an experiment's logs): one that may resume after a cut."""
     words = command_of(argv)
     return (len(words) == 2 and words[1] == "logs"
-            and _GROUPS.get(words[0], words[0]) in _GROUPS.values())
+            and _named(words[:1])[0] in ("experiment", "trial"))

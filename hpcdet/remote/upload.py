@@ -19,14 +19,13 @@ import stat
 import sys
 import tempfile
 import uuid
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hpcdet.remote import wire
 from hpcdet.remote.session import again_when_cut
-from hpcdet.uploads import COMMANDS, PART, Entry, Manifest
+from hpcdet.uploads import PART, Entry, Manifest
 
 if TYPE_CHECKING:
     import paramiko
@@ -52,17 +51,6 @@ class CreateArgs:
 class Sent:
     files: int
     bytes: int
-
-
-def command_words(argv: Sequence[str]) -> tuple[str, ...] | None:
-    """The upload command ``argv`` begins with (``("experiment", "create")``, ``("submit",)``),
-    in full names; None for any other."""
-    full = {"e": "experiment"}
-    for command in COMMANDS:
-        head = tuple(full.get(a, a) for a in argv[:len(command)])
-        if head == command:
-            return command
-    return None
 
 
 def create_args(command: tuple[str, ...], params: dict[str, Any]) -> CreateArgs:

@@ -53,7 +53,7 @@ def test_every_argument_reaches_the_login_node_as_one_word() -> None:
     (["checkpoint", "list", "1"], False),
 ])
 def test_the_downloads_are_known(argv: list[str], fetched: bool) -> None:
-    from hpcdet.remote.download import is_download
+    from hpcdet.remote.forward import is_download
 
     assert is_download(argv) is fetched
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from hpcdet.cli.remote import parse_create as parse
-from hpcdet.remote.upload import CreateArgs, command_words, make_manifest
+from hpcdet.remote.forward import uploads as command_words
+from hpcdet.remote.upload import CreateArgs, make_manifest
 
 
 @pytest.mark.parametrize(("argv", "words"), [
