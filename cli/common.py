@@ -13,7 +13,7 @@ import datetime
 import json
 import sys
 from collections.abc import Sequence
-from typing import IO, TYPE_CHECKING, Annotated, Any
+from typing import IO, TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
@@ -92,6 +92,21 @@ def parse_id(value: str) -> int:
 
 ExperimentId = Annotated[int, typer.Argument(parser=parse_id)]
 TrialId = Annotated[int, typer.Argument(parser=parse_id)]
+
+
+def _request_id(value: str | None) -> str | None:
+    from hpcdet.protocol.filedrop import CALLER_REQUEST_ID
+
+    if value is not None and not CALLER_REQUEST_ID.fullmatch(value):
+        raise typer.BadParameter("1 to 80 letters, digits, '-' or '_', beginning with a "
+                                 "letter or digit")
+    return value
+
+
+# Hidden: a laptop's (hpcdet.remote.upload), which sends the same create again after a
+# dropped connection and gets the one experiment it made.
+RequestId = Annotated[Optional[str], typer.Option("--request-id", hidden=True,
+                                                  callback=_request_id)]
 
 
 def paths() -> StatePaths:

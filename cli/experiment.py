@@ -13,6 +13,7 @@ import typer
 from hpcdet.cli import checkpoint, experiment_set
 from hpcdet.cli.common import (
     ExperimentId,
+    RequestId,
     console,
     open_reads,
     parse_id,
@@ -61,20 +62,6 @@ app.add_typer(experiment_set.label_app, name="label")
 app.add_typer(experiment_set.set_app, name="set")
 
 
-def _request_id(value: Optional[str]) -> Optional[str]:
-    from hpcdet.protocol.filedrop import CALLER_REQUEST_ID
-
-    if value is not None and not CALLER_REQUEST_ID.fullmatch(value):
-        raise typer.BadParameter("1 to 80 letters, digits, '-' or '_', beginning with a "
-                                 "letter or digit")
-    return value
-
-
-# Hidden: a laptop's (hpcdet.remote.upload), which sends the same create again after a
-# dropped connection and gets the one experiment it made.
-_REQUEST_ID = typer.Option("--request-id", hidden=True, callback=_request_id)
-
-
 @app.command()
 def create(
     config_file: Annotated[Path, typer.Argument(help="Experiment config (Determined's YAML).")],
@@ -93,7 +80,7 @@ def create(
     test: Annotated[bool, typer.Option(
         "--test", "--test-mode", "-t", help="Run one trial of length 1 first, as a check, "
         "and say whether it worked; nothing else is created.")] = False,
-    request_id: Annotated[Optional[str], _REQUEST_ID] = None,
+    request_id: RequestId = None,
 ) -> None:
     """Create an experiment from CONFIG_FILE with CONTEXT as its code."""
     from hpcdet.config import load_experiment_config, smoke_config
@@ -147,7 +134,7 @@ def submit(
     includes: Annotated[Optional[list[Path]], typer.Option(
         "--include", "-i", help="A file or directory to add at the context's top (repeat).")]
     = None,
-    request_id: Annotated[Optional[str], _REQUEST_ID] = None,
+    request_id: RequestId = None,
 ) -> None:
     """Create an experiment and return at once, saying how to follow it (log out if you
     like: the daemon and the batch system carry on)."""

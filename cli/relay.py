@@ -148,7 +148,7 @@ def download(ctx: typer.Context) -> None:
                       "checkpoints": listed}))
 
 
-# What a laptop's SDK may ask of hpcdet.client.Local here; the answers are plain data.
+# What a laptop's SDK may ask of hpcdet.sdk_source.Local here; the answers are plain data.
 _SDK_CALLS = frozenset({"experiment", "experiments", "trial", "trials", "checkpoint",
                         "metrics", "ranked", "send", "listing"})
 
@@ -158,8 +158,8 @@ def sdk() -> None:
     """Serve a laptop's SDK (`client.login(cluster=...)`, ``hpcdet.remote.sdk``): one call
     a line on stdin, as JSON ``{"call", "args"}``; one answer a line on stdout, ``{"ok":
     value}`` or ``{"error", "kind"}``. A failing call is answered, never the end of it."""
-    from hpcdet.client import Local
     from hpcdet.config import load_experiment_config
+    from hpcdet.sdk_source import Local
     from hpcdet.uploads import Manifest
 
     local = Local()

@@ -90,6 +90,7 @@ def hpcdet_commands() -> dict[str, tuple[list[str], set[str]]]:
                 walk(cmd, [*path, name])
                 continue
             opts = {o for p in cmd.params if p.param_type_name == "option"
+                    and not getattr(p, "hidden", False)
                     for o in (*p.opts, *p.secondary_opts)} - {"-h", "--help"}
             found[" ".join([*path, name])] = (aliases, opts)
 

@@ -1,7 +1,7 @@
 """The SDK on a laptop, after ``client.login(cluster="NAME")``: each call of
-``hpcdet.client.Source`` goes, as a line of JSON, to one `hpcdet relay sdk` on the cluster's
+``hpcdet.sdk_source.Source`` goes, as a line of JSON, to one `hpcdet relay sdk` on the cluster's
 login node (one channel of the keeper's transport, opened at the first call), which answers
-with what ``hpcdet.client.Local`` gives there. A create uploads its context as `hpcdet -c
+with what ``hpcdet.sdk_source.Local`` gives there. A create uploads its context as `hpcdet -c
 NAME experiment create` does (``hpcdet.remote.upload``); a download comes over SFTP as the
 CLI's does (``hpcdet.remote.download``).
 """
@@ -23,7 +23,7 @@ from hpcdet.remote.session import RemoteSession, again_when_cut
 
 
 class RemoteSource:
-    """``hpcdet.client.Source`` on a cluster's login node."""
+    """``hpcdet.sdk_source.Source`` on a cluster's login node."""
 
     def __init__(self, cluster: Cluster) -> None:
         self.session = RemoteSession(cluster)

@@ -112,7 +112,13 @@ def test_create_sends_the_snapshot_and_announces_it(
     assert announced == [(1, 9)]
     [(op, args)] = seen
     assert op == "create" and args["config"] == {"name": "x"}
-    assert args["staging"].endswith(f"{args['request_id']}.context")
+    staging = Path(args["staging"])
+    assert staging.parent == paths.requests and staging.suffix == ".context"
+    assert staging.name.startswith(f"{args['request_id']}-")
+    # A request id of the caller's names its request; its snapshot still has a name of its own.
+    again = connect(paths).create({"name": "x"}, context, request_id="laptop-1")
+    assert again == created and seen[-1][1]["request_id"] == "laptop-1"
+    assert seen[-1][1]["staging"] != args["staging"]
 
 
 def test_a_create_the_daemon_never_takes_is_withdrawn_with_its_snapshot(

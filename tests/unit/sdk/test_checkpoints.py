@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcdet import client
+from hpcdet import client, sdk_source
 from hpcdet.paths import StatePaths
 from tests.unit.store.store_support import LOSS_SEARCHER, Journaled, write_events
 
@@ -32,7 +32,7 @@ def journaled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Journ
                                              "resources": {"a": 1}}))
     j.store.ingest_events(1, 1, events, LOSS_SEARCHER)
     monkeypatch.setenv("HPCDET_HOME", str(paths.root))
-    monkeypatch.setitem(client._stores, paths.root, j.store)  # the SDK reads this database
+    monkeypatch.setitem(sdk_source._stores, paths.root, j.store)  # the SDK reads this database
     yield j
 
 
