@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.remote_support import Laptop
 from tests.runtimes import USER, Runtime, require_runtimes
 from tests.support import (
     CONTAINER_TESTS_ROOT,
@@ -94,3 +95,13 @@ def local_image_hpcdet(container_root: Path, images: Images) -> Iterator[Hpcdet]
     h = Hpcdet(container_root / "user", "local", extra_env=images.env())
     yield h
     h.stop()
+
+
+@pytest.fixture
+def laptop(local_hpcdet: Hpcdet, tmp_path: Path) -> Iterator[tuple[Laptop, Hpcdet]]:
+    """A laptop whose cluster ``x`` is ``local_hpcdet`` behind a real sshd."""
+    from tests.remote_support import laptop_for
+
+    with laptop_for(local_hpcdet, tmp_path) as lap:
+        yield lap, local_hpcdet
+

@@ -5,6 +5,7 @@ torch's SummaryWriter, served behind the UI's token, and stopping by itself when
 from __future__ import annotations
 
 import re
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -12,6 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.remote_support import CLI, Laptop, interruptible
 from tests.support import Hpcdet
 
 pytest.importorskip("tensorboard")
@@ -86,3 +88,35 @@ def test_tensorboard_behind_the_token_stops_when_idle(local_hpcdet: Hpcdet, tmp_
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_tensorboard_from_a_laptop(laptop: tuple[Laptop, Hpcdet], tmp_path: Path) -> None:
+    """`hpcdet -c x tensorboard ID`: the login node serves its private socket only, the
+    laptop a loopback port, behind the same token."""
+    lap, h = laptop
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    (ctx / "train.py").write_text(TRAIN)
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text("name: tb\nentrypoint: python3 train.py\n"
+                   "searcher: {name: single, metric: loss, max_length: 5}\n")
+    h.wait_state(h.create(cfg, ctx), {"COMPLETED"})
+    proc = subprocess.Popen([*CLI, "-c", "x", "tensorboard", "1"], env=lap.env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=interruptible)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        found = re.search(r"(http://127\.0\.0\.1:\d+)/\?token=(\S+)", line)
+        assert found, line
+        base, auth = found.group(1), {"Authorization": f"Bearer {found.group(2)}"}
+        assert httpx.get(base + "/data/runs", timeout=30).status_code == 401
+        deadline = time.monotonic() + 60
+        while "exp-1/trial/1" not in httpx.get(base + "/data/runs", headers=auth,
+                                               timeout=30).json():
+            assert time.monotonic() < deadline, "TensorBoard never found the trial's run"
+            time.sleep(1)
+        assert (h.state / "tensorboard.sock").exists()
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)
