@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from hpcdet.store.repository import Store
+from hpcdet.store.queries import Queries
 
 REPO = Path(__file__).resolve().parents[1]
 PBS_DOUBLE = REPO / "tests" / "doubles" / "pbs" / "bin"
@@ -117,8 +117,8 @@ class Sandbox:
         local = Path(json.loads((self.state / "daemon.json").read_text())["local_dir"])
         return int(json.loads((local / "status.json").read_text())["polls"])
 
-    def store(self) -> Store:
-        return Store(self.state / "hpcdet.db", readonly=True)
+    def store(self) -> Queries:
+        return Queries(self.state / "hpcdet.db")
 
     def wait_submitted(self, exp_id: int, trials: int, timeout: float = 600) -> float:
         """Seconds until every trial of the experiment's arrays has its array job id."""

@@ -35,6 +35,7 @@ import uvicorn
 from bench import seed
 from bench.figures import Figure, median, table
 from hpcdet.paths import StatePaths
+from hpcdet.store.queries import Queries
 from hpcdet.store.repository import Store
 from hpcdet.ui.app import make_app
 from hpcdet.ui.door import Door
@@ -97,7 +98,7 @@ def page_requests(base: str, exp_id: int, group: str, metric: str, trials: int) 
 
 def unthinned(paths: StatePaths, exp_id: int, group: str, metric: str) -> float:
     """Seconds to read the group's every row and decode it (the way without thinning)."""
-    store = Store(paths.database(), readonly=True)
+    store = Queries(paths.database())
     start = time.perf_counter()
     values = [json.loads(m.metrics_json).get(metric) for m in
               store.experiment_metrics(exp_id, group)]

@@ -24,7 +24,7 @@ from hpcdet.text import escaped, is_control
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from hpcdet.views.access import Reads, Store
+    from hpcdet.views.access import Queries, Reads
 
 
 def visible(value: Any, keep_lines: bool = False) -> str:
@@ -113,7 +113,7 @@ def paths() -> StatePaths:
     return StatePaths(state_dir())
 
 
-def read_store(p: StatePaths) -> Store:
+def read_store(p: StatePaths) -> Queries:
     """The database through the ORM, read-only, where the daemon runs (started if need be)."""
     from hpcdet.views import access
 

@@ -55,7 +55,7 @@ from hpcdet.views import lookups
 if TYPE_CHECKING:
     from hpcdet.containers import ContainerSpec
     from hpcdet.link import Created
-    from hpcdet.views.access import Reads, Store
+    from hpcdet.views.access import Queries, Reads
 
 app = typer.Typer(no_args_is_help=True)
 app.add_typer(experiment_set.label_app, name="label")
@@ -257,7 +257,7 @@ def describe(
             _describe_text(source, exp_id, store)
 
 
-def _describe_json(reads: "Union[Reads, Store]", experiment_id: int) -> dict[str, Any]:
+def _describe_json(reads: "Union[Reads, Queries]", experiment_id: int) -> dict[str, Any]:
     from hpcdet.records import stored_form
     from hpcdet.views.experiments import daemon_faults, describe_experiment, experiment_dict
     from hpcdet.views.trials import trial_dict
@@ -275,8 +275,8 @@ def _describe_json(reads: "Union[Reads, Store]", experiment_id: int) -> dict[str
     }
 
 
-def _describe_text(reads: "Union[Reads, Store]", experiment_id: int,
-                   workloads_from: "Optional[Store]") -> None:
+def _describe_text(reads: "Union[Reads, Queries]", experiment_id: int,
+                   workloads_from: "Optional[Queries]") -> None:
     from hpcdet.views.experiments import daemon_faults, describe_experiment, describe_sheets
 
     view = describe_experiment(reads, experiment_id)

@@ -11,7 +11,7 @@ from typing import Any, Protocol
 from hpcdet.link import connect
 from hpcdet.paths import StatePaths, state_dir
 from hpcdet.records import CheckpointRecord as CheckpointRow
-from hpcdet.store.repository import Store
+from hpcdet.store.queries import Queries
 from hpcdet.views.access import read_store
 from hpcdet.views.checkpoints import (
     checkpoint_listing,
@@ -27,10 +27,10 @@ def _paths() -> StatePaths:
     return StatePaths(state_dir())
 
 
-_stores: dict[Path, Store] = {}
+_stores: dict[Path, Queries] = {}
 
 
-def _store() -> Store:
+def _store() -> Queries:
     """One read-only database per state directory for the process: a notebook's objects each
     read it, and opening it anew checks the daemon's host and makes an engine every time."""
     paths = _paths()

@@ -20,10 +20,11 @@ from hpcdet.records import CheckpointRecord as Checkpoint
 from hpcdet.records import ExperimentRecord as Experiment
 from hpcdet.states import FINAL_TRIAL_STATES
 from hpcdet.store.entries import CheckpointDeleted
+from hpcdet.store.queries import Queries
 from hpcdet.store.repository import Store
 
 
-def doomed_checkpoints(store: Store, exp_id: int, cfg: ExperimentConfig, policy: GCPolicy
+def doomed_checkpoints(store: Queries, exp_id: int, cfg: ExperimentConfig, policy: GCPolicy
                        ) -> list[Checkpoint]:
     """The checkpoints of the experiment's ended trials that ``policy`` does not keep (also
     what `experiment set gc-policy` shows before it asks)."""

@@ -1,24 +1,24 @@
-"""The store's queries (``Store`` inherits them): records out (``hpcdet.records``), never rows.
+"""The store's queries: records out (``hpcdet.records``), never rows.
 
-The web UI and the SDK read through them on a read-only ``Store``; the daemon on its own. The
-CLI's listings read the same records through ``hpcdet.store.reads`` without the ORM.
+The web UI, the SDK and the CLI's other commands read through ``Queries`` (the database opened
+read-only); the daemon through its ``Store``, which inherits them. The CLI's listings read the
+same records through ``hpcdet.store.reads`` without the ORM.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Iterable, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import fields, replace
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import case
-from sqlalchemy.engine import Engine
 from sqlalchemy.orm import defer
 from sqlalchemy.orm.attributes import set_committed_value
-from sqlmodel import Session, col, func, select
+from sqlmodel import col, func, select
 
-from hpcdet.errors import NotFoundError
+from hpcdet.errors import NotFoundError, StoreError
 from hpcdet.records import (
     ArrayRecord,
     CheckpointRecord,
@@ -27,6 +27,7 @@ from hpcdet.records import (
     RunRecord,
     TrialRecord,
 )
+from hpcdet.rundir.metric_codec import column_names, json_member, sql_step_at, sql_value_at
 from hpcdet.states import (
     FINAL_EXPERIMENT_STATES,
     FINAL_TRIAL_STATES,
@@ -34,11 +35,25 @@ from hpcdet.states import (
     CheckpointState,
     TrialState,
 )
-from hpcdet.store import decode
+from hpcdet.store import decode, ingest
+from hpcdet.store.database import Database, make_engine
 from hpcdet.store.entries import ExperimentQueueUpdated
 from hpcdet.store.journal_apply import apply_queue_update
 from hpcdet.store.limits import parts
-from hpcdet.store.models import ArrayJob, Checkpoint, Experiment, Run, SearcherEvent, Trial
+from hpcdet.store.models import (
+    ArrayJob,
+    Checkpoint,
+    Experiment,
+    Report,
+    Run,
+    SearcherEvent,
+    Trial,
+)
+
+# A metric row as Store._reports reads it.
+_REPORT_COLUMNS = ('trial_id, run_id, seq, "group", steps_completed, ordinal, reports, '
+                   "metrics_json, steps_json, times_json, batch_metrics_json, reported")
+
 
 # "state IN (...)" of a live run, and its values, for the daemon's per-tick queries.
 _LIVE_STATES = tuple(sorted(LIVE_RUN_STATES))
@@ -54,14 +69,16 @@ _UNFINISHED = select(Experiment).where(
 _ASKED_RUNS = 400
 
 
-class Queries:
-    """Read-only queries on ``engine``; ``session()`` is the Store's."""
+class Queries(Database):
+    """The database of one state directory opened read-only, and every query of it: records
+    out, never rows. The daemon's ``Store`` adds the writes."""
 
-    engine: Engine
-    _experiment_of: dict[int, int]
-
-    def session(self) -> AbstractContextManager[Session]:
-        raise NotImplementedError
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._experiment_of: dict[int, int] = {}
+        if not path.exists():
+            raise StoreError(f"no database at {path}; start the daemon with `hpcdet daemon start`")
+        self.engine = make_engine(path, readonly=True)
 
     def experiment_of_request(self, request_id: str) -> int | None:
         """The experiment the create request ``request_id`` made, if it made one."""
@@ -289,6 +306,109 @@ class Queries:
             trial_id = s.exec(select(func.max(Trial.id))).one()
         return int(exp_id or 0), int(trial_id or 0)
 
+
+
+    def metrics(self, trial_id: int, group: str | None = None) -> list[Report]:
+        """The trial's reports (of ``group``), in the order they were made."""
+        of_group = "" if group is None else ' AND "group" = ?'
+        return self._reports(
+            f"SELECT {_REPORT_COLUMNS} FROM metric WHERE trial_id = ?{of_group} "
+            "ORDER BY run_id, seq", (trial_id,) if group is None else (trial_id, group))
+
+    def experiment_metrics(self, exp_id: int, group: str) -> list[Report]:
+        """The ``group`` metrics of every trial of an experiment, by trial then report."""
+        return self._reports(
+            f"SELECT {_REPORT_COLUMNS} FROM metric WHERE \"group\" = ? AND trial_id IN "
+            "(SELECT id FROM trial WHERE experiment_id = ?) ORDER BY trial_id, run_id, seq",
+            (group, exp_id))
+
+    def _reports(self, query: str, args: tuple[Any, ...]) -> list[Report]:
+        """The reports of the metric rows ``query`` selects, a chunk's one by one (read
+        without the ORM: a trial's curve is tens of thousands of them)."""
+        found: list[Report] = []
+        with self.engine.connect() as conn:
+            for (trial_id, run_id, seq, group, step, ordinal, reports, metrics_json, steps_json,
+                 times_json, batch_json, reported) in conn.exec_driver_sql(query, args):
+                if reports == 1:
+                    found.append(Report(trial_id, run_id, seq, group, step, ordinal,
+                                        metrics_json, batch_json, reported))
+                    continue
+                found += (Report(trial_id, run_id, seq, group, step, ordinal + k, text, "", time)
+                          for k, (step, text, time) in enumerate(ingest.chunk_reports(
+                              reports, steps_json, metrics_json, times_json, reported)))
+        return found
+
+    def metric_series(self, trial_ids: Sequence[int], group: str, name: str, points: int
+                      ) -> list[tuple[int, int, Any]]:
+        """(trial id, steps completed, value) of the ``name`` metric in ``group`` reports, by
+        trial and report: every report of a trial with at most ``points`` of them, else every
+        k-th report from the first, and the last. Values that are not numbers come as None."""
+        return [point for part in parts(trial_ids)
+                for point in self._metric_series(part, group, name, points)]
+
+    def _metric_series(self, trial_ids: list[int], group: str, name: str, points: int
+                       ) -> list[tuple[int, int, Any]]:
+        marks = ",".join(f"?{4 + i}" for i in range(len(trial_ids)))  # after the three below
+        # The ordinals to show are generated and each is one index lookup (of the row that
+        # holds it: a report's, or the chunk's whose ordinals it falls in), so a curve of
+        # 10,000 reports costs what one of ``points`` does.
+        query = f"""
+            WITH RECURSIVE sizes AS (
+                SELECT id AS trial_id, (SELECT ordinal + reports - 1 FROM metric
+                                        WHERE trial_id = trial.id AND "group" = ?1
+                                        ORDER BY ordinal DESC LIMIT 1) AS last
+                FROM trial WHERE id IN ({marks})),
+            picks(trial_id, ordinal, last, step) AS (
+                SELECT trial_id, 0, last, last / ?2 + 1 FROM sizes WHERE last IS NOT NULL
+                UNION ALL
+                SELECT trial_id, min(ordinal + step, last), last, step FROM picks
+                WHERE ordinal < last)
+            SELECT m.trial_id,
+              CASE m.reports WHEN 1 THEN m.steps_completed
+                ELSE {sql_step_at("m.steps_json", "p.ordinal - m.ordinal")} END,
+              {sql_value_at("m.metrics_json", "?3", "m.reports", "p.ordinal - m.ordinal")}
+            FROM picks p JOIN metric m ON m.id = (
+                SELECT id FROM metric WHERE trial_id = p.trial_id AND "group" = ?1
+                AND ordinal <= p.ordinal ORDER BY ordinal DESC LIMIT 1)
+            WHERE p.ordinal < m.ordinal + m.reports
+            ORDER BY p.trial_id, p.ordinal"""
+        with self.engine.connect() as conn:
+            rows = conn.exec_driver_sql(
+                query, (group, max(1, points), json_member(name), *trial_ids)).fetchall()
+        return [(int(t), int(x), v if isinstance(v, (int, float)) else None)
+                for t, x, v in rows]
+
+    def metric_names(self, trial_ids: Sequence[int]) -> dict[str, list[str]]:
+        """The metric names each group of the trials' reports holds (in each trial's first
+        and last report of the group)."""
+        names: dict[str, list[str]] = {}
+        for part in parts(trial_ids):
+            for group, found in self._metric_names(part):
+                have = names.setdefault(group, [])
+                have += [k for k in found if k not in have]
+        return names
+
+    def _metric_names(self, trial_ids: list[int]) -> Iterator[tuple[str, list[str]]]:
+        # Each trial's groups one index lookup at a time (SQLite has no skip scan without
+        # ANALYZE), then two reports per trial and group.
+        marks = ",".join("?" * len(trial_ids))
+        query = f"""
+            WITH RECURSIVE pairs(trial_id, grp) AS (
+                SELECT id, (SELECT min("group") FROM metric WHERE trial_id = trial.id)
+                FROM trial WHERE id IN ({marks})
+                UNION ALL
+                SELECT trial_id, (SELECT min("group") FROM metric
+                                  WHERE trial_id = pairs.trial_id AND "group" > pairs.grp)
+                FROM pairs WHERE grp IS NOT NULL)
+            SELECT p.grp, m.reports, m.metrics_json FROM pairs p
+            JOIN metric m ON m.trial_id = p.trial_id AND m."group" = p.grp
+              AND m.ordinal IN (0, (SELECT max(ordinal) FROM metric
+                                    WHERE trial_id = p.trial_id AND "group" = p.grp))
+            ORDER BY p.trial_id, m.ordinal"""
+        with self.engine.connect() as conn:
+            for group, reports, metrics_json in conn.exec_driver_sql(query, tuple(trial_ids)):
+                yield group, (list(json.loads(metrics_json)) if reports == 1
+                              else column_names(metrics_json))
 
 
 def queue_update_preview(exp: ExperimentRecord, update: dict[str, Any]) -> ExperimentRecord:

@@ -1,9 +1,9 @@
 """The CLI's read path: the rows that listings and `describe` show, read with the standard
-library's sqlite3 and returned as the records of ``hpcdet.records``, as ``Store`` returns them.
+library's sqlite3 and returned as the records of ``hpcdet.records``, as ``Queries`` returns them.
 
 Starting SQLAlchemy and SQLModel costs a CLI command more than its query, and the ORM builds
 an object per row; a listing of thousands of experiments needs neither. Read-only like
-``Store(readonly=True)``: the database is opened with ``mode=ro``, never written, and in WAL
+``Queries``: the database is opened with ``mode=ro``, never written, and in WAL
 mode each query sees the last commit of the daemon, the only writer.
 """
 
@@ -23,7 +23,7 @@ from hpcdet.store import decode
 from hpcdet.store.limits import hold_to_oldest_limit
 
 if TYPE_CHECKING:
-    from hpcdet.store.repository import Store
+    from hpcdet.store.queries import Queries
 
 
 # Each table's columns, in the models' order (a test keeps them equal): the CLI's path does
@@ -171,9 +171,9 @@ class Reads:
 
 
 @contextmanager
-def reading(source: Reads | Store) -> Iterator[Reads]:
-    """``source`` as Reads in one snapshot: itself, or a connection of its own to a Store's
-    database for the duration (the web UI and the SDK hold a Store, and the UI serves requests
+def reading(source: Reads | Queries) -> Iterator[Reads]:
+    """``source`` as Reads in one snapshot: itself, or a connection of its own to the database
+    of ``Queries`` for the duration (the web UI and the SDK hold one, and the UI serves requests
     on several threads)."""
     if isinstance(source, Reads):
         with source.snapshot():

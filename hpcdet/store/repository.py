@@ -1,46 +1,34 @@
-"""Access to the daemon's SQLite database.
-
-Contract: only the daemon writes (it holds the daemon lock); other processes open the database
-read-only. Every write happens inside one ``session()`` that commits or rolls back as a whole,
-so a daemon killed at any instant leaves either all of a change or none of it. The database
-must be on local disk (see ``hpcdet.paths.StatePaths.local_dir``).
+"""The daemon's database: its schema checked (one of another version or damaged is set aside
+and rebuilt from the run tree), and the daemon's writes (``hpcdet.store.database`` says who
+may write; ``hpcdet.store.queries`` holds the reads).
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import event
-from sqlalchemy.engine import Engine
-from sqlalchemy.exc import SQLAlchemyError
-from sqlmodel import Session, SQLModel, col, create_engine, select
+from sqlmodel import Session, SQLModel, col, select
 
-from hpcdet.errors import StoreError
-from hpcdet.private import close_file, open_private
 from hpcdet.rundir.events import EventBatch, read_event_batch
-from hpcdet.rundir.metric_codec import column_names, json_member, sql_step_at, sql_value_at
 from hpcdet.states import (
     SUBMITTED_RUN_STATES,
     RunState,
 )
 from hpcdet.store import entries, ingest, journal_apply, trial_events
+from hpcdet.store.database import make_engine
 from hpcdet.store.ingest import BestOf
 from hpcdet.store.journal_apply import UnappliableEntry
-from hpcdet.store.limits import hold_to_oldest_limit, parts
+from hpcdet.store.limits import parts
 from hpcdet.store.models import (
     ArrayJob,
     Checkpoint,
     Experiment,
     Metric,
-    Report,
     Run,
     SearcherEvent,
     Trial,
@@ -55,34 +43,6 @@ JournalLine = tuple[int, int, "dict[str, Any] | None"]
 SCHEMA_VERSION = 7
 
 log = logging.getLogger(__name__)
-
-def _make_engine(path: Path, readonly: bool) -> Engine:
-    if readonly:
-        url = f"sqlite:///file:{path}?mode=ro&uri=true"
-    else:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        # Created 0600 before SQLite does (0644 less the umask: 0640 when the cluster config
-        # shares with a group); SQLite gives its -wal and -shm the database file's mode. A
-        # group member who could open them could lock the daemon out (issue 37).
-        if not path.exists():
-            os.close(open_private(path))
-        for suffix in ("", "-wal", "-shm", "-journal"):
-            close_file(path.with_name(path.name + suffix))
-        url = f"sqlite:///{path}"
-    engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
-
-    @event.listens_for(engine, "connect")
-    def _pragmas(dbapi_conn: Any, _record: Any) -> None:
-        cur = dbapi_conn.cursor()
-        if not readonly:
-            cur.execute("PRAGMA journal_mode=WAL")
-            cur.execute("PRAGMA synchronous=NORMAL")
-        cur.execute("PRAGMA foreign_keys=ON")
-        cur.close()
-        hold_to_oldest_limit(dbapi_conn)
-
-    return engine
-
 
 def _problem(path: Path) -> tuple[str, str] | None:
     """Why the database at ``path`` cannot be used as it is: (suffix to set it aside with,
@@ -117,11 +77,6 @@ def _set_aside(path: Path, suffix: str) -> Path:
     return aside
 
 
-# A metric row as Store._reports reads it.
-_REPORT_COLUMNS = ('trial_id, run_id, seq, "group", steps_completed, ordinal, reports, '
-                   "metrics_json, steps_json, times_json, batch_metrics_json, reported")
-
-
 def _raw(s: Session) -> sqlite3.Connection:
     """The session's sqlite3 connection, in the session's transaction: a statement sent
     straight to it skips tens of microseconds of SQLAlchemy, which the ingest of many small
@@ -132,15 +87,14 @@ def _raw(s: Session) -> sqlite3.Connection:
 
 
 class Store(Queries):
-    """The database of one state directory: its queries (``Queries``) and the daemon's writes."""
+    """The database of one state directory opened by its daemon: the queries (``Queries``)
+    and the daemon's writes, which nothing else makes."""
 
-    def __init__(self, path: Path, readonly: bool = False) -> None:
+    def __init__(self, path: Path) -> None:
         self.path = path
         self._experiment_of: dict[int, int] = {}
         self._metric_ends: ingest.Ends = {}  # as committed; see ingest.MetricWrites
-        if readonly and not path.exists():
-            raise StoreError(f"no database at {path}; start the daemon with `hpcdet daemon start`")
-        problem = _problem(path) if not readonly and path.exists() else None
+        problem = _problem(path) if path.exists() else None
         if problem is not None:
             # The database is an index of the run tree: the daemon rebuilds it from there.
             kind, why = problem
@@ -148,131 +102,11 @@ class Store(Queries):
             aside = _set_aside(path, suffix)
             log.warning("the database %s %s; moved it to %s and rebuilding it from the run "
                         "tree", path, why, aside)
-        self.engine = _make_engine(path, readonly)
-        if not readonly:
-            SQLModel.metadata.create_all(self.engine)
-            with self.engine.connect() as conn:
-                conn.exec_driver_sql(f"PRAGMA user_version={SCHEMA_VERSION}")
-                conn.commit()
-
-    @contextmanager
-    def session(self) -> Iterator[Session]:
-        with Session(self.engine, expire_on_commit=False) as s:
-            try:
-                yield s
-                s.commit()
-            except (SQLAlchemyError, sqlite3.Error) as e:  # sqlite3's: statements sent raw
-                s.rollback()
-                raise StoreError(
-                    f"database error in {self.path}: {e.__class__.__name__}: {e}. The run tree "
-                    "still holds everything: restart the daemon (`hpcdet daemon stop`, then "
-                    "`hpcdet daemon start`); it sets a damaged database aside and rebuilds it."
-                ) from e
-
-    def close(self) -> None:
-        self.engine.dispose()
-
-    def metrics(self, trial_id: int, group: str | None = None) -> list[Report]:
-        """The trial's reports (of ``group``), in the order they were made."""
-        of_group = "" if group is None else ' AND "group" = ?'
-        return self._reports(
-            f"SELECT {_REPORT_COLUMNS} FROM metric WHERE trial_id = ?{of_group} "
-            "ORDER BY run_id, seq", (trial_id,) if group is None else (trial_id, group))
-
-    def experiment_metrics(self, exp_id: int, group: str) -> list[Report]:
-        """The ``group`` metrics of every trial of an experiment, by trial then report."""
-        return self._reports(
-            f"SELECT {_REPORT_COLUMNS} FROM metric WHERE \"group\" = ? AND trial_id IN "
-            "(SELECT id FROM trial WHERE experiment_id = ?) ORDER BY trial_id, run_id, seq",
-            (group, exp_id))
-
-    def _reports(self, query: str, args: tuple[Any, ...]) -> list[Report]:
-        """The reports of the metric rows ``query`` selects, a chunk's one by one (read
-        without the ORM: a trial's curve is tens of thousands of them)."""
-        found: list[Report] = []
+        self.engine = make_engine(path, readonly=False)
+        SQLModel.metadata.create_all(self.engine)
         with self.engine.connect() as conn:
-            for (trial_id, run_id, seq, group, step, ordinal, reports, metrics_json, steps_json,
-                 times_json, batch_json, reported) in conn.exec_driver_sql(query, args):
-                if reports == 1:
-                    found.append(Report(trial_id, run_id, seq, group, step, ordinal,
-                                        metrics_json, batch_json, reported))
-                    continue
-                found += (Report(trial_id, run_id, seq, group, step, ordinal + k, text, "", time)
-                          for k, (step, text, time) in enumerate(ingest.chunk_reports(
-                              reports, steps_json, metrics_json, times_json, reported)))
-        return found
-
-    def metric_series(self, trial_ids: Sequence[int], group: str, name: str, points: int
-                      ) -> list[tuple[int, int, Any]]:
-        """(trial id, steps completed, value) of the ``name`` metric in ``group`` reports, by
-        trial and report: every report of a trial with at most ``points`` of them, else every
-        k-th report from the first, and the last. Values that are not numbers come as None."""
-        return [point for part in parts(trial_ids)
-                for point in self._metric_series(part, group, name, points)]
-
-    def _metric_series(self, trial_ids: list[int], group: str, name: str, points: int
-                       ) -> list[tuple[int, int, Any]]:
-        marks = ",".join(f"?{4 + i}" for i in range(len(trial_ids)))  # after the three below
-        # The ordinals to show are generated and each is one index lookup (of the row that
-        # holds it: a report's, or the chunk's whose ordinals it falls in), so a curve of
-        # 10,000 reports costs what one of ``points`` does.
-        query = f"""
-            WITH RECURSIVE sizes AS (
-                SELECT id AS trial_id, (SELECT ordinal + reports - 1 FROM metric
-                                        WHERE trial_id = trial.id AND "group" = ?1
-                                        ORDER BY ordinal DESC LIMIT 1) AS last
-                FROM trial WHERE id IN ({marks})),
-            picks(trial_id, ordinal, last, step) AS (
-                SELECT trial_id, 0, last, last / ?2 + 1 FROM sizes WHERE last IS NOT NULL
-                UNION ALL
-                SELECT trial_id, min(ordinal + step, last), last, step FROM picks
-                WHERE ordinal < last)
-            SELECT m.trial_id,
-              CASE m.reports WHEN 1 THEN m.steps_completed
-                ELSE {sql_step_at("m.steps_json", "p.ordinal - m.ordinal")} END,
-              {sql_value_at("m.metrics_json", "?3", "m.reports", "p.ordinal - m.ordinal")}
-            FROM picks p JOIN metric m ON m.id = (
-                SELECT id FROM metric WHERE trial_id = p.trial_id AND "group" = ?1
-                AND ordinal <= p.ordinal ORDER BY ordinal DESC LIMIT 1)
-            WHERE p.ordinal < m.ordinal + m.reports
-            ORDER BY p.trial_id, p.ordinal"""
-        with self.engine.connect() as conn:
-            rows = conn.exec_driver_sql(
-                query, (group, max(1, points), json_member(name), *trial_ids)).fetchall()
-        return [(int(t), int(x), v if isinstance(v, (int, float)) else None)
-                for t, x, v in rows]
-
-    def metric_names(self, trial_ids: Sequence[int]) -> dict[str, list[str]]:
-        """The metric names each group of the trials' reports holds (in each trial's first
-        and last report of the group)."""
-        names: dict[str, list[str]] = {}
-        for part in parts(trial_ids):
-            for group, found in self._metric_names(part):
-                have = names.setdefault(group, [])
-                have += [k for k in found if k not in have]
-        return names
-
-    def _metric_names(self, trial_ids: list[int]) -> Iterator[tuple[str, list[str]]]:
-        # Each trial's groups one index lookup at a time (SQLite has no skip scan without
-        # ANALYZE), then two reports per trial and group.
-        marks = ",".join("?" * len(trial_ids))
-        query = f"""
-            WITH RECURSIVE pairs(trial_id, grp) AS (
-                SELECT id, (SELECT min("group") FROM metric WHERE trial_id = trial.id)
-                FROM trial WHERE id IN ({marks})
-                UNION ALL
-                SELECT trial_id, (SELECT min("group") FROM metric
-                                  WHERE trial_id = pairs.trial_id AND "group" > pairs.grp)
-                FROM pairs WHERE grp IS NOT NULL)
-            SELECT p.grp, m.reports, m.metrics_json FROM pairs p
-            JOIN metric m ON m.trial_id = p.trial_id AND m."group" = p.grp
-              AND m.ordinal IN (0, (SELECT max(ordinal) FROM metric
-                                    WHERE trial_id = p.trial_id AND "group" = p.grp))
-            ORDER BY p.trial_id, m.ordinal"""
-        with self.engine.connect() as conn:
-            for group, reports, metrics_json in conn.exec_driver_sql(query, tuple(trial_ids)):
-                yield group, (list(json.loads(metrics_json)) if reports == 1
-                              else column_names(metrics_json))
+            conn.exec_driver_sql(f"PRAGMA user_version={SCHEMA_VERSION}")
+            conn.commit()
 
     # Writes, by the daemon only.
 

@@ -29,7 +29,7 @@ from hpcdet.views.queue import job_queue, scheduler_statuses
 from hpcdet.views.trials import describe_trial, trial_dict, trial_metrics
 
 if TYPE_CHECKING:
-    from hpcdet.views.access import Store
+    from hpcdet.views.access import Queries
 
 # What a POST may ask of an experiment, as the daemon link names it.
 ACTIONS: dict[str, type[Pause | Activate | Cancel | Kill]] = {
@@ -38,7 +38,7 @@ ACTIONS: dict[str, type[Pause | Activate | Cancel | Kill]] = {
 LOG_PAGE = 2000
 
 
-def api_routes(paths: StatePaths, store: Callable[[], Store]) -> list[Route]:
+def api_routes(paths: StatePaths, store: Callable[[], Queries]) -> list[Route]:
     def experiments(request: Request) -> Response:
         return JSONResponse([{**r.to_dict(), "best": asdict(r.best) if r.best else None}
                              for r in experiment_rows(store(), with_best=True)])

@@ -24,7 +24,7 @@ from hpcdet.ui.door import Door, guard
 from hpcdet.views.access import read_store
 
 if TYPE_CHECKING:
-    from hpcdet.views.access import Store
+    from hpcdet.views.access import Queries
 
 # The pages, the scripts and the vendored plotting library: all in the wheel, no CDN.
 STATIC = Path(__file__).parent / "static"
@@ -37,10 +37,10 @@ STATUS = {NotFoundError: 404, UsageError: 400, HpcdetError: 409}
 
 def make_app(paths: StatePaths, door: Door) -> Starlette:
     """The application for the state directory ``paths``, behind ``door``."""
-    stores: list[Store] = []
+    stores: list[Queries] = []
     opening = threading.Lock()
 
-    def store() -> Store:
+    def store() -> Queries:
         with opening:  # handlers run on a thread pool
             if not stores:
                 stores.append(read_store(paths))

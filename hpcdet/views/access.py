@@ -11,7 +11,7 @@ from hpcdet.protocol import process
 from hpcdet.store.reads import Reads as Reads
 
 if TYPE_CHECKING:
-    from hpcdet.store.repository import Store as Store
+    from hpcdet.store.queries import Queries as Queries
 
 
 def _database(p: StatePaths) -> Path:
@@ -28,19 +28,19 @@ def _database(p: StatePaths) -> Path:
     return database
 
 
-def read_store(p: StatePaths) -> Store:
+def read_store(p: StatePaths) -> Queries:
     """The database, read-only; the daemon is started if there is none yet."""
     # SQLAlchemy is imported by the commands that use the ORM, not by every CLI start.
-    from hpcdet.store.repository import Store
+    from hpcdet.store.queries import Queries
 
-    return Store(_database(p), readonly=True)
+    return Queries(_database(p))
 
 
-def open_database(p: StatePaths) -> Store:
+def open_database(p: StatePaths) -> Queries:
     """The database, read-only, as it is now (the daemon is not started)."""
-    from hpcdet.store.repository import Store
+    from hpcdet.store.queries import Queries
 
-    return Store(p.database(), readonly=True)
+    return Queries(p.database())
 
 
 def open_reads(p: StatePaths) -> Reads:

@@ -19,7 +19,7 @@ from hpcdet.private import PrivacyError, check_owned, download_target
 from hpcdet.records import CheckpointRecord as Checkpoint
 from hpcdet.records import ExperimentRecord as Experiment
 from hpcdet.states import CheckpointState
-from hpcdet.store.repository import Store
+from hpcdet.store.queries import Queries
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ class StoredCheckpoint:
 
 
 def ranked_checkpoints(
-    store: Store, paths: StatePaths, exp_id: int, top: int | None = None, *,
+    store: Queries, paths: StatePaths, exp_id: int, top: int | None = None, *,
     trial_id: int | None = None, sort_by: str | None = None,
     smaller_is_better: bool | None = None, ordered: bool = False,
 ) -> CheckpointList:
@@ -81,7 +81,7 @@ def ranked_checkpoints(
                           [RankedCheckpoint(ckpts[r.checkpoint.uuid], r.metric) for r in ranked])
 
 
-def stored_checkpoint(store: Store, paths: StatePaths, uuid: str) -> StoredCheckpoint:
+def stored_checkpoint(store: Queries, paths: StatePaths, uuid: str) -> StoredCheckpoint:
     """A completed checkpoint whose files are in its storage, to copy from."""
     ckpt = store.checkpoint(uuid)
     if ckpt.state != CheckpointState.COMPLETED:
@@ -118,7 +118,7 @@ def checkpoint_files(source: Path) -> list[tuple[str, int, int]]:
     return found
 
 
-def checkpoint_listing(store: Store, paths: StatePaths, uuid: str,
+def checkpoint_listing(store: Queries, paths: StatePaths, uuid: str,
                        dest: Path | None) -> dict[str, Any]:
     """What a laptop needs to fetch a completed checkpoint over SFTP instead of
     ``copy_checkpoint`` (checked as that checks it): its directory here, where it goes there,
@@ -128,7 +128,7 @@ def checkpoint_listing(store: Store, paths: StatePaths, uuid: str,
             "files": checkpoint_files(source)}
 
 
-def copy_checkpoint(store: Store, paths: StatePaths, uuid: str, dest: Path | None) -> Path:
+def copy_checkpoint(store: Queries, paths: StatePaths, uuid: str, dest: Path | None) -> Path:
     """Copy a completed checkpoint's files to ``dest`` (default ``checkpoints/<uuid>``).
 
     ``dest`` must be new, or an empty directory of the user's that nobody else can write, in
@@ -159,7 +159,7 @@ def _why(e: OSError | shutil.Error) -> str:
     return f"{e.strerror or e}" + (f": {e.filename}" if e.filename else "")
 
 
-def checkpoint_validation(store: Store, ckpt: Checkpoint) -> dict[str, Any]:
+def checkpoint_validation(store: Queries, ckpt: Checkpoint) -> dict[str, Any]:
     """The validation metrics its trial reported at its steps ({} if none)."""
     merged: dict[str, Any] = {}
     for m in store.metrics(ckpt.trial_id, "validation"):
@@ -172,7 +172,7 @@ def _config(exp: Experiment) -> ExperimentConfig:
     return exp.config
 
 
-def doomed_checkpoints(store: Store, exp_id: int, policy: GCPolicy) -> list[Checkpoint]:
+def doomed_checkpoints(store: Queries, exp_id: int, policy: GCPolicy) -> list[Checkpoint]:
     """The checkpoints a new GC policy would delete now (`experiment set gc-policy` shows
     them before it asks): what the daemon's retention will delete."""
     from hpcdet.daemon import retention

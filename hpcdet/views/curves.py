@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hpcdet.search.asha import rung_lengths
-from hpcdet.store.repository import Store
+from hpcdet.store.queries import Queries
 
 # Points per curve, and in all: about what a plot's width in pixels can show, and what the
 # browser draws at once without lag (200 trials get 200 points each).
@@ -22,7 +22,7 @@ class Curve:
     values: list[float | None]
 
 
-def experiment_curves(store: Store, exp_id: int, group: str, metric: str,
+def experiment_curves(store: Queries, exp_id: int, group: str, metric: str,
                       trial_ids: list[int] | None = None) -> list[Curve]:
     """The ``metric`` of ``group`` reports per trial (of those given, else all), in order,
     each thinned to the share of TOTAL_POINTS one of the experiment's trials gets (50 to
@@ -34,7 +34,7 @@ def experiment_curves(store: Store, exp_id: int, group: str, metric: str,
     return _curves(store.metric_series(ids, group, metric, points))
 
 
-def trial_curves(store: Store, trial_id: int, metric: str) -> dict[str, Curve]:
+def trial_curves(store: Queries, trial_id: int, metric: str) -> dict[str, Curve]:
     """The ``metric`` in each group of the trial's reports, thinned to CURVE_POINTS."""
     store.trial(trial_id)  # a NotFoundError that names the trial
     return {group: curve
@@ -58,7 +58,7 @@ class Rung:
     values: dict[int, float]
 
 
-def asha_rungs(store: Store, exp_id: int) -> list[Rung]:
+def asha_rungs(store: Queries, exp_id: int) -> list[Rung]:
     """The rungs of an adaptive_asha experiment's brackets, shortest first, and the searcher
     metric of each trial that got there; [] for other searchers."""
     searcher = store.experiment(exp_id).config.searcher
@@ -79,7 +79,7 @@ def asha_rungs(store: Store, exp_id: int) -> list[Rung]:
     return rungs
 
 
-def _points(store: Store, trial_ids: list[int], metric: str, time_metric: str | None
+def _points(store: Queries, trial_ids: list[int], metric: str, time_metric: str | None
             ) -> dict[int, list[tuple[float, float]]]:
     """(time, metric) of every validation per trial: time is ``time_metric``'s value in the
     report, or its steps completed."""

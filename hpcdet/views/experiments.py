@@ -13,7 +13,7 @@ from hpcdet.records import ArrayRecord, ExperimentRecord, RunRecord, TrialRecord
 from hpcdet.store.reads import Reads, reading
 
 if TYPE_CHECKING:
-    from hpcdet.store.repository import Store
+    from hpcdet.store.queries import Queries
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ class ExperimentView:
         return searcher
 
 
-def experiment_rows(source: Reads | Store, with_best: bool = False, archived: bool = True,
+def experiment_rows(source: Reads | Queries, with_best: bool = False, archived: bool = True,
                     labels: Collection[str] = (), offset: int = 0, limit: int | None = None
                     ) -> list[ExperimentRow]:
     """The experiments with their progress, by id: those ``Reads.experiments`` picks by
@@ -86,7 +86,7 @@ def experiment_rows(source: Reads | Store, with_best: bool = False, archived: bo
     return rows
 
 
-def describe_experiment(source: Reads | Store, exp_id: int) -> ExperimentView:
+def describe_experiment(source: Reads | Queries, exp_id: int) -> ExperimentView:
     with reading(source) as reads:
         exp = reads.experiment(exp_id)
         trials = reads.trials(exp_id)
@@ -140,7 +140,7 @@ class Sheet:
     rows: list[list[Any]]
 
 
-def describe_sheets(store: Store, exp_ids: list[int], metrics: bool) -> list[Sheet]:
+def describe_sheets(store: Queries, exp_ids: list[int], metrics: bool) -> list[Sheet]:
     """Determined's three describe tables over several experiments: the experiments, their
     trials, and their workloads (every metric report and checkpoint, by trial and step; with
     ``metrics``, a column per metric)."""

@@ -8,22 +8,22 @@ from typing import TYPE_CHECKING
 from hpcdet.records import CheckpointRecord, ExperimentRecord, TrialRecord
 
 if TYPE_CHECKING:
-    from hpcdet.store.repository import Store
+    from hpcdet.store.queries import Queries
 
 
-def experiment(store: Store, exp_id: int) -> ExperimentRecord:
+def experiment(store: Queries, exp_id: int) -> ExperimentRecord:
     return store.experiment(exp_id)
 
 
-def trial(store: Store, trial_id: int) -> TrialRecord:
+def trial(store: Queries, trial_id: int) -> TrialRecord:
     return store.trial(trial_id)
 
 
-def trials(store: Store, exp_id: int) -> list[TrialRecord]:
+def trials(store: Queries, exp_id: int) -> list[TrialRecord]:
     """The experiment's trials, by id."""
     return store.trials(exp_id)
 
 
-def checkpoint(store: Store, uuid: str) -> CheckpointRecord:
+def checkpoint(store: Queries, uuid: str) -> CheckpointRecord:
     """One checkpoint, in whatever state."""
     return store.checkpoint(uuid)

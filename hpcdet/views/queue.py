@@ -22,7 +22,7 @@ from hpcdet.states import (
     JobState,
     QueueState,
 )
-from hpcdet.store.repository import Store
+from hpcdet.store.queries import Queries
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,7 @@ def scheduler_statuses(scheduler: Scheduler) -> tuple[dict[str, JobStatus], str]
         return {}, str(e)
 
 
-def job_queue(store: Store, statuses: Mapping[str, JobStatus],
+def job_queue(store: Queries, statuses: Mapping[str, JobStatus],
               resource_pool: str | None = None) -> list[QueueRow]:
     """The unfinished experiments as ``queue`` orders them, of one pool (or partition)."""
     trials = store.trials()
@@ -108,7 +108,7 @@ def job_queue(store: Store, statuses: Mapping[str, JobStatus],
             if resource_pool is None or r.in_pool(resource_pool)]
 
 
-def experiment_of(store: Store, job_id: str, scheduler: Scheduler) -> int:
+def experiment_of(store: Queries, job_id: str, scheduler: Scheduler) -> int:
     """The experiment an hpcdet job id (the experiment id) or a scheduler job id names (a task
     of an array, or the array)."""
     experiments = store.experiments()

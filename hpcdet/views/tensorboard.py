@@ -8,10 +8,10 @@ from hpcdet.errors import NotFoundError
 from hpcdet.paths import StatePaths
 from hpcdet.rundir.layout import tensorboard_dir
 from hpcdet.rundir.spec import CLUSTER_ID
-from hpcdet.store.repository import Store
+from hpcdet.store.queries import Queries
 
 
-def tensorboard_logdirs(store: Store, paths: StatePaths, exp_ids: list[int]) -> dict[str, Path]:
+def tensorboard_logdirs(store: Queries, paths: StatePaths, exp_ids: list[int]) -> dict[str, Path]:
     """TensorBoard's run names (``exp-N``) to the experiments' TensorBoard directories, each
     holding ``trial/<id>/`` per trial that wrote any.
 

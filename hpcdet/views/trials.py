@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from hpcdet.records import RunRecord as Run
     from hpcdet.records import TrialRecord as Trial
-    from hpcdet.store.repository import Store
+    from hpcdet.store.queries import Queries
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ def trial_dict(t: Trial) -> dict[str, Any]:
     }
 
 
-def describe_trial(store: Store, trial_id: int) -> TrialView:
+def describe_trial(store: Queries, trial_id: int) -> TrialView:
     return TrialView(store.trial(trial_id), store.runs([trial_id]))
 
 
@@ -70,7 +70,7 @@ class TrialMetrics:
     keys: list[str]  # every metric name, in the order they were first reported
 
 
-def trial_metrics(store: Store, trial_id: int, group: str | None = None) -> TrialMetrics:
+def trial_metrics(store: Queries, trial_id: int, group: str | None = None) -> TrialMetrics:
     """What the trial reported (of one group, or all), in report order."""
     store.trial(trial_id)  # a NotFoundError that names the trial
     rows = [MetricRow(m.group, m.steps_completed, m.run_id, m.reported,

@@ -15,6 +15,7 @@ from hpcdet.errors import StoreError
 from hpcdet.paths import StatePaths
 from hpcdet.schedulers.runner import CommandRunner, Result
 from hpcdet.store.entries import ExperimentCreated, TrialCreated
+from hpcdet.store.queries import Queries
 from hpcdet.store.repository import SCHEMA_VERSION, Store
 
 
@@ -98,7 +99,20 @@ def test_a_sound_database_is_kept(tmp_path: Path) -> None:
 def test_a_reader_of_a_garbage_database_is_told_to_restart_the_daemon(tmp_path: Path) -> None:
     path = tmp_path / "hpcdet.db"
     path.write_bytes(b"this is no database\n" * 300)
-    store = Store(path, readonly=True)
+    store = Queries(path)
     with pytest.raises(StoreError, match="restart the daemon.*sets a damaged database aside"):
         store.experiments()
     assert path.read_bytes().startswith(b"this is no database")
+
+
+def test_a_reader_gets_the_queries_and_none_of_the_daemon_s_writes(tmp_path: Path) -> None:
+    """One query API for every reader, one write API the daemon alone holds (issue 40)."""
+    paths = StatePaths(tmp_path / "state")
+    Store(paths.database()).close()
+    reader = Queries(paths.database())
+    assert not isinstance(reader, Store) and reader.experiments() == []
+    writes = {"apply_journal", "ingest_runs", "ingest_events", "set_run_states",
+              "discard_experiment"}
+    assert writes <= set(dir(Store)) and not writes & set(dir(reader))
+    with pytest.raises(StoreError, match="no database at"):
+        Queries(tmp_path / "nowhere.db")
