@@ -13,7 +13,7 @@ the store kept them before chunks. The target is judged on the median of each re
 ratio: a repeat's ingest and raw insert share their moment of the machine.
 
 Backlog: a log of ten times ROWS reports that grew while the daemon was stopped, ingested in a
-fresh process as the daemon's start does (``Feed.ingest``: batches of ``BATCH_BYTES`` until the
+fresh process as the daemon's start does (``Ingestion.ingest``: batches of ``BATCH_BYTES`` until the
 end); the baseline reads it in one batch, as every ingest did before 2026-11-27.
 """
 

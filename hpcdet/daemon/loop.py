@@ -23,9 +23,9 @@ from hpcdet.daemon.commands import Commands
 from hpcdet.daemon.configs import Configs
 from hpcdet.daemon.controls import Controls
 from hpcdet.daemon.creation import Creation
-from hpcdet.daemon.feed import Feed
 from hpcdet.daemon.finishing import Finisher
 from hpcdet.daemon.guard import Guard
+from hpcdet.daemon.ingestion import Ingestion
 from hpcdet.daemon.jobs import Jobs
 from hpcdet.daemon.journal import Journal
 from hpcdet.daemon.queueing import Queue
@@ -111,9 +111,9 @@ class Daemon:
         self.guard = Guard(self.store, self.journal, self.search, self.jobs, self.finisher)
         self.controls = Controls(self.store, paths, self.configs, self.jobs, self.site,
                                  self.guard)
-        self.feed = Feed(self.store, paths, self.configs, self.search, self.guard)
+        self.ingestion = Ingestion(self.store, paths, self.configs, self.search, self.guard)
         self.run_ends = RunEnds(self.store, self.journal, paths, self.configs, self.jobs,
-                                self.feed, self.controls, self.retention)
+                                self.ingestion, self.controls, self.retention)
         self.submission = Submission(self.store, self.journal, paths, cluster, self.configs,
                                      self.jobs, self.site, self.search, self.controls,
                                      self.guard)
@@ -196,8 +196,8 @@ class Daemon:
                 with self.guard(exp.id, "restarting the search", deferrable=False):
                     self.search.start(exp, self.configs.get(exp))
         # A rebuilt database has every event log still to read.
-        self.guard.each_run("ingest", self.feed.ingest, self.store.runs())
-        self.feed.report_exits()
+        self.guard.each_run("ingest", self.ingestion.ingest, self.store.runs())
+        self.ingestion.report_exits()
         self._poll()
 
     def tick(self, sweep: bool = True) -> None:
@@ -218,7 +218,8 @@ class Daemon:
                    for e in self.store.experiments(unfinished=True)))
         live = self.store.live_runs(None if sweep or poll else rung)
         read = self.journal.recorded
-        self.feed.ingest_all(live if sweep else [r for r in live if (r.trial_id, r.run_id) in rung])
+        self.ingestion.ingest_all(
+            live if sweep else [r for r in live if (r.trial_id, r.run_id) in rung])
         polled = time.perf_counter()
         if poll:
             self._poll()
@@ -232,7 +233,7 @@ class Daemon:
         passes = sweep or bool(rung) or poll or self.journal.recorded != self.passed
         if passes:
             self.passed = self.journal.recorded
-            self.feed.report_exits()
+            self.ingestion.report_exits()
         # What a control file says changes with decisions, which are journaled, and with what
         # a sweep reads (a run's start, the experiment's best validation).
         if sweep or self.journal.recorded != self.synced:

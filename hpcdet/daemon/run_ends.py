@@ -10,7 +10,7 @@ from typing import Any
 
 from hpcdet.daemon.configs import Configs
 from hpcdet.daemon.controls import Controls
-from hpcdet.daemon.feed import Feed
+from hpcdet.daemon.ingestion import Ingestion
 from hpcdet.daemon.jobs import Jobs
 from hpcdet.daemon.journal import Journal
 from hpcdet.daemon.retention import Retention
@@ -28,13 +28,14 @@ SCHEDULER_WORD_GRACE = 120.0
 
 class RunEnds:
     def __init__(self, store: Store, journal: Journal, paths: StatePaths, configs: Configs,
-                 jobs: Jobs, feed: Feed, controls: Controls, retention: Retention) -> None:
+                 jobs: Jobs, ingestion: Ingestion, controls: Controls,
+                 retention: Retention) -> None:
         self.store = store
         self.journal = journal
         self.paths = paths
         self.configs = configs
         self.jobs = jobs
-        self.feed = feed
+        self.ingestion = ingestion
         self.controls = controls
         self.retention = retention
 
@@ -48,7 +49,7 @@ class RunEnds:
             return
         if exit_info is not None and awaits_scheduler(exit_info, self.jobs.ended(run.job_id)):
             return
-        self.feed.ingest(run)  # what it reported before it ended comes first
+        self.ingestion.ingest(run)  # what it reported before it ended comes first
         current = self.store.run(run.trial_id, run.run_id)  # as that ingest left it
         if current is None:
             return
@@ -79,10 +80,10 @@ class RunEnds:
                                exit_code=exit_code)
         key = (trial.id, run.run_id)
         self.controls.forget(key)
-        self.feed.forget(key)
+        self.ingestion.forget(key)
         if decision.trial_state in FINAL_TRIAL_STATES:
             self.retention.collect(exp)
-        self.feed.report_exits()
+        self.ingestion.report_exits()
 
 
 def awaits_scheduler(exit_info: dict[str, Any], job_ended: bool,

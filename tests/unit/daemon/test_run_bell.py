@@ -68,11 +68,11 @@ def test_sweeps_come_less_often_the_longer_they_take(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     daemon, _ = _two_runs(tmp_path)
-    monkeypatch.setattr(daemon.feed, "ingest_all", lambda runs: time.sleep(0.02))
+    monkeypatch.setattr(daemon.ingestion, "ingest_all", lambda runs: time.sleep(0.02))
     daemon.tick()
     # 0.02 s or more of sweeping at 0.5% of the time: the next sweep in 4 s or more.
     assert daemon.next_sweep - time.time() > 3.0
-    monkeypatch.setattr(daemon.feed, "ingest_all", lambda runs: time.sleep(0.2))
+    monkeypatch.setattr(daemon.ingestion, "ingest_all", lambda runs: time.sleep(0.2))
     daemon.tick()
     assert 9.0 < daemon.next_sweep - time.time() <= MAX_SWEEP_SECONDS
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hpcdet.daemon.feed import Feed
+from hpcdet.daemon.ingestion import Ingestion
 from hpcdet.store.entries import TrialStateChanged
 from tests.unit.daemon.services.support import World
 
@@ -23,7 +23,7 @@ def test_the_gc_policy_keeps_the_best_and_deletes_the_rest(tmp_path: Path) -> No
                                 "metrics": {"loss": loss}}),
                    ("checkpoint", {"uuid": f"c{steps}", "steps_completed": steps})]
     w.report(run_dir, *events)
-    Feed(w.store, w.paths, w.configs, w.search, w.guard()).ingest(w.store.runs()[0])
+    Ingestion(w.store, w.paths, w.configs, w.search, w.guard()).ingest(w.store.runs()[0])
     trial = w.store.trial(1)  # a batch of validations and checkpoints: both kept
     assert (trial.best_validation, trial.latest_checkpoint, trial.steps_completed) == (
         0.1, "c3", 3)

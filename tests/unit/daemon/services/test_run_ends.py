@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from hpcdet.daemon.controls import Controls
-from hpcdet.daemon.feed import Feed
+from hpcdet.daemon.ingestion import Ingestion
 from hpcdet.daemon.run_ends import RunEnds
 from hpcdet.rundir.atomic import write_atomic
 from hpcdet.rundir.layout import EXIT_FILE
@@ -18,7 +18,7 @@ def _run_ends(w: World) -> RunEnds:
     jobs = w.jobs()
     guard = w.guard(jobs)
     controls = Controls(w.store, w.paths, w.configs, jobs, w.site(), guard)
-    feed = Feed(w.store, w.paths, w.configs, w.search, guard)
+    feed = Ingestion(w.store, w.paths, w.configs, w.search, guard)
     return RunEnds(w.store, w.journal, w.paths, w.configs, jobs, feed, controls, w.retention())
 
 

@@ -38,7 +38,7 @@ from hpcdet.store.repository import Store
 log = logging.getLogger(__name__)
 
 
-class Feed:
+class Ingestion:
     def __init__(self, store: Store, paths: StatePaths, configs: Configs, search: SearchDriver,
                  guard: Guard) -> None:
         self.store = store

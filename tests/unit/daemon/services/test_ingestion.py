@@ -1,4 +1,4 @@
-"""Feed: trial events into the store once and on to the searcher; trial ends reported to the
+"""Ingestion: trial events into the store once and on to the searcher; trial ends reported to the
 searcher once."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcdet.daemon.feed import Feed
+from hpcdet.daemon.ingestion import Ingestion
 from hpcdet.store.entries import TrialStateChanged
 from tests.unit.daemon.services.support import World
 
@@ -15,8 +15,8 @@ ADAPTIVE = {"name": "adaptive_asha", "metric": "loss", "time_metric": "batches",
             "max_trials": 2, "max_rungs": 2, "divisor": 2}
 
 
-def _feed(w: World) -> Feed:
-    return Feed(w.store, w.paths, w.configs, w.search, w.guard())
+def _feed(w: World) -> Ingestion:
+    return Ingestion(w.store, w.paths, w.configs, w.search, w.guard())
 
 
 def _started(tmp_path: Path, searcher: dict[str, object]) -> World:
