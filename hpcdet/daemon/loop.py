@@ -222,6 +222,7 @@ class Daemon:
             live if sweep else [r for r in live if (r.trial_id, r.run_id) in rung])
         polled = time.perf_counter()
         if poll:
+            self.site.refresh()  # at least hourly: a cluster changes under a long search
             self._poll()
         polled = time.perf_counter() - polled  # the scheduler's time, not the sweep's
         # The runs as read above: what the steps between change (offsets, a poll's pending or

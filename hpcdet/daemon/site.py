@@ -1,9 +1,17 @@
 """What the site's scheduler offers: partitions (to refuse trials that can never fit, and to
-know which have GPUs) and its limits (array size, job count, whether accounting exists)."""
+know which have GPUs) and its limits (array size, job count, whether accounting exists).
+
+A cluster changes under a daemon that runs for weeks: partitions are added, nodes resized,
+limits raised. What the site offers is read again at least every ``READ_EVERY`` seconds, when
+a config names a partition not known (at most every ``UNKNOWN_EVERY`` seconds for one name),
+and when the scheduler refused a job for a node configuration it no longer has (``stale``).
+"""
 
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 
 from hpcdet.config import ExperimentConfig
 from hpcdet.config.cluster import ClusterConfig
@@ -14,17 +22,36 @@ from hpcdet.schedulers.runner import CommandRunner
 
 log = logging.getLogger(__name__)
 
+READ_EVERY = 3600.0
+UNKNOWN_EVERY = 60.0
+
 
 class Site:
-    def __init__(self, scheduler: Scheduler, runner: CommandRunner, cluster: ClusterConfig
-                 ) -> None:
+    def __init__(self, scheduler: Scheduler, runner: CommandRunner, cluster: ClusterConfig,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.scheduler = scheduler
         self.runner = runner
         self.cluster = cluster
+        self.clock = clock
         self.partitions: dict[str, Partition] = {}
         self.nodes: Partition | None = None  # what any pool's jobs may use (nodes_command)
+        self.read_at: float | None = None
+        self._unknown_asked: dict[str, float] = {}  # partition name -> when last looked for
+
+    def refresh(self) -> None:
+        """Read the site again when the last read is ``READ_EVERY`` old."""
+        if self.read_at is None or self.clock() - self.read_at >= READ_EVERY:
+            self.read()
+
+    def stale(self) -> None:
+        """The scheduler refused a job for a node configuration it does not have: what it
+        offers changed since the last read."""
+        log.info("the %s site changed since it was read: reading it again",
+                 self.scheduler.name)
+        self.read()
 
     def read(self) -> None:
+        self.read_at = self.clock()
         cmd = self.scheduler.partitions_command()
         if cmd is not None:
             try:
@@ -55,8 +82,23 @@ class Site:
         return name
 
     def partition(self, cfg: ExperimentConfig) -> Partition | None:
-        """The partition the experiment's jobs go to, if the scheduler told us about it."""
-        return self.partitions.get(self.partition_name(cfg)) or self.nodes
+        """The partition the experiment's jobs go to, if the scheduler told us about it (a
+        name not known is asked for again: it may have been added since the last read)."""
+        name = self.partition_name(cfg)
+        found = self.partitions.get(name)
+        if found is None and name and self.partitions and self._may_look_for(name):
+            log.info("partition %r was not there at the last read: reading the site again", name)
+            self.read()
+            found = self.partitions.get(name)
+        return found or self.nodes
+
+    def _may_look_for(self, name: str) -> bool:
+        now = self.clock()
+        last = self._unknown_asked.get(name)
+        if last is not None and now - last < UNKNOWN_EVERY:
+            return False
+        self._unknown_asked[name] = now
+        return True
 
     def placement(self, cfg: ExperimentConfig) -> Placement:
         """How the experiment's trials lay their slots over the partition's nodes."""

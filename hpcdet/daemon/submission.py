@@ -10,6 +10,7 @@ import time
 from collections import deque
 from pathlib import Path
 
+from hpcdet.config import ExperimentConfig
 from hpcdet.config.cluster import ClusterConfig
 from hpcdet.daemon.arrays import next_chunk, owner, slot_room, tasks_waiting
 from hpcdet.daemon.configs import Configs
@@ -35,7 +36,7 @@ from hpcdet.records import TrialRecord as Trial
 from hpcdet.rundir import layout
 from hpcdet.rundir.atomic import read_json, write_text_atomic
 from hpcdet.rundir.layout import EXIT_FILE
-from hpcdet.schedulers.base import ArraySpec
+from hpcdet.schedulers.base import ArraySpec, Placement
 from hpcdet.states import Decision, ExperimentState, JobState, RunState, TrialState
 from hpcdet.store.entries import (
     ArrayAbandoned,
@@ -173,9 +174,10 @@ class Submission:
                          throttle=min(*limits, chunk.count) if limits else 0)
         index = len(rows)
         script = layout.array_script(self.paths.experiment(exp.id), index)
+        placed = self.site.placement(cfg)
         script.write_text(self.scheduler.render_script(array_request(
             exp.id, index, array_dir, spec, cfg, self.cluster, self.scheduler.options(cfg),
-            self.site.placement(cfg), nice_for(exp.priority, self.scheduler.nice_per_step))))
+            placed, nice_for(exp.priority, self.scheduler.nice_per_step))))
         entry = {"index": index, "offset": chunk.offset, "count": chunk.count,
                  "throttle": spec.throttle}
         self.journal.record(exp.id, ArraySubmitting(**entry))
@@ -186,7 +188,9 @@ class Submission:
             if self._held(e):  # left submitting: settle() adopts it if it went after all
                 return chunks
             self.journal.record(exp.id, ArrayAbandoned(index=index))
-            self._refuse(exp, f"the scheduler refused the job array: {e}")
+            if not self._laid_out_anew(e, cfg, placed):  # else planned again, laid out anew
+                self._refuse(exp, self.site.fit_problem(cfg)
+                             or f"the scheduler refused the job array: {e}")
             return chunks
         self._submitted()
         self.journal.record(exp.id, ArraySubmitted(job_id=job_id, **entry))
@@ -235,6 +239,22 @@ class Submission:
                     "%.0f s, then it is tried again", e, self.hold_seconds)
         return True
 
+    def _laid_out_anew(self, e: SchedulerCommandError | ValueError, cfg: ExperimentConfig,
+                       placed: Placement) -> bool:
+        """Whether the scheduler refused a job for nodes or a partition the site no longer
+        (or not yet) has, and the site read again lays it out otherwise; if so, it goes again
+        as laid out now (``settle`` queues it once more)."""
+        if not (isinstance(e, SchedulerCommandError)
+                and self.scheduler.refusal_means_site_changed(f"{e.stderr}\n{e.stdout}")):
+            return False
+        self.site.stale()
+        if self.site.placement(cfg) == placed:
+            return False
+        log.warning("the scheduler refused a job laid out for what the site offered before "
+                    "(%s); it goes again as the site is now", e)
+        self.unsettled = True
+        return True
+
     def _submitted(self) -> None:
         if self.hold_seconds:
             log.info("the scheduler takes submissions again")
@@ -248,9 +268,10 @@ class Submission:
             self.submissions.popleft()
         return len(self.submissions) < max(1, int(self.cluster.submissions_per_minute))
 
-    def _prepare(self, exp: Experiment, trial: Trial) -> Path | None:
-        """Write the trial's next run directory (its run spec and batch script); None when the
-        site cannot run the experiment, which ends the trial."""
+    def _prepare(self, exp: Experiment, trial: Trial) -> tuple[Path, Placement] | None:
+        """Write the trial's next run directory (its run spec and batch script); the
+        directory and how the run lays over the nodes, or None when the site cannot run the
+        experiment, which ends the trial."""
         cfg = self.configs.get(exp)
         options, placed = self.scheduler.options(cfg), self.site.placement(cfg)
         problem = self.site.fit_problem(cfg, placed)
@@ -279,7 +300,7 @@ class Submission:
         script.write_text(self.scheduler.render_script(job_request(
             spec, cfg, self.cluster, options, placed,
             nice_for(exp.priority, self.scheduler.nice_per_step))))
-        return run_dir
+        return run_dir, placed
 
     def _submitting(self, exp: Experiment, trials: list[Trial]) -> None:
         """Journal the trials' next runs as submitting, and write their control files (the
@@ -292,9 +313,10 @@ class Submission:
 
     def _submit(self, exp: Experiment, trial: Trial) -> None:
         """Submit the trial's next run as a job."""
-        run_dir = self._prepare(exp, trial)
-        if run_dir is None:
+        prepared = self._prepare(exp, trial)
+        if prepared is None:
             return
+        run_dir, placed = prepared
         run_id = trial.run_id + 1
         self._submitting(exp, [trial])
         submitting = self.store.run(trial.id, run_id)
@@ -302,10 +324,12 @@ class Submission:
         try:
             job_id = self.jobs.submit(run_dir / layout.SCRIPT_FILE)
         except (SchedulerCommandError, ValueError) as e:
-            if self._held(e):  # left submitting: settle() adopts its job or queues it again
+            # Left submitting: settle() adopts its job or queues it again.
+            if self._held(e) or self._laid_out_anew(e, self.configs.get(exp), placed):
                 return
             if submitting is not None:
-                reason = f"submission refused: {e}"
+                problem = self.site.fit_problem(self.configs.get(exp))
+                reason = problem or f"submission refused: {e}"
                 decision = Decision(TrialState.ERROR, trial.restarts, reason)
                 self.journal.run_ended(exp.id, submitting, decision, job_state=JobState.FAILED,
                                        outcome=reason)
@@ -317,8 +341,8 @@ class Submission:
     def _fill_slots(self, exp: Experiment, tasks: list[tuple[Trial, tuple[str, int]]]) -> None:
         """Hand the trials' first runs to their array tasks (``_fill_slot``), the runs of all
         of them journaled as submitting in one append and as submitted in another."""
-        ready = [(t, 1, run_dir, task) for t, task in tasks
-                 if (run_dir := self._prepare(exp, t)) is not None]
+        ready = [(t, 1, prepared[0], task) for t, task in tasks
+                 if (prepared := self._prepare(exp, t)) is not None]
         if not ready:
             return
         self._submitting(exp, [t for t, _, _, _ in ready])

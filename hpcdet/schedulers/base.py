@@ -249,6 +249,13 @@ class Scheduler(abc.ABC):
         """Whether a refused submission's output says the scheduler may take it later."""
         return any(words in output for words in self.transient_refusals)
 
+    # Words of a refused submission's output that say the site's nodes or partitions are not
+    # what the daemon read (Site.stale reads them again).
+    site_changed_refusals: ClassVar[tuple[str, ...]] = ()
+
+    def refusal_means_site_changed(self, output: str) -> bool:
+        return any(words in output for words in self.site_changed_refusals)
+
     # Words of a refused submission's output, and what the user can do about them.
     refusal_advice: ClassVar[tuple[tuple[str, str], ...]] = ()
 

@@ -150,6 +150,12 @@ class SlurmScheduler(Scheduler):
         "Zero Bytes were transmitted or received", "MaxSubmitJob",
     )
 
+    # sbatch (22.05) for a job laid over nodes or a partition the cluster no longer has (or
+    # not yet: a daemon that read the site before a partition was added placed it blind).
+    site_changed_refusals: ClassVar[tuple[str, ...]] = (
+        "Requested node configuration is not available", "Invalid partition name specified",
+    )
+
     def options(self, cfg: ExperimentConfig) -> BatchOptions:
         return slurm_options(cfg)
 

@@ -73,6 +73,39 @@ def test_a_refused_submission_ends_the_trial_with_the_reason(tmp_path: Path) -> 
     assert "sbatch: error: refused" in trial.end_reason
 
 
+NODE_CONFIGURATION = ("sbatch: error: Batch job submission failed: Requested node "
+                      "configuration is not available")
+
+
+def test_a_job_refused_for_nodes_the_cluster_no_longer_has_goes_again_laid_out_anew(
+        tmp_path: Path) -> None:
+    """Issue 42: the daemon read 8-CPU nodes; they became 4-CPU nodes; sbatch refused the
+    6-slot trial laid out as 1 node x 6. The site is read again and the trial goes as 2 x 3."""
+    w = World(tmp_path)
+    w.runner.sinfo = "debug*|2|8|(null)\n"
+    _started(w, resources={"slots_per_trial": 6})
+    submission = _submission(w)
+    w.runner.sinfo = "debug*|2|4|(null)\n"
+    w.runner.refuse.add("sbatch")
+    w.runner.refusal = NODE_CONFIGURATION
+    submission.submit_queued()
+    assert (w.store.runs()[0].state, w.store.trial(1).state) == ("SUBMITTING", "ACTIVE")
+    w.runner.refuse.clear()
+    submission.jobs.poll()
+    submission.settle()  # not with the scheduler: queued again
+    submission.submit_queued()
+    last = w.store.runs()[-1]
+    assert (last.state, w.store.trial(1).state) == ("PENDING", "ACTIVE")
+    script = (w.paths.run(1, 1, last.run_id) / SCRIPT_FILE).read_text()
+    assert "--nodes=2" in script, script
+    # Refused so while the site is as read: the trial ends with what sbatch said.
+    w.runner.refuse.add("sbatch")
+    _started(w, 2, resources={"slots_per_trial": 6})
+    submission.submit_queued()
+    assert w.store.trials(2)[0].state == "ERROR"
+    assert "Requested node configuration" in w.store.trials(2)[0].end_reason
+
+
 # What sbatch printed when this test cluster's job table was full (MaxJobCount).
 TABLE_FULL = ("error: Slurm temporarily unable to accept job, sleeping and retrying\n"
               "sbatch: error: Batch job submission failed: Resource temporarily unavailable")
