@@ -42,9 +42,9 @@ def _store(path: Path) -> Store:
         conn.exec_driver_sql(
             "INSERT INTO experiment (id, name, state, config_json, description, labels_json, "
             "archived, resource_pool, weight, position, backend, searcher, created, "
-            "journal_offset, progress, actions_done, searcher_done, error) VALUES "
+            "journal_offset, progress, actions_done, searcher_done, error, request_id) VALUES "
             "(1, 'ingest', 'ACTIVE', '{}', '', '[]', 0, '', 1.0, 0, 'local', 'single', ?, 0, "
-            "0, 0, 0, '')", (now,))
+            "0, 0, 0, '', '')", (now,))
         conn.exec_driver_sql(
             "INSERT INTO trial (id, experiment_id, request_id, ops_json, ops_completed, closed, "
             "stop_requested, early_exit, exit_reported, state, hparams_json, trial_seed, "

@@ -27,8 +27,8 @@ def experiment(conn: Connection, exp_id: int, name: str, cfg: dict[str, Any],
     conn.exec_driver_sql(
         "INSERT INTO experiment (id, name, state, config_json, description, labels_json, "
         "archived, resource_pool, weight, position, backend, searcher, created, "
-        "journal_offset, progress, actions_done, searcher_done, error) VALUES "
-        "(?, ?, ?, ?, '', '[]', 0, '', 1.0, ?, 'local', ?, ?, 0, 1.0, 0, 0, '')",
+        "journal_offset, progress, actions_done, searcher_done, error, request_id) VALUES "
+        "(?, ?, ?, ?, '', '[]', 0, '', 1.0, ?, 'local', ?, ?, 0, 1.0, 0, 0, '', '')",
         (exp_id, name, state, json.dumps(cfg), exp_id, cfg["searcher"]["name"], time.time()))
 
 

@@ -34,7 +34,7 @@ class Experiment(SQLModel, table=True):
     error: str = ""
     # The create request that made it (chosen by the CLI, or by a laptop that may send it
     # again after a dropped connection): a request carried out twice answers the same.
-    request_id: str = Field(default="", index=True)
+    request_id: str = Field(default="", index=True, sa_column_kwargs={"server_default": ""})
 
 
 class Trial(SQLModel, table=True):
