@@ -242,8 +242,8 @@ class Submission:
     def _laid_out_anew(self, e: SchedulerCommandError | ValueError, cfg: ExperimentConfig,
                        placed: Placement) -> bool:
         """Whether the scheduler refused a job for nodes or a partition the site no longer
-        (or not yet) has, and the site read again lays it out otherwise; if so, it goes again
-        as laid out now (``settle`` queues it once more)."""
+        (or not yet) has, and the site read again lays it out otherwise; if so, the caller
+        sends it again as laid out now."""
         if not (isinstance(e, SchedulerCommandError)
                 and self.scheduler.refusal_means_site_changed(f"{e.stderr}\n{e.stdout}")):
             return False
@@ -252,7 +252,6 @@ class Submission:
             return False
         log.warning("the scheduler refused a job laid out for what the site offered before "
                     "(%s); it goes again as the site is now", e)
-        self.unsettled = True
         return True
 
     def _submitted(self) -> None:
@@ -324,8 +323,14 @@ class Submission:
         try:
             job_id = self.jobs.submit(run_dir / layout.SCRIPT_FILE)
         except (SchedulerCommandError, ValueError) as e:
-            # Left submitting: settle() adopts its job or queues it again.
-            if self._held(e) or self._laid_out_anew(e, self.configs.get(exp), placed):
+            if self._held(e):  # left submitting: settle() adopts its job or queues it again
+                return
+            if submitting is not None and self._laid_out_anew(e, self.configs.get(exp), placed):
+                # Queued again now, not left to settle(): Slurm keeps the refused job's id in
+                # its accounting, under the run's name, and settle() would adopt it.
+                self.journal.run_ended(exp.id, submitting, Decision(
+                    TrialState.QUEUED, trial.restarts, ""), job_state=JobState.CANCELED,
+                    outcome="never submitted: laid out again for the site as it is now")
                 return
             if submitting is not None:
                 problem = self.site.fit_problem(self.configs.get(exp))

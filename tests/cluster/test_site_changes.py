@@ -10,15 +10,6 @@ import pytest
 
 from tests.support import Hpcdet
 
-TRIAL = """
-import os
-import determined as det
-with det.core.init() as core:
-    print("partition", os.environ["SLURM_JOB_PARTITION"], "nodes",
-          os.environ["SLURM_JOB_NUM_NODES"], flush=True)
-    core.train.report_validation_metrics(1, {"loss": 1.0})
-"""
-
 
 @pytest.mark.exclusive
 def test_a_partition_added_while_the_daemon_runs_is_laid_out_as_it_is(
@@ -33,9 +24,10 @@ def test_a_partition_added_while_the_daemon_runs_is_laid_out_as_it_is(
                     "MaxTime=INFINITE", "State=UP"], check=True, capture_output=True)
     try:
         ctx = h.mkdir(tmp_path / "ctx")
-        (ctx / "train.py").write_text(TRIAL)
         cfg = tmp_path / "late.yaml"
-        cfg.write_text("name: late\nentrypoint: python3 train.py\n"
+        cfg.write_text("name: late\n"
+                       "entrypoint: echo partition $SLURM_JOB_PARTITION nodes"
+                       " $SLURM_JOB_NUM_NODES\n"
                        "searcher: {name: single, metric: loss, max_length: 1}\n"
                        "resources: {resource_pool: late, slots_per_trial: 6}\n"
                        "max_restarts: 0\n")

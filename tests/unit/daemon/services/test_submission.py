@@ -89,10 +89,9 @@ def test_a_job_refused_for_nodes_the_cluster_no_longer_has_goes_again_laid_out_a
     w.runner.refuse.add("sbatch")
     w.runner.refusal = NODE_CONFIGURATION
     submission.submit_queued()
-    assert (w.store.runs()[0].state, w.store.trial(1).state) == ("SUBMITTING", "ACTIVE")
+    assert w.store.trial(1).state == "QUEUED"  # queued again at once, not left to settle()
+    assert "laid out again" in w.store.runs()[0].outcome
     w.runner.refuse.clear()
-    submission.jobs.poll()
-    submission.settle()  # not with the scheduler: queued again
     submission.submit_queued()
     last = w.store.runs()[-1]
     assert (last.state, w.store.trial(1).state) == ("PENDING", "ACTIVE")
