@@ -146,7 +146,8 @@ def _forget_unused(blobs: Path, before: float, keep: set[str]) -> None:
                 os.unlink(entry.path)
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
+    """The SHA-256 of a file's content, as a laptop names its blob."""
     digest = hashlib.sha256()
     with path.open("rb") as f:
         while chunk := f.read(_CHUNK):
@@ -164,7 +165,7 @@ def _complete(blobs: Path, sha: str, size: int) -> Path:
     if have != size:
         raise UsageError(f"the upload is incomplete ({max(have, 0)} of {size} bytes of blob "
                          f"{sha[:12]}); run the command again: it sends what is missing")
-    if _sha256(part) != sha:
+    if file_sha256(part) != sha:
         part.unlink()
         raise UsageError(f"blob {sha[:12]} arrived damaged (its SHA-256 differs) and was "
                          "removed; run the command again to send it anew")

@@ -12,7 +12,6 @@ again after a dropped connection, it answers with the one experiment it made.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import stat
@@ -25,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from hpcdet.remote import wire
 from hpcdet.remote.session import again_when_cut
-from hpcdet.uploads import PART, Entry, Manifest
+from hpcdet.uploads import PART, Entry, Manifest, file_sha256
 
 if TYPE_CHECKING:
     import paramiko
@@ -104,14 +103,6 @@ def make_manifest(parsed: CreateArgs, snapshot: Path, request_id: str
     config = entry(parsed.config_file, parsed.config_file.name)
     files.sort(key=lambda e: e.path)
     return Manifest(request_id, parsed.command, parsed.options, config, tuple(files)), sources
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        while chunk := f.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def upload(session: RemoteSession, manifest: Manifest, sources: dict[str, Path]) -> Sent:
