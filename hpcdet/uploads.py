@@ -87,14 +87,14 @@ class Manifest:
             return f"request_id {self.request_id!r} is not a request id"
         if self.command not in COMMANDS:
             return f"command {' '.join(self.command)!r} is not one that uploads"
-        if "/" in self.config.path or not _safe_path(self.config.path):
+        if "/" in self.config.path or not safe_relative(self.config.path):
             return f"config file name {self.config.path!r} is not a file name"
         paths = set()
         for e in (self.config, *self.files):
             if not _SHA256.fullmatch(e.sha256) or e.size < 0 or not 0 <= e.mode <= 0o7777:
                 return f"{e.path!r}: not a SHA-256, size and mode"
         for e in self.files:
-            if not _safe_path(e.path):
+            if not safe_relative(e.path):
                 return f"{e.path!r} is not a relative path inside the context"
             if e.path in paths:
                 return f"{e.path!r} is listed twice"
@@ -106,7 +106,8 @@ def _entry(raw: dict[str, Any]) -> Entry:
     return Entry(str(raw["path"]), str(raw["sha256"]), int(raw["size"]), int(raw["mode"]))
 
 
-def _safe_path(path: str) -> bool:
+def safe_relative(path: str) -> bool:
+    """Whether ``path`` (``/``-separated) stays inside the directory it is relative to."""
     parts = path.split("/")
     return bool(path) and all(p not in ("", ".", "..") and "\0" not in p for p in parts)
 

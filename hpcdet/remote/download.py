@@ -49,11 +49,16 @@ def download_on_cluster(session: RemoteSession, argv: Sequence[str]) -> int:
 def fetch(session: RemoteSession, listed: dict[str, Any]) -> Path:
     """One checkpoint's files (``relay download``'s listing) into its directory here."""
     from hpcdet.private import download_target, private_dir
+    from hpcdet.uploads import safe_relative
 
+    files = [(str(rel), int(size), int(mode)) for rel, size, mode in listed["files"]]
+    outside = [rel for rel, _, _ in files if not safe_relative(rel)]
+    if outside:  # the login node lists what a trial wrote: nothing of it lands elsewhere
+        raise wire.RemoteError(f"checkpoint {listed['uuid']} lists files outside its "
+                               f"directory ({outside[0]!r}); nothing was downloaded")
     target = download_target(Path(listed["dest"]))
     partial = private_dir(target.parent / f".{target.name}{PARTIAL}")
     source = str(listed["source"])
-    files = [(str(rel), int(size), int(mode)) for rel, size, mode in listed["files"]]
 
     def once() -> int:
         sftp = session.sftp()

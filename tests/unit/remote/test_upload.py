@@ -65,3 +65,16 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+@pytest.mark.parametrize("rel", ["../x", "/etc/passwd", "a/../../x", "a//b", ""])
+def test_a_download_listing_a_file_outside_its_directory_fetches_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rel: str) -> None:
+    from hpcdet.remote import wire
+    from hpcdet.remote.download import fetch
+
+    monkeypatch.chdir(tmp_path)
+    listed = {"uuid": "u", "source": "/x", "dest": "got", "files": [[rel, 1, 0o600]]}
+    with pytest.raises(wire.RemoteError, match="outside its directory"):
+        fetch(None, listed)  # type: ignore[arg-type]
+    assert list(tmp_path.iterdir()) == []
