@@ -74,8 +74,6 @@ def _manifest() -> "Manifest":
 def plan() -> None:
     """Read an upload manifest on stdin; print, as JSON, where the blobs go and which are
     missing (with the bytes of each already here)."""
-    import json
-
     from hpcdet.uploads import blob_dir, plan
 
     p = paths()
@@ -119,7 +117,6 @@ def download(ctx: typer.Context) -> None:
     them) without copying: print, as JSON, its exit code, its output and each checkpoint's
     files for the laptop to fetch over SFTP."""
     import io
-    import json
 
     from hpcdet.cli import checkpoint
     from hpcdet.cli.main import app as hpcdet
