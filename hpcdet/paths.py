@@ -13,6 +13,9 @@ The run tree is the source of truth and lives on the shared filesystem::
     <state>/runs/bell/                        trials -> daemon: "look at my run now"
     <state>/trialside/<digest>/               hpcdet's trial side, read-only, per version
     <state>/images/                           registry images converted for the trials
+    <state>/readers/hpcdet.db                 the database, copied for readers on other hosts
+    <state>/lease/<N>                         the daemon's lease (``hpcdet.protocol.lease``)
+    <state>/supervise/                        what `hpcdet daemon supervise` runs, its logs
 
 The run directory's and the array directory's files: ``hpcdet.rundir.layout``.
 """
@@ -206,6 +209,11 @@ class StatePaths:
 
     def database(self) -> Path:
         return self.local_dir() / DATABASE
+
+    def database_copy(self) -> Path:
+        """Where the daemon copies its database for readers on other hosts, which cannot reach
+        its local disk (``hpcdet.views.access``)."""
+        return self.root / "readers" / DATABASE
 
     def lock(self) -> Path:
         return self.local_dir() / "daemon.lock"

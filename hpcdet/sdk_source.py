@@ -108,7 +108,7 @@ class Local:
         return [c.checkpoint.uuid for c in listed.checkpoints]
 
     def send(self, op: str, args: dict[str, Any]) -> object:
-        from hpcdet.link.files import call
+        from hpcdet.protocol.calls import call
 
         return call(_paths(), op, args)
 

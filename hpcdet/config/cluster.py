@@ -110,6 +110,7 @@ FILE_SPECS: dict[str, Spec] = {
     "submissions_per_minute": Int(None, minimum=1),
     "max_jobs": Int(None, minimum=1),
     "share_with_group": Custom(_share_with_group),
+    "daemon_lease": Int(None, minimum=10),
 }
 _PATH_KEYS = ("template_dir", "image_dir", "image_cache", "python")
 
@@ -141,6 +142,8 @@ class ClusterConfig:
     max_jobs: int | None = None
     # State, run trees and checkpoints are 0700/0600; with a group, 0750/0640 (and that group).
     share_with_group: bool | str = False
+    # Seconds without a heartbeat after which another host's daemon takes over (lease.py).
+    daemon_lease: int = 120
     site_path: str | None = None
     user_path: str | None = None
     sources: dict[str, str] = field(default_factory=dict, compare=False)

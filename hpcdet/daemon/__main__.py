@@ -11,6 +11,7 @@ from hpcdet.daemon.loop import Daemon
 from hpcdet.errors import HpcdetError
 from hpcdet.paths import StatePaths, state_dir
 from hpcdet.private import apply_umask
+from hpcdet.protocol.lease import LeaseHeld
 from hpcdet.protocol.process import acquire_lock
 
 
@@ -28,6 +29,9 @@ def main() -> int:
             print(f"a daemon already serves {paths.root}", file=sys.stderr)
             return 0
         daemon = Daemon(paths, cluster)
+    except LeaseHeld as e:
+        print(str(e), file=sys.stderr)
+        return 0
     except HpcdetError as e:
         print(str(e), file=sys.stderr)
         return 1

@@ -22,12 +22,14 @@ from hpcdet.daemon.submission import Submission
 from hpcdet.errors import NotFoundError, StateError, UsageError
 from hpcdet.ids import check_id
 from hpcdet.paths import StatePaths, hostname
+from hpcdet.private import private_dir, sharing
 from hpcdet.protocol.messages import (
     ID_FIELDS,
     Activate,
     Cancel,
     Continue,
     ContinueTrial,
+    CopyDatabase,
     Create,
     Created,
     DeleteCheckpoint,
@@ -60,6 +62,9 @@ from hpcdet.store.entries import (
     TrialStateChanged,
 )
 from hpcdet.store.repository import Store
+
+# Seconds a copy of the database for readers on other hosts is handed out again.
+COPY_FRESH = 2.0
 
 
 class Commands:
@@ -96,6 +101,7 @@ class Commands:
         return (Handlers()
                 .on(Ping, lambda _: self.ping())
                 .on(Shutdown, lambda _: self.shutdown())
+                .on(CopyDatabase, lambda _: self.copy_database())
                 .on(Create, self.create)
                 .on(Pause, lambda r: self.pause(r.exp_id))
                 .on(Activate, lambda r: self.activate(r.exp_id))
@@ -116,6 +122,19 @@ class Commands:
 
     def ping(self) -> Pong:
         return Pong(os.getpid(), hostname())
+
+    def copy_database(self) -> str:
+        """Copied again when the last copy is older than COPY_FRESH seconds: the commands
+        of one reader (a web UI page's requests) share one."""
+        target = self.paths.database_copy()
+        try:
+            fresh = time.time() - target.stat().st_mtime < COPY_FRESH
+        except FileNotFoundError:
+            fresh = False
+        if not fresh:
+            private_dir(target.parent, sharing())
+            self.store.copy_to(target)
+        return str(target)
 
     def shutdown(self) -> str:
         self._shutdown()

@@ -37,6 +37,7 @@ from hpcdet.daemon.searching import SearchDriver
 from hpcdet.daemon.site import Site
 from hpcdet.daemon.submission import Submission
 from hpcdet.paths import StatePaths, hostname
+from hpcdet.protocol.lease import Lease
 from hpcdet.protocol.process import STATUS_FILE
 from hpcdet.rundir.atomic import write_atomic
 from hpcdet.schedulers import Scheduler, make_scheduler
@@ -72,6 +73,8 @@ LOCAL_POLL_SECONDS = 1.0
 # slow slurmctld must not make a small daemon poll less.
 POLL_SHARE = 0.0015
 MAX_POLL_SECONDS = 60.0
+# The heartbeat renews the lease (``protocol/lease.py``) this often, and at least 4 times a
+# lease, so that a CLI on another host tells a daemon that missed two from a live one.
 HEARTBEAT_SECONDS = 30.0
 # How often a tick runs while there is nothing to do (no unfinished experiment, no live run):
 # only a request can change that. A request from this host rings the doorbell and is served at
@@ -90,6 +93,10 @@ class Daemon:
     ) -> None:
         self.paths = paths
         self.cluster = cluster
+        # First: a daemon that serves this state directory on another host keeps it.
+        self.lease = Lease.take(paths, cluster.daemon_lease)
+        self.heartbeat_every = min(HEARTBEAT_SECONDS, cluster.daemon_lease / 4)
+        self.deposed: str | None = None  # who took the lease from this daemon
         self.local_dir = paths.local_dir()  # where its database is, for its whole life
         self.store = Store(paths.database())
         self.journal = Journal(paths, self.store)
@@ -132,7 +139,7 @@ class Daemon:
         self.passed = -1  # the journal's count when the per-experiment passes last ran
         self.synced = -1  # the journal's count when every control file was last synced
         self.last_tick = 0.0
-        self.last_heartbeat = 0.0
+        self.last_decision = 0.0  # when a tick last journaled a decision
         self.stopping = False
         self.idle = False  # the last tick found nothing to do (IDLE_TICK_SECONDS)
 
@@ -152,6 +159,8 @@ class Daemon:
         decided = False
         while not self.stopping:
             try:
+                if not self.heartbeat():
+                    break
                 if not started:
                     self.reconcile()
                     started = True
@@ -164,6 +173,8 @@ class Daemon:
                     # A decision's consequences (a trial's end, then its search's answer, then
                     # the experiment's end) come a tick apart: the next tick is not put off.
                     decided = self.journal.recorded != journaled
+                    if decided:
+                        self.last_decision = self.last_tick
                 failures = 0
             except Exception as e:
                 if not started and not isinstance(e, OSError):
@@ -177,6 +188,22 @@ class Daemon:
 
     def stop(self) -> None:
         self.stopping = True
+
+    def heartbeat(self, force: bool = False) -> bool:
+        """Renew the lease when it is due; False when another daemon took it over (this one
+        was frozen or cut off for longer than the lease): it stops and writes nothing more."""
+        if self.deposed is None and (force or self.stopping or
+                                     time.time() - self.lease.renewed >= self.heartbeat_every):
+            record = {"started": self.started, "database": str(self.store.path),
+                      "backend": self.backend, "version": __version__,
+                      "local_dir": str(self.local_dir)}
+            self.deposed = self.lease.renew(record, running=not self.stopping)
+            if self.deposed is not None:
+                log.error("the daemon on %s took over this state directory's lease (this one "
+                          "was not heard from for longer than the lease): stopping at once",
+                          self.deposed)
+                self.stopping = True
+        return self.deposed is None
 
     def handle(self, op: str, args: dict[str, Any]) -> Any:
         """One request of the CLI's (``hpcdet.daemon.requests``)."""
@@ -294,6 +321,7 @@ class Daemon:
         status = {
             "pid": os.getpid(), "host": hostname(), "started": self.started,
             "last_tick": self.last_tick, "last_poll": self.jobs.last_poll,
+            "last_decision": self.last_decision, "lease": self.lease.generation,
             "polls": self.jobs.polls, "scheduler_calls": dict(self.runner.calls),
             "backend": self.backend, "live_jobs": live_jobs,
             "database": str(self.store.path), "state_dir": str(self.paths.root),
@@ -303,11 +331,4 @@ class Daemon:
         }
         # Rewritten every sweep, and at every start: not worth forcing to disk each time.
         write_atomic(self.local_dir / STATUS_FILE, status, durable=False, mode=0o600)
-        if time.time() - self.last_heartbeat > HEARTBEAT_SECONDS or self.stopping:
-            self.last_heartbeat = time.time()
-            record = {k: status[k] for k in ("pid", "host", "started", "database", "backend",
-                                              "version")}
-            record["heartbeat"] = self.last_heartbeat
-            record["local_dir"] = str(self.local_dir)
-            record["running"] = not self.stopping
-            write_atomic(self.paths.daemon_record, record)
+        self.heartbeat()

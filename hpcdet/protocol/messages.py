@@ -123,6 +123,14 @@ class Shutdown(Said):
 
 
 @dataclass(frozen=True)
+class CopyDatabase(Said):
+    """A copy of the database in the shared state directory for a reader on another host,
+    which cannot reach the daemon's local disk; answered with its path."""
+
+    NAME: ClassVar[str] = "copy_database"
+
+
+@dataclass(frozen=True)
 class Create(Creates):
     """``staging``: the context snapshot, which becomes the daemon's once taken;
     ``request_id``: the CLI's, so that the request carried out again answers the same;
@@ -284,8 +292,8 @@ class Handlers:
 
 
 __all__ = [
-    "ID_FIELDS", "REQUESTS", "Activate", "Cancel", "Continue", "ContinueTrial", "Create",
-    "Created", "Creates", "DeleteCheckpoint", "DeleteExperiment", "Handlers", "JobUpdate",
+    "ID_FIELDS", "REQUESTS", "Activate", "Cancel", "Continue", "ContinueTrial", "CopyDatabase",
+    "Create", "Created", "Creates", "DeleteCheckpoint", "DeleteExperiment", "Handlers", "JobUpdate",
     "Kill", "KillTrial", "Pause", "Ping", "Pong", "Request", "Said", "SetExperiment",
     "Shutdown", "UpdateJobs", "decode", "encode",
 ]

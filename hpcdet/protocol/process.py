@@ -1,8 +1,9 @@
 """Starting, finding and stopping the per-user daemon.
 
-One daemon per user and state directory: it holds an exclusive lock on a file on local disk,
-and records its host and pid in ``daemon.json`` on the shared filesystem, so that a CLI on
-another login node can name where it runs.
+One daemon per user and state directory: it holds an exclusive lock on a file on local disk
+(one daemon per host) and the state directory's lease (``lease``: one daemon, whichever host),
+and records its host, pid and heartbeat in ``daemon.json`` on the shared filesystem, so that a
+CLI on another login node can reach it through the request files, or name where it runs.
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ from hpcdet.errors import DaemonError
 from hpcdet.paths import StatePaths, hostname
 from hpcdet.private import hpcdet_command, open_private
 from hpcdet.processes import pid_alive
+from hpcdet.protocol.lease import Holder
 from hpcdet.rundir.atomic import read_json
 
-STALE_HEARTBEAT = 120.0
 # In the daemon's local directory: what ``hpcdet daemon status`` shows of a daemon on this host.
 STATUS_FILE = "status.json"
 
@@ -33,6 +34,26 @@ class DaemonInfo:
     status: dict[str, Any]
     alive: bool
     here: bool
+
+    @property
+    def holder(self) -> Holder | None:
+        return Holder.of(self.record)
+
+    def silent(self, now: float | None = None) -> str | None:
+        """Why a daemon alive on another host may not answer: it has missed two heartbeats
+        (its host may have died with it), or None. Its lease has not ended yet, so no daemon
+        may start here before it does."""
+        holder = self.holder
+        if self.here or not self.alive or holder is None:
+            return None
+        now = time.time() if now is None else now
+        if now - holder.heartbeat < holder.lease / 2:
+            return None
+        return (f"the daemon for this state directory runs on {holder.where()}, and has not "
+                f"been heard from for {now - holder.heartbeat:.0f} s: its host may be down. "
+                f"Its lease ends at {time.strftime('%H:%M:%S', time.localtime(holder.expires()))}"
+                f"; after that, any hpcdet command (or `hpcdet daemon ensure`) starts a daemon "
+                f"here, which takes over its experiments")
 
     def other_version(self) -> str | None:
         """How the running daemon's hpcdet differs from this process's, or None if it is the
@@ -82,9 +103,8 @@ def info(paths: StatePaths) -> DaemonInfo:
     elif here:
         alive = bool(record.get("running")) and lock_held(paths)
     else:
-        alive = bool(record.get("running")) and (
-            time.time() - float(record.get("heartbeat", 0)) < STALE_HEARTBEAT
-        )
+        holder = Holder.of(record)
+        alive = holder is not None and holder.live(time.time())
     return DaemonInfo(record, status, alive, here)
 
 

@@ -27,9 +27,12 @@ from hpcdet.private import close_file, open_private
 from hpcdet.store.limits import hold_to_oldest_limit
 
 
-def make_engine(path: Path, readonly: bool) -> Engine:
+def make_engine(path: Path, readonly: bool, immutable: bool = False) -> Engine:
+    """``immutable``: a file nothing changes while it is open (the daemon's copy for readers
+    on other hosts, replaced whole), read without locks, which a network filesystem may not
+    keep."""
     if readonly:
-        url = f"sqlite:///file:{path}?mode=ro&uri=true"
+        url = f"sqlite:///file:{path}?mode=ro{'&immutable=1' * immutable}&uri=true"
     else:
         path.parent.mkdir(parents=True, exist_ok=True)
         # Created 0600 before SQLite does (0644 less the umask: 0640 when the cluster config

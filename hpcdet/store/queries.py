@@ -73,12 +73,13 @@ class Queries(Database):
     """The database of one state directory opened read-only, and every query of it: records
     out, never rows. The daemon's ``Store`` adds the writes."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, immutable: bool = False) -> None:
+        """``immutable``: the daemon's copy (``Store.copy_to``)."""
         self.path = path
         self._experiment_of: dict[int, int] = {}
         if not path.exists():
             raise StoreError(f"no database at {path}; start the daemon with `hpcdet daemon start`")
-        self.engine = make_engine(path, readonly=True)
+        self.engine = make_engine(path, readonly=True, immutable=immutable)
 
     def experiment_of_request(self, request_id: str) -> int | None:
         """The experiment the create request ``request_id`` made, if it made one."""

@@ -58,13 +58,15 @@ class Reads:
     """A read-only connection to the database of one state directory (not shared between
     threads: open one where it is used)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, immutable: bool = False) -> None:
+        """``immutable``: the daemon's copy (``Store.copy_to``), read without locks."""
         self.path = path
         if not path.exists():
             raise StoreError(f"no database at {path}; start the daemon with `hpcdet daemon start`")
         # A URI of the absolute path: a '?' or '#' in a directory name stays part of the path.
-        self._conn = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True,
-                                     timeout=30)
+        self._conn = sqlite3.connect(
+            f"{path.absolute().as_uri()}?mode=ro{'&immutable=1' * immutable}", uri=True,
+            timeout=30)
         hold_to_oldest_limit(self._conn)
 
     def close(self) -> None:

@@ -6,6 +6,7 @@ may write; ``hpcdet.store.queries`` holds the reads).
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -14,6 +15,7 @@ from typing import Any
 
 from sqlmodel import Session, SQLModel, col, select
 
+from hpcdet.private import open_private
 from hpcdet.rundir.events import EventBatch, read_event_batch
 from hpcdet.states import (
     SUBMITTED_RUN_STATES,
@@ -109,6 +111,25 @@ class Store(Queries):
             conn.commit()
 
     # Writes, by the daemon only.
+
+    def copy_to(self, dest: Path) -> None:
+        """A consistent copy of the database at ``dest``, replaced whole, in rollback-journal
+        mode: its readers are on other hosts, where WAL's shared memory is not shared."""
+        tmp = dest.with_name(f".{dest.name}.{os.getpid()}")
+        tmp.unlink(missing_ok=True)
+        os.close(open_private(tmp))
+        source = sqlite3.connect(f"{self.path.absolute().as_uri()}?mode=ro", uri=True,
+                                 timeout=30)
+        try:
+            copy = sqlite3.connect(tmp)
+            try:
+                source.backup(copy)
+                copy.execute("PRAGMA journal_mode=DELETE")
+            finally:
+                copy.close()
+        finally:
+            source.close()
+        os.replace(tmp, dest)
 
     def apply_journal(
         self, exp_id: int, read: Callable[[int], Iterable[JournalLine]], skip: set[int],

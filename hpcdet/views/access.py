@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hpcdet.errors import DaemonError
 from hpcdet.paths import StatePaths
 from hpcdet.protocol import process
 from hpcdet.store.reads import Reads as Reads
@@ -14,18 +13,24 @@ if TYPE_CHECKING:
     from hpcdet.store.queries import Queries as Queries
 
 
-def _database(p: StatePaths) -> Path:
-    """The database's path; the daemon is started if there is none yet."""
+def _database(p: StatePaths) -> tuple[Path, bool]:
+    """The database's path, and whether it is the daemon's copy for another host; the daemon
+    is started if there is none yet."""
     current = process.info(p)
-    if current.record and not current.here:
-        raise DaemonError(
-            f"the database of {p.root} is on host {current.record['host']}, where the daemon "
-            f"runs (pid {current.record['pid']}); run this command there"
-        )
+    if current.alive and not current.here:
+        # Its database is on the local disk of the daemon's host (a login node, or a
+        # compute node under `daemon supervise --via job`): it copies it for this one.
+        from hpcdet.protocol.calls import call
+        from hpcdet.protocol.messages import CopyDatabase, encode
+
+        op, args = encode(CopyDatabase())
+        return Path(str(call(p, op, args))), True
     database = p.database()
-    if not database.exists():
+    if not database.exists() or not current.here:
+        # None yet here, or the daemon's host is gone: a daemon here rebuilds it from the
+        # run tree and takes the experiments over.
         process.start(p)
-    return database
+    return database, False
 
 
 def read_store(p: StatePaths) -> Queries:
@@ -33,7 +38,7 @@ def read_store(p: StatePaths) -> Queries:
     # SQLAlchemy is imported by the commands that use the ORM, not by every CLI start.
     from hpcdet.store.queries import Queries
 
-    return Queries(_database(p))
+    return Queries(*_database(p))
 
 
 def open_database(p: StatePaths) -> Queries:
@@ -46,4 +51,4 @@ def open_database(p: StatePaths) -> Queries:
 def open_reads(p: StatePaths) -> Reads:
     """The database, read-only, for the views that read it without the ORM (listings and
     `describe`); the daemon is started if there is none yet."""
-    return Reads(_database(p))
+    return Reads(*_database(p))

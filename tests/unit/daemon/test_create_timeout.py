@@ -20,6 +20,7 @@ from hpcdet.daemon.loop import Daemon
 from hpcdet.errors import HpcdetError
 from hpcdet.link import files as client_files
 from hpcdet.paths import StatePaths
+from hpcdet.protocol import calls
 from hpcdet.protocol.filedrop import TAKEN
 from hpcdet.schedulers.runner import CommandRunner, Result
 from hpcdet.snapshot import snapshot
@@ -66,7 +67,14 @@ def _create(h: Hpcdet) -> subprocess.Popen[str]:
 
 
 def _daemon(paths: StatePaths) -> Daemon:
-    return Daemon(paths, ClusterConfig(backend="slurm"), FakeSlurm())
+    """The daemon the record says runs on login2 (its lease is taken with the record put
+    aside, as that host's daemon took it; the record stays as it was until its heartbeat)."""
+    record = paths.daemon_record.read_bytes() if paths.daemon_record.exists() else None
+    paths.daemon_record.unlink(missing_ok=True)
+    daemon = Daemon(paths, ClusterConfig(backend="slurm"), FakeSlurm())
+    if record is not None:
+        paths.daemon_record.write_bytes(record)
+    return daemon
 
 
 def test_a_create_taken_but_answered_after_the_cli_gave_up_keeps_its_context(
@@ -146,7 +154,7 @@ def test_a_create_the_daemon_refuses_removes_the_snapshot_it_was_handed(
 
 def test_a_create_answered_as_the_cli_gives_up_shows_the_answer(tmp_path: Path) -> None:
     paths = StatePaths(tmp_path / "state")
-    rid = client_files.submit(paths, "create", {})
+    rid = calls.submit(paths, "create", {})
     req.serve_pending(paths, lambda op, args: {"experiment_id": 7})
     staging = paths.requests / f"{rid}.context"
     outcome = client_files.give_up(paths, rid, staging, KeyboardInterrupt())

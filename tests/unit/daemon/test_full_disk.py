@@ -15,8 +15,8 @@ from hpcdet.config.cluster import ClusterConfig
 from hpcdet.daemon import requests as req
 from hpcdet.daemon.loop import Daemon
 from hpcdet.errors import DiskFullError
-from hpcdet.link import files as client_files
 from hpcdet.paths import StatePaths
+from hpcdet.protocol import calls
 from hpcdet.rundir.atomic import read_json
 from hpcdet.schedulers.runner import CommandRunner, Result
 from hpcdet.snapshot import snapshot
@@ -62,7 +62,7 @@ def test_a_create_whose_reply_cannot_be_written_is_carried_out_once(
     daemon = Daemon(paths, ClusterConfig(backend="slurm"), FakeSlurm())
     staging = tmp_path / "staging"
     snapshot(EXAMPLES, staging)
-    rid = client_files.submit(paths, "create", {"config": CONFIG, "staging": str(staging)})
+    rid = calls.submit(paths, "create", {"config": CONFIG, "staging": str(staging)})
     filler = fill(requests_fs)
     for _ in range(4):
         _tick(daemon)
@@ -145,7 +145,7 @@ def test_a_request_that_runs_out_of_space_is_answered_with_why_once_there_is_roo
     staging = paths.requests / "one.context"
     snapshot(EXAMPLES, staging)
     daemon.handle("create", {"config": CONFIG, "staging": str(staging)})
-    rid = client_files.submit(paths, "pause", {"exp_id": 1})
+    rid = calls.submit(paths, "pause", {"exp_id": 1})
     filler = fill(state_fs)
     _tick(daemon)
     _tick(daemon)
@@ -167,8 +167,8 @@ def test_a_create_answered_by_the_next_daemon_is_the_same_experiment(
     daemon = Daemon(paths, ClusterConfig(backend="slurm"), FakeSlurm())
     staging = tmp_path / "staging"
     snapshot(EXAMPLES, staging)
-    rid = client_files.new_request_id()
-    client_files.submit(
+    rid = calls.new_request_id()
+    calls.submit(
         paths, "create", {"config": CONFIG, "staging": str(staging), "request_id": rid}, rid)
     filler = fill(requests_fs)
     _tick(daemon)

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from hpcdet.daemon import loop
-from hpcdet.link.files import submit, wait_reply
+from hpcdet.protocol.calls import submit, wait_reply
 from hpcdet.protocol.filedrop import ring
 from hpcdet.protocol.process import STATUS_FILE, info
 from hpcdet.rundir.atomic import write_text_atomic

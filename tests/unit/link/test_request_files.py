@@ -11,6 +11,7 @@ import pytest
 from hpcdet.daemon import requests as req
 from hpcdet.link import files as client_files
 from hpcdet.paths import StatePaths
+from hpcdet.protocol import calls
 from hpcdet.rundir.atomic import read_json
 
 
@@ -27,7 +28,7 @@ def test_a_request_taken_by_a_daemon_that_stopped_is_not_carried_out_again(
     tmp_path: Path,
 ) -> None:
     paths = StatePaths(tmp_path)
-    rid = client_files.submit(paths, "create", {})
+    rid = calls.submit(paths, "create", {})
     handler = Counting()
     req.serve_pending(paths, handler)
     assert handler.calls == ["create"]
@@ -43,7 +44,7 @@ def test_a_request_taken_by_a_daemon_that_stopped_is_not_carried_out_again(
 
 def test_a_withdrawn_request_is_never_carried_out(tmp_path: Path) -> None:
     paths = StatePaths(tmp_path)
-    rid = client_files.submit(paths, "create", {})
+    rid = calls.submit(paths, "create", {})
     assert client_files.withdraw(paths, rid)
     handler = Counting()
     req.serve_pending(paths, handler)
@@ -55,7 +56,7 @@ def test_the_answer_to_a_request_given_up_on_while_it_ran_is_logged_not_left(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     paths = StatePaths(tmp_path)
-    rid = client_files.submit(paths, "create", {})
+    rid = calls.submit(paths, "create", {})
 
     def gives_up(op: str, args: dict[str, Any]) -> Any:
         assert client_files.abandon(paths, rid) is None  # the CLI stops waiting while it runs
@@ -69,7 +70,7 @@ def test_the_answer_to_a_request_given_up_on_while_it_ran_is_logged_not_left(
 
 def test_a_request_given_up_on_after_its_answer_came_gets_the_answer(tmp_path: Path) -> None:
     paths = StatePaths(tmp_path)
-    rid = client_files.submit(paths, "create", {})
+    rid = calls.submit(paths, "create", {})
     req.serve_pending(paths, Counting())
     assert client_files.abandon(paths, rid) == {"ok": True, "result": "done"}
     assert list(paths.requests.iterdir()) == []

@@ -13,7 +13,7 @@ from hpcdet.protocol import messages as m
 
 # One request of each type (and of some, one with every field set), as a face makes them.
 SAMPLES: list[m.Request[Any]] = [
-    m.Ping(), m.Shutdown(), m.Create({"name": "x"}, "/s/req.context", "r1"),
+    m.Ping(), m.Shutdown(), m.CopyDatabase(), m.Create({"name": "x"}, "/s/req.context", "r1"),
     m.Create({"name": "x"}, "/s/req.context", "r1", "/usr/bin/python3", True, True),
     m.Pause(1), m.Activate(2), m.Cancel(3), m.Kill(4), m.Continue(5),
     m.Continue(6, {"name": "y"}), m.ContinueTrial(7), m.DeleteCheckpoint("c1"),
@@ -30,7 +30,7 @@ REPLIES: dict[type[m.Request[Any]], object] = {
 def test_the_samples_hold_every_request_type() -> None:
     """A request type added without a sample here fails this test, so each one round-trips."""
     assert {type(r) for r in SAMPLES} == set(m.REQUESTS.values())
-    assert len(m.REQUESTS) == 14
+    assert len(m.REQUESTS) == 15
 
 
 @pytest.mark.parametrize("request_", SAMPLES, ids=lambda r: type(r).__name__)
