@@ -75,7 +75,7 @@ BENCHES = [
     Bench("pytorch", _lazy("pytorch_throughput", 20, 21), _lazy("pytorch_throughput", 1, 1)),
     Bench("pytorch_ddp", _lazy("pytorch_ddp", 20, 9), _lazy("pytorch_ddp", 1, 1, False, 2)),
     Bench("slurm_submit", _lazy("slurm_submit", 1000, 5), _lazy("slurm_submit", 20)),
-    Bench("daemon_load", _lazy("daemon_load", 60), _lazy("daemon_load", 4, (10, 20), 10)),
+    Bench("daemon_load", _lazy("daemon_load", 60), _lazy("daemon_load", 4, (10, 20), 10, 10)),
     Bench("decision_latency", _lazy("decision_latency", 16), _lazy("decision_latency", 2)),
     Bench("allgather", _lazy("allgather", 200), _lazy("allgather", 10)),
 ]

@@ -164,5 +164,8 @@ def status() -> None:
         if st.get("submissions_held"):
             console.print(f"submissions held: the scheduler refused one for now "
                           f"({st['submissions_held']}); it is tried again shortly")
+    unreachable = current.unreachable()
+    if unreachable:
+        console.print(f"warning: {unreachable}", markup=False)
     if not current.alive:
         raise typer.Exit(1)

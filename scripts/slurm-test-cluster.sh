@@ -27,6 +27,10 @@ HOST_IP=10.197.0.1
 NET_PREFIX=24
 NODES=(node1 node2)
 NODE_IPS=(10.197.0.11 10.197.0.12)
+# Two more login nodes: network and UTS namespaces on the bridge that run no slurmd, where the
+# tests run hpcdet as on a cluster's other login nodes (one filesystem, other host names).
+LOGINS=(login1 login2)
+LOGIN_IPS=(10.197.0.21 10.197.0.22)
 NODE_CPUS=4
 NODE_MEMORY_MB=4096
 
@@ -118,6 +122,7 @@ install_packages() {
     command -v slurmctld >/dev/null 2>&1 || missing+=(slurm-wlm munge)
     command -v ip >/dev/null 2>&1 || missing+=(iproute2)
     command -v ps >/dev/null 2>&1 || missing+=(procps)
+    [[ -x /usr/sbin/cron ]] || missing+=(cron)
     [[ ${#missing[@]} -eq 0 ]] && return 0
     log "installing ${missing[*]} with apt"
     # On hosts with systemd (CI runners) the packages' postinst would start munge/slurm units
@@ -171,6 +176,13 @@ start_munge() {
     done
     munge_works || die "munged did not come up; see /var/log/munge/munged.log"
     log "started munged (pid $(pid_from_file "$MUNGE_PIDFILE" munged || echo '?'))"
+}
+
+# The login node's cron, which `hpcdet daemon supervise --via cron` installs an entry for.
+start_cron() {
+    pgrep -x cron >/dev/null && return 0
+    /usr/sbin/cron
+    log "started cron"
 }
 
 # --- configuration ---------------------------------------------------------------------------
@@ -316,7 +328,7 @@ setup_node_net() {
 
 teardown_network() {
     local node removed=0
-    for node in "${NODES[@]}"; do
+    for node in "${NODES[@]}" "${LOGINS[@]}"; do
         if [[ -e /run/netns/$node ]]; then
             ip netns del "$node"
             removed=1
@@ -352,6 +364,9 @@ write_hosts() {
     grep -qE '^::1[[:space:]]' <(hosts_without_block) || block+="::1 localhost ip6-localhost ip6-loopback"$'\n'
     for i in "${!NODES[@]}"; do
         block+="${NODE_IPS[$i]} ${NODES[$i]}"$'\n'
+    done
+    for i in "${!LOGINS[@]}"; do
+        block+="${LOGIN_IPS[$i]} ${LOGINS[$i]}"$'\n'
     done
     block+=$HOSTS_END
     current=$(hosts_without_block)
@@ -530,6 +545,10 @@ cmd_start() {
     for i in "${!NODES[@]}"; do
         setup_node_net "${NODES[$i]}" "${NODE_IPS[$i]}"
     done
+    for i in "${!LOGINS[@]}"; do
+        setup_node_net "${LOGINS[$i]}" "${LOGIN_IPS[$i]}"
+    done
+    start_cron
     write_hosts
     log "network: $BRIDGE $HOST_IP/$NET_PREFIX, ${NODES[0]} ${NODE_IPS[0]}," \
         "${NODES[1]} ${NODE_IPS[1]}"

@@ -37,6 +37,8 @@ class Hpcdet:
     python: str = sys.executable
     # --config overrides given to every `experiment create` (to run the tutorial in an image).
     create_overrides: list[str] = field(default_factory=list)
+    # A command the CLI runs under (nsenter into another login node's namespaces).
+    wrap: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
@@ -75,7 +77,7 @@ class Hpcdet:
     ) -> subprocess.CompletedProcess[str]:
         if args[:2] in (("experiment", "create"), ("e", "create")):
             args = (*args, *(a for o in self.create_overrides for a in ("--config", o)))
-        command = [self.python, "-m", "hpcdet.cli.main", *args]
+        command = [*self.wrap, self.python, "-m", "hpcdet.cli.main", *args]
         env = self.env()
         if self.user is not None:
             own = {k: v for k, v in env.items() if k.startswith("HPCDET_")}

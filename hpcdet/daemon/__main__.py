@@ -39,8 +39,19 @@ def main() -> int:
     def _stop(signum: int, _frame: object) -> None:
         daemon.stopping = True
 
+    def _over_cpu(signum: int, _frame: object) -> None:
+        # The soft RLIMIT_CPU (`ulimit -t`, which sites set on login nodes): SIGXCPU every
+        # CPU second from there, SIGKILL at the hard limit. Stopping now frees the lease at
+        # once for the daemon that supervision (or the next command) starts.
+        if not daemon.stopping:
+            logging.getLogger("hpcdet.daemon").warning(
+                "the CPU time limit (ulimit -t) is reached: stopping cleanly; `hpcdet daemon "
+                "supervise` or the next hpcdet command starts another daemon")
+        daemon.stopping = True
+
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
+    signal.signal(signal.SIGXCPU, _over_cpu)
     daemon.write_status()
     daemon.serve()
     lock.close()

@@ -21,6 +21,9 @@ MISSING_POLLS_BEFORE_VANISHED = 2
 # Jobs one cancel command names at most: a kill of a thousand trials is two commands, not a
 # thousand, and no command line grows past what the system takes.
 CANCEL_BATCH = 500
+# Seconds between polls at most while the scheduler does not answer: once it is back, the
+# daemon learns it within this.
+MAX_BACKOFF = 60.0
 
 
 class Jobs:
@@ -35,6 +38,11 @@ class Jobs:
         self.canceled: set[str] = set()  # asked once; a cancel is not repeated every tick
         self.last_poll = 0.0
         self.polls = 0
+        # Since when the scheduler has not answered a poll (slurmctld or the PBS server down,
+        # munge restarting), how many in a row, and its last words; daemon status says so.
+        self.unreachable_since: float | None = None
+        self.failed_polls = 0
+        self.unreachable_error = ""
 
     def poll(self) -> bool:
         """One status query for all of the user's live jobs, and what it says stored in their
@@ -44,17 +52,16 @@ class Jobs:
         try:
             result = self._ask(self.scheduler.status_command(live))
         except SchedulerCommandError as e:
-            # Back off: the next poll waits twice as long, up to five minutes.
-            self.last_poll += min(300.0, self.poll_interval)
-            log.warning("scheduler status query failed: %s", e)
-            return False
+            return self._unanswered("scheduler status query failed", e)
         try:
             statuses = self.scheduler.parse_status(result.stdout)
         except ValueError as e:
             # An answer that cannot be read says nothing: no job counts as gone.
-            self.last_poll += min(300.0, self.poll_interval)
-            log.warning("could not read the scheduler's status answer: %s", e)
-            return False
+            return self._unanswered("could not read the scheduler's status answer", e)
+        if self.unreachable_since is not None:
+            log.info("the scheduler answers again, after %.0f s and %d failed polls",
+                     self.last_poll - self.unreachable_since, self.failed_polls)
+            self.unreachable_since, self.failed_polls, self.unreachable_error = None, 0, ""
         self.polls += 1
         self.statuses = statuses
         gone = [j for j in live if j not in self.statuses]
@@ -74,6 +81,19 @@ class Jobs:
             for job_id in live if (status := self.statuses.get(job_id)) is not None
             and status.state in (JobState.PENDING, JobState.RUNNING)})
         return True
+
+    def _unanswered(self, what: str, e: Exception) -> bool:
+        """A poll the scheduler did not answer: nothing is concluded of any job (a run whose
+        job ended meanwhile ends by its exit file), and polls back off, doubling up to
+        MAX_BACKOFF seconds apart."""
+        if self.unreachable_since is None:
+            self.unreachable_since = self.last_poll
+        self.failed_polls += 1
+        self.unreachable_error = f"{what}: {e}"[:500]
+        self.last_poll += min(MAX_BACKOFF, self.poll_interval * (2 ** min(self.failed_polls,
+                                                                          8) - 1))
+        log.warning("%s (%d in a row): %s", what, self.failed_polls, e)
+        return False
 
     def _ask(self, cmd: list[str]) -> Result:
         result = self.runner.run(cmd, check=False)

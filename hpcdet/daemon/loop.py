@@ -196,7 +196,7 @@ class Daemon:
                                      time.time() - self.lease.renewed >= self.heartbeat_every):
             record = {"started": self.started, "database": str(self.store.path),
                       "backend": self.backend, "version": __version__,
-                      "local_dir": str(self.local_dir)}
+                      "local_dir": str(self.local_dir), **self._unreachable()}
             self.deposed = self.lease.renew(record, running=not self.stopping)
             if self.deposed is not None:
                 log.error("the daemon on %s took over this state directory's lease (this one "
@@ -315,6 +315,15 @@ class Daemon:
         unfinished = {e.id for e in self.store.experiments(unfinished=True)}
         return [f.to_dict() for f in faults if f.experiment_id in unfinished]
 
+    def _unreachable(self) -> dict[str, Any]:
+        """Since when the scheduler has not answered, for `daemon status` here and (through
+        the heartbeat) on every other host."""
+        if self.jobs.unreachable_since is None:
+            return {}
+        return {"scheduler_unreachable": {
+            "since": self.jobs.unreachable_since, "polls": self.jobs.failed_polls,
+            "error": self.jobs.unreachable_error}}
+
     def write_status(self, live_jobs: list[str] | None = None) -> None:
         """``live_jobs``: the live runs' jobs, if the caller has just read them."""
         live_jobs = self.store.live_job_ids() if live_jobs is None else live_jobs
@@ -322,6 +331,7 @@ class Daemon:
             "pid": os.getpid(), "host": hostname(), "started": self.started,
             "last_tick": self.last_tick, "last_poll": self.jobs.last_poll,
             "last_decision": self.last_decision, "lease": self.lease.generation,
+            **self._unreachable(),
             "polls": self.jobs.polls, "scheduler_calls": dict(self.runner.calls),
             "backend": self.backend, "live_jobs": live_jobs,
             "database": str(self.store.path), "state_dir": str(self.paths.root),

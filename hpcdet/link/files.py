@@ -12,8 +12,8 @@ from typing import Any, Callable
 
 from hpcdet.errors import DaemonError, DiskFullError, HpcdetError, disk_full_cause
 from hpcdet.paths import StatePaths
-from hpcdet.protocol.calls import call, new_request_id
-from hpcdet.protocol.filedrop import gone_path, reply_path, request_path, taken_path
+from hpcdet.protocol.calls import call, new_request_id, withdraw
+from hpcdet.protocol.filedrop import gone_path, reply_path, taken_path
 from hpcdet.protocol.messages import Create, Request, encode
 from hpcdet.rundir.atomic import read_json
 
@@ -47,15 +47,6 @@ class FileTransport:
             if isinstance(outcome, BaseException):
                 raise outcome from e
             return outcome  # answered as the CLI gave up
-
-
-def withdraw(paths: StatePaths, rid: str) -> bool:
-    """Take back a request the daemon has not taken yet; True when it was (so it never runs)."""
-    try:
-        request_path(paths, rid).unlink()
-    except FileNotFoundError:
-        return False
-    return True
 
 
 def taken(paths: StatePaths, rid: str) -> bool:

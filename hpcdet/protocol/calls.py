@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from typing import Any
+from typing import Any, Callable
 
 from hpcdet.errors import DaemonError, HpcdetError
 from hpcdet.paths import StatePaths
@@ -35,7 +35,8 @@ def call(
     if current.here:
         ring(paths)
     try:
-        return wait_reply(paths, rid, timeout, where)
+        return wait_reply(paths, rid, timeout, where,
+                          None if current.here else lambda: process.info(paths).silent())
     except HpcdetError as e:
         other = current.other_version()
         if other is None or type(e) is not HpcdetError:
@@ -59,13 +60,23 @@ def submit(paths: StatePaths, op: str, args: dict[str, Any], request_id: str | N
 REPLY_SOON = 1.0
 REPLY_SOON_PAUSE = 0.005
 REPLY_PAUSE = 0.05
+WATCH_SECONDS = 2.0
 
 
-def wait_reply(paths: StatePaths, rid: str, timeout: float, where: str) -> Any:
+def wait_reply(paths: StatePaths, rid: str, timeout: float, where: str,
+               silent: Callable[[], str | None] | None = None) -> Any:
+    """``silent``: for a daemon on another host, why it may never answer (its host is not
+    heard from), looked at every WATCH_SECONDS; the request is withdrawn then."""
     path = reply_path(paths, rid)
     started = time.monotonic()
     deadline = started + timeout
+    watched = started
     while time.monotonic() < deadline:
+        if silent is not None and time.monotonic() - watched >= WATCH_SECONDS:
+            watched = time.monotonic()
+            why = silent()
+            if why is not None and withdraw(paths, rid):
+                raise DaemonError(why)
         reply = read_json(path)
         if reply is not None:
             path.unlink(missing_ok=True)
@@ -85,3 +96,12 @@ def wait_reply(paths: StatePaths, rid: str, timeout: float, where: str) -> Any:
         "See `hpcdet daemon status`; the request stays queued and will be answered when the "
         "daemon runs again."
     )
+
+
+def withdraw(paths: StatePaths, rid: str) -> bool:
+    """Take back a request the daemon has not taken yet; True when it was (so it never runs)."""
+    try:
+        request_path(paths, rid).unlink()
+    except FileNotFoundError:
+        return False
+    return True

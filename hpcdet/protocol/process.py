@@ -39,6 +39,17 @@ class DaemonInfo:
     def holder(self) -> Holder | None:
         return Holder.of(self.record)
 
+    def unreachable(self) -> str | None:
+        """What the daemon said last of a scheduler that does not answer it, or None."""
+        if not self.alive:
+            return None
+        got = (self.status if self.here else self.record).get("scheduler_unreachable")
+        if not isinstance(got, dict):
+            return None
+        since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(got.get("since", 0))))
+        return (f"the scheduler has not answered since {since} ({got.get('polls')} polls in a "
+                f"row; no trial is failed for it, and submissions wait): {got.get('error')}")
+
     def silent(self, now: float | None = None) -> str | None:
         """Why a daemon alive on another host may not answer: it has missed two heartbeats
         (its host may have died with it), or None. Its lease has not ended yet, so no daemon

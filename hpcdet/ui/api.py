@@ -22,7 +22,7 @@ from hpcdet.paths import StatePaths
 from hpcdet.protocol.messages import Activate, Cancel, JobUpdate, Kill, Pause, UpdateJobs
 from hpcdet.views import curves as plots
 from hpcdet.views.checkpoints import ranked_checkpoints
-from hpcdet.views.cluster import cluster_view, site_scheduler
+from hpcdet.views.cluster import cluster_view, daemon_view, site_scheduler
 from hpcdet.views.experiments import describe_experiment, experiment_dict, experiment_rows
 from hpcdet.views.logs import LEVELS, LogFilter, log_page
 from hpcdet.views.queue import job_queue, scheduler_statuses
@@ -121,7 +121,7 @@ def api_routes(paths: StatePaths, store: Callable[[], Queries]) -> list[Route]:
 
     def cluster(request: Request) -> Response:
         view = cluster_view(site_scheduler(paths))
-        return JSONResponse(asdict(view))
+        return JSONResponse({**asdict(view), "daemon": daemon_view(paths)})
 
     def act(request: Request) -> Response:
         action, exp_id = request.path_params["action"], request.path_params["exp_id"]

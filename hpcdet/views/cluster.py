@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 from dataclasses import dataclass
+from typing import Any
 
 from hpcdet.config.cluster import load_cluster_config
 from hpcdet.containers import parse_version, version_argvs
@@ -47,6 +48,18 @@ class ClusterView:
     reported: list[tuple[str, str]]  # (what, the scheduler's words), partitions first
     problem: str  # "" or why the scheduler did not answer
     runtime: RuntimeView | None = None
+
+
+def daemon_view(paths: StatePaths) -> dict[str, Any]:
+    """Where the daemon runs and what keeps it from its work, as the UI's cluster page shows
+    it: a scheduler that does not answer it (since when), a host not heard from."""
+    from hpcdet.protocol import process
+
+    current = process.info(paths)
+    holder = current.holder
+    return {"alive": current.alive, "where": holder.where() if holder else "",
+            "heartbeat": holder.heartbeat if holder else None,
+            "warnings": [w for w in (current.unreachable(), current.silent()) if w]}
 
 
 def runtime_view(name: str, runner: CommandRunner) -> RuntimeView:

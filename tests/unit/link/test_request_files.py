@@ -45,11 +45,11 @@ def test_a_request_taken_by_a_daemon_that_stopped_is_not_carried_out_again(
 def test_a_withdrawn_request_is_never_carried_out(tmp_path: Path) -> None:
     paths = StatePaths(tmp_path)
     rid = calls.submit(paths, "create", {})
-    assert client_files.withdraw(paths, rid)
+    assert calls.withdraw(paths, rid)
     handler = Counting()
     req.serve_pending(paths, handler)
     assert handler.calls == []
-    assert not client_files.withdraw(paths, rid)
+    assert not calls.withdraw(paths, rid)
 
 
 def test_the_answer_to_a_request_given_up_on_while_it_ran_is_logged_not_left(
