@@ -47,31 +47,35 @@ from hpcdet.store.repository import Store
 
 log = logging.getLogger(__name__)
 
-# How often the loop looks for a waiting request; one from a CLI on this host rings the
-# doorbell (``wake``) and is looked for at once.
-LOOP_SECONDS = 0.25
-# How often a tick runs without one. A tick reads every live run (its event log, exit file and
-# control file): at a thousand live runs four ticks a second cost the daemon 4x the CPU for
-# decisions that came at most 0.75 s sooner.
-TICK_SECONDS = 1.0
+# How often the loop looks for a waiting request and a ring of the run bell; a request from a
+# CLI on this host rings the doorbell (``wake``) and is looked for at once. Each look is two
+# directory reads: 0.25 s made them a fifth of a quiet daemon's CPU (issue 42's budget: 5
+# CPU-minutes a day at 100 trials), for decisions ~0.12 s sooner on average.
+LOOP_SECONDS = 0.5
+# How often a tick runs without one: it serves what came due (a poll, a sweep, a held
+# submission); what rang is served at once, so nothing waits for this.
+TICK_SECONDS = 2.0
 # A sweep reads every live run (its event log, exit file and control file): with a thousand
 # runs of 10 reports a second it costs ~0.1 s, plus ~1 us a report. Sweeps come every tick
 # while they take at most this share of the time, and otherwise as often as keeps them to it,
 # at most MAX_SWEEP_SECONDS apart: how late training metrics and progress may reach the
 # database (at a thousand live runs, every ~25 s; with 10 s, as before 2026-11-27, sweeps took
-# 1.2% of a core there, the daemon 2.4% in all). Runs that wrote what the daemon decides on,
-# or ended, ring the bell and are looked at on the next tick whatever this says.
-SWEEP_SHARE = 0.005
+# 1.2% of a core there, the daemon 2.4% in all; 0.5% until 2026-11-29, when at 100 live runs
+# sweeps every ~2 s were most of a quiet daemon's CPU: now every ~20 s). Runs that wrote what
+# the daemon decides on, or ended, ring the bell and are looked at on the next tick whatever
+# this says.
+SWEEP_SHARE = 0.0005
 MAX_SWEEP_SECONDS = 30.0
 LOCAL_POLL_SECONDS = 1.0
 # A poll asks the scheduler about every live job and orders the pending ones: at a thousand it
 # costs the daemon ~15 ms of CPU. Polls come every poll interval while they take at most this
-# share of a core, and otherwise as often as keeps them to it (every ~10 s at a thousand live
-# jobs), at most MAX_POLL_SECONDS apart unless the poll interval is longer. A poll finds what
+# share of a core, and otherwise as often as keeps them to it (every ~15 s at a hundred live
+# jobs, ~30 s at a thousand; 0.15% before 2026-11-29), at most MAX_POLL_SECONDS apart unless
+# the poll interval is longer. A poll finds what
 # no file says (a job that died without writing its exit file, a pending job that started); a
 # run's own end rings the bell and is seen at once. The scheduler's own time is not counted: a
 # slow slurmctld must not make a small daemon poll less.
-POLL_SHARE = 0.0015
+POLL_SHARE = 0.0005
 MAX_POLL_SECONDS = 60.0
 # The heartbeat renews the lease (``protocol/lease.py``) this often, and at least 4 times a
 # lease, so that a CLI on another host tells a daemon that missed two from a live one.
@@ -233,8 +237,14 @@ class Daemon:
         The passes over experiments (trial exits for the searcher, final states) run when
         something may have changed: a sweep, a ring, a poll or a decision since they last ran.
         """
-        self.guard.new_round()
         now = time.time()
+        if self.idle and self.journal.recorded == self.passed and not req.waiting(self.paths):
+            # Nothing lives and nothing is unfinished: only a request (or a decision of the
+            # daemon's own) can change that.
+            self.last_tick = now
+            self.write_status([])
+            return
+        self.guard.new_round()
         req.serve_pending(self.paths, self.handle)
         began = time.perf_counter()
         rung = self.run_bell.take()
