@@ -39,6 +39,7 @@ from hpcdet.daemon.submission import Submission
 from hpcdet.paths import StatePaths, hostname
 from hpcdet.protocol.lease import Lease
 from hpcdet.protocol.process import STATUS_FILE
+from hpcdet.records import RunRecord as Run
 from hpcdet.rundir.atomic import write_atomic
 from hpcdet.schedulers import Scheduler, make_scheduler
 from hpcdet.schedulers.runner import CommandRunner
@@ -193,10 +194,10 @@ class Daemon:
     def stop(self) -> None:
         self.stopping = True
 
-    def heartbeat(self, force: bool = False) -> bool:
+    def heartbeat(self) -> bool:
         """Renew the lease when it is due; False when another daemon took it over (this one
         was frozen or cut off for longer than the lease): it stops and writes nothing more."""
-        if self.deposed is None and (force or self.stopping or
+        if self.deposed is None and (self.stopping or
                                      time.time() - self.lease.renewed >= self.heartbeat_every):
             record = {"started": self.started, "database": str(self.store.path),
                       "backend": self.backend, "version": __version__,
@@ -218,7 +219,11 @@ class Daemon:
         self.guard.new_round()
         self.site.read()
         applied = 0
+        # Catching up with a large run tree can outlast a lease: the heartbeat goes on, and a
+        # daemon taken over meanwhile stops before it submits or cancels anything.
         for exp_id in self.journal.experiment_ids():
+            if not self.heartbeat():
+                return
             with self.guard(exp_id, "replaying its journal", deferrable=False):
                 applied += self.journal.replay(exp_id)
         log.info("journal replay applied %d entries", applied)
@@ -226,8 +231,15 @@ class Daemon:
             if exp.state in RUNNING_EXPERIMENT_STATES:  # a stopping one's search has ended
                 with self.guard(exp.id, "restarting the search", deferrable=False):
                     self.search.start(exp, self.configs.get(exp))
+
+        def ingest(run: Run) -> None:
+            if self.heartbeat():
+                self.ingestion.ingest(run)
+
         # A rebuilt database has every event log still to read.
-        self.guard.each_run("ingest", self.ingestion.ingest, self.store.runs())
+        self.guard.each_run("ingest", ingest, self.store.runs())
+        if not self.heartbeat():
+            return
         self.ingestion.report_exits()
         self._poll()
 
