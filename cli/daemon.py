@@ -124,14 +124,19 @@ def _print_faults(status: dict[str, Any]) -> None:
 
 @app.command()
 def status() -> None:
-    """Where the daemon runs, since when, its last tick and the live jobs."""
+    """Where the daemon runs, since when, how it is supervised, its last tick and decision,
+    the live jobs, and whether the scheduler answers it."""
     from hpcdet.protocol import process
 
     p = paths()
     current = process.info(p)
     fstype = fstype_of(p.root if p.root.exists() else p.root.parent)
     console.print(f"state directory: {p.root} ({fstype})")
-    if is_network_fs(fstype):
+    if current.alive and not current.here:
+        console.print(f"database: {current.record.get('database')} on host "
+                      f"{current.record.get('host')}; commands here read the copy it makes "
+                      f"in {p.database_copy().parent}")
+    elif is_network_fs(fstype):
         console.print(f"database: {p.database()} (local disk: the state directory is on a "
                       f"network filesystem, where SQLite is unsafe)")
     else:

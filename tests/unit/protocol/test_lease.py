@@ -102,3 +102,22 @@ def test_a_cli_names_a_silent_daemon_elsewhere_and_when_its_lease_ends(
     assert "runs on host login2.example (pid 4242)" in silent and "lease ends at" in silent
     _elsewhere(paths, time.time() - 130)
     assert not process.info(paths).alive
+
+
+def test_a_scheduler_that_does_not_answer_the_daemon_elsewhere_is_said_with_since_when(
+    paths: StatePaths,
+) -> None:
+    from hpcdet.views.cluster import daemon_view
+
+    _elsewhere(paths, time.time())
+    assert process.info(paths).unreachable() is None
+    record = json.loads(paths.daemon_record.read_text())
+    record["scheduler_unreachable"] = {"since": time.time() - 180, "polls": 6,
+                                       "error": "squeue: Unable to contact slurm controller"}
+    paths.daemon_record.write_text(json.dumps(record))
+    said = process.info(paths).unreachable()
+    assert said is not None and "has not answered since" in said and "6 polls" in said
+    assert "Unable to contact slurm controller" in said
+    view = daemon_view(paths)
+    assert view["alive"] and view["where"].startswith("host login2.example")
+    assert view["warnings"] == [said]
