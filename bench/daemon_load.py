@@ -33,6 +33,7 @@ from pathlib import Path
 
 from bench.figures import Figure, table
 from bench.sandbox import Sandbox
+from hpcdet.daemon.loop import MAX_SWEEP_SECONDS
 from hpcdet.paths import StatePaths
 from hpcdet.rundir.event_writer import EventWriter
 from hpcdet.rundir.layout import EVENTS_FILE
@@ -122,7 +123,7 @@ def one(root: Path, backend: str, trials: int, seconds: float,
         rss = _rss_mb(pid)
         # The reports written since the daemon's last sweep are stored at its next: what that
         # costs is the load's too (up to a sweep's spacing after the load ends).
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + MAX_SWEEP_SECONDS + 30
         while (stored := sum(len(store.metrics(t.id)) for t in store.trials(exp_id))) < reports:
             if time.monotonic() > deadline:
                 break

@@ -60,13 +60,14 @@ TICK_SECONDS = 2.0
 # runs of 10 reports a second it costs ~0.1 s, plus ~1 us a report. Sweeps come every tick
 # while they take at most this share of the time, and otherwise as often as keeps them to it,
 # at most MAX_SWEEP_SECONDS apart: how late training metrics and progress may reach the
-# database (at a thousand live runs, every ~25 s; with 10 s, as before 2026-11-27, sweeps took
-# 1.2% of a core there, the daemon 2.4% in all; 0.5% until 2026-11-29, when at 100 live runs
-# sweeps every ~2 s were most of a quiet daemon's CPU: now every ~20 s). Runs that wrote what
-# the daemon decides on, or ended, ring the bell and are looked at on the next tick whatever
-# this says.
+# database (at a thousand live runs, every ~60 s; with 10 s, as before 2026-11-27, sweeps took
+# 1.2% of a core there, the daemon 2.4% in all). Until 2026-11-29 the share was 0.5% and
+# sweeps at most 30 s apart: at 100 live runs reporting once a second, sweeps every ~2 s were
+# most of the daemon's 13 CPU-minutes a day (issue 42's budget is 5); now every 60 s there,
+# each ~0.4 ms a run, and the daemon spends ~4. Runs that wrote what the daemon decides on,
+# or ended, ring the bell and are looked at on the next tick whatever this says.
 SWEEP_SHARE = 0.0005
-MAX_SWEEP_SECONDS = 30.0
+MAX_SWEEP_SECONDS = 60.0
 LOCAL_POLL_SECONDS = 1.0
 # A poll asks the scheduler about every live job and orders the pending ones: at a thousand it
 # costs the daemon ~15 ms of CPU. Polls come every poll interval while they take at most this
