@@ -100,7 +100,9 @@ def _cron_escaped(command: str) -> str:
 
 
 def cron_lines(every: int, command: str, log: Path) -> list[str]:
-    return [_cron_escaped(f"*/{every} * * * * {command} >> {shlex.quote(str(log))} 2>&1")]
+    # cron's shell has cron's umask (022): the log is made private as all of hpcdet's files.
+    return [_cron_escaped(
+        f"*/{every} * * * * umask 077; {command} >> {shlex.quote(str(log))} 2>&1")]
 
 
 def scron_lines(every: int, command: str, name: str, walltime: int, log: Path,
@@ -111,7 +113,7 @@ def scron_lines(every: int, command: str, name: str, walltime: int, log: Path,
                 (("partition", cluster.partition_for("")), ("account", cluster.account),
                  ("qos", cluster.qos)) if value]
     return [f"#SCRON {' '.join(shlex.quote(o) for o in options)}",
-            _cron_escaped(f"*/{every} * * * * {command}")]
+            _cron_escaped(f"*/{every} * * * * umask 077; {command}")]
 
 
 def table_text(via: str, result_stdout: str, result_stderr: str, code: int) -> str:

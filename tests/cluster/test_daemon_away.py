@@ -10,6 +10,7 @@ import math
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import time
 from pathlib import Path
@@ -131,8 +132,9 @@ def test_cron_starts_a_killed_daemon_again_and_the_search_goes_on(
             time.sleep(1)
         d = h.wait_state(exp, {"COMPLETED", "ERROR"}, timeout=300)
         _each_metric_once(h, d)
-        log = next(h.state.rglob("supervise.log")).read_text()
-        assert "daemon started on host" in log, log
+        log = next(h.state.rglob("supervise.log"))
+        assert "daemon started on host" in log.read_text()
+        assert stat.S_IMODE(log.stat().st_mode) == 0o600  # not cron's umask
         assert "supervision: cron on" in h.run("daemon", "status").stdout
     finally:
         h.run("daemon", "supervise", "--off")

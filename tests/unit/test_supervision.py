@@ -49,7 +49,7 @@ def test_the_command_carries_where_the_state_is_and_the_path_but_nothing_else() 
 
 def test_a_percent_sign_does_not_cut_the_cron_line() -> None:
     [line] = cron_lines(5, "env X=50%off hpcdet", Path("/l/log"))
-    assert line == "*/5 * * * * env X=50\\%off hpcdet >> /l/log 2>&1"
+    assert line == "*/5 * * * * umask 077; env X=50\\%off hpcdet >> /l/log 2>&1"
 
 
 def test_scrontab_asks_for_one_cpu_for_the_walltime_on_the_configured_partition() -> None:
@@ -58,7 +58,7 @@ def test_scrontab_asks_for_one_cpu_for_the_walltime_on_the_configured_partition(
     options, line = scron_lines(10, "cmd", job_name(ROOT), 7200, Path("/l/s-%j.out"), cluster)
     assert options.startswith("#SCRON ") and "--time=02:00:00" in options
     assert "--cpus-per-task=1" in options and "--partition=long" in options
-    assert "--account=proj1" in options and line == "*/10 * * * * cmd"
+    assert "--account=proj1" in options and line == "*/10 * * * * umask 077; cmd"
 
 
 def test_no_crontab_yet_is_an_empty_one() -> None:
