@@ -22,13 +22,13 @@ import os
 import shlex
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from hpcdet.config.cluster import ClusterConfig
 from hpcdet.config.schema import format_walltime
-from hpcdet.errors import ConfigError, HpcdetError, SchedulerCommandError
+from hpcdet.errors import HpcdetError, SchedulerCommandError, UsageError
 from hpcdet.paths import StatePaths, hostname
 from hpcdet.private import hpcdet_command, private_dir
 from hpcdet.rundir.atomic import read_json, write_atomic
@@ -162,9 +162,9 @@ class Supervisor:
 
     def install(self, via: str, every: int = 5, walltime: int | None = None) -> str:
         if via not in VIA:
-            raise ConfigError(f"--via must be one of {', '.join(VIA)}; got {via!r}")
+            raise UsageError(f"--via must be one of {', '.join(VIA)}; got {via!r}")
         if not 1 <= every <= 59:
-            raise ConfigError(f"--every must be 1 to 59 minutes; got {every}")
+            raise UsageError(f"--every must be 1 to 59 minutes; got {every}")
         private_dir(self.log_dir)
         self._remove_all()
         walltime = walltime or self.cluster.walltime_seconds or DEFAULT_WALLTIME
@@ -203,12 +203,19 @@ class Supervisor:
 
     # ------------------------------------------------------------------ the commands
 
-    def _edit(self, via: str, change: Any) -> None:
-        got = self.runner.run([via, "-l"], check=False)
-        before = table_text(via, got.stdout, got.stderr, got.exit_code)
+    def _edit(self, program: str, change: Callable[[str], str]) -> None:
+        """The user's table (``crontab`` or ``scrontab``) as ``change`` makes it."""
+        try:
+            got = self.runner.run([program, "-l"], check=False)
+        except SchedulerCommandError as e:
+            if e.exit_code != 127:
+                raise
+            raise HpcdetError(f"`{program}` is not installed on this host: supervise the "
+                              f"daemon another way (--via cron, scrontab or job)") from None
+        before = table_text(program, got.stdout, got.stderr, got.exit_code)
         after = change(before)
         if after != before:
-            self.runner.run([via, "-"], stdin=after)
+            self.runner.run([program, "-"], stdin=after)
 
     def _remove_all(self) -> None:
         """Whatever supervises this state directory now, by any means."""
@@ -231,8 +238,8 @@ class Supervisor:
     def _submit_job(self, walltime: int) -> tuple[str, str]:
         backend = self._backend()
         if backend not in ("slurm", "pbs"):
-            raise ConfigError(f"--via job needs a batch system; this cluster's backend is "
-                              f"{backend}")
+            raise UsageError(f"--via job needs a batch system; this cluster's backend is "
+                             f"{backend} (`hpcdet cluster show`)")
         name = job_name(self.paths.root)
         script = self.log_dir / f"daemon-job.{backend}.sh"
         text = render(f"supervisor.{backend}.j2", {
