@@ -220,7 +220,13 @@ def one_status_query_per_tick(h: Hpcdet, tmp: Path, experiments: int = 4,
                               hosts: frozenset[str] = frozenset({"node1", "node2"})) -> None:
     ctx = tmp / "ctx"
     ctx.mkdir()
-    (ctx / "sleep.py").write_text("import time\ntime.sleep(20)\n")
+    # The jobs live until the test has seen its polls: polls come 5 s apart, and as far apart
+    # as keeps their CPU to POLL_SHARE (up to a minute under load).
+    release = tmp / "release"
+    (ctx / "sleep.py").write_text(
+        "import os, time\n"
+        f"for _ in range(600):\n    if os.path.exists({str(release)!r}):\n        break\n"
+        "    time.sleep(0.5)\n")
     cfg = tmp / "sleep.yaml"
     cfg.write_text("name: sleeper\nentrypoint: python3 sleep.py\n"
                    "searcher: {name: single, metric: x, max_length: 1}\nmax_restarts: 0\n")
@@ -228,9 +234,9 @@ def one_status_query_per_tick(h: Hpcdet, tmp: Path, experiments: int = 4,
     h.wait_for("all jobs running",
                lambda: sum(len(h.daemon_status().get("live_jobs", [])) for _ in [0])
                == experiments, timeout=60)
-    # At least two polls with every job live: 5 s apart, more under load (POLL_SHARE).
     polls = h.daemon_status()["polls"]
-    h.wait_for("two more polls", lambda: h.daemon_status()["polls"] >= polls + 2, timeout=90)
+    h.wait_for("two more polls", lambda: h.daemon_status()["polls"] >= polls + 2, timeout=200)
+    release.touch()
     st = h.daemon_status()
     calls = st["scheduler_calls"]
     assert calls.get(query, 0) == st["polls"], st
