@@ -175,8 +175,8 @@ def test_a_search_goes_on_across_three_minutes_without_slurmctld(
     slurm_cluster: Any, slurm_hpcdet: Hpcdet, tmp_path: Path
 ) -> None:
     """Trials that end while slurmctld is down end by their exit files, and the array's next
-    tasks wait in it for slurmctld (a submission meanwhile would be refused for now and held:
-    test_slurm_e2e); polls back off; `daemon status` says since when the scheduler has not
+    tasks wait in it for slurmctld; a search created meanwhile is refused for now and held,
+    not failed; polls back off; `daemon status` says since when the scheduler has not
     answered."""
     h = slurm_hpcdet
     cfg, ctx = _search(h, tmp_path, trials=4)
@@ -190,22 +190,31 @@ def test_a_search_goes_on_across_three_minutes_without_slurmctld(
                    lambda: "scheduler_unreachable" in h.daemon_status(), timeout=90)
         status = h.run("daemon", "status").stdout
         assert "the scheduler has not answered since" in status, status
-        # They end by their exit files: no scheduler says so.
+        # A search created now: sbatch is refused for now ("Unable to contact slurm
+        # controller"), which holds the submission instead of failing the experiment.
+        late = h.create(*_search(h, tmp_path / "late", trials=1))
+        h.wait_for("the submission held", lambda: bool(h.daemon_status().get(
+            "submissions_held")), timeout=90)
+        assert "Unable to contact slurm controller" in h.daemon_status()["submissions_held"]
+        assert "submissions held" in h.run("daemon", "status").stdout
+        # The first trials end by their exit files: no scheduler says so.
         h.wait_for("the first trials to end", lambda: [
             t["state"] for t in h.describe(exp)["trials"]][:2] == ["COMPLETED"] * 2,
             timeout=120)
         while time.monotonic() - down < 180:
-            d = h.describe(exp)
-            assert d["experiment"]["state"] == "ACTIVE", d
-            assert "ERROR" not in {t["state"] for t in d["trials"]}, d["trials"]
+            for d in (h.describe(exp), h.describe(late)):
+                assert d["experiment"]["state"] == "ACTIVE", d
+                assert "ERROR" not in {t["state"] for t in d["trials"]}, d["trials"]
             time.sleep(5)
     finally:
         subprocess.run(["bash", str(slurm_cluster.script), "start"], check=True,
                        capture_output=True)
-    d = h.wait_state(exp, {"COMPLETED", "ERROR"}, timeout=300)
-    _each_metric_once(h, d)
-    assert "the scheduler answers again" in h.daemon_log()
-    assert "scheduler_unreachable" not in h.daemon_status()
+    for exp_id in (exp, late):
+        _each_metric_once(h, h.wait_state(exp_id, {"COMPLETED", "ERROR"}, timeout=300))
+    log = h.daemon_log()
+    assert "the scheduler answers again" in log and "refused a submission for now" in log
+    status = h.daemon_status()
+    assert "scheduler_unreachable" not in status and not status.get("submissions_held")
 
 
 def _cpu_seconds(pid: int) -> float:

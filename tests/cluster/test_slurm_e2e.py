@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -70,47 +69,6 @@ def test_node_failure_resubmits_from_checkpoint(
     slurm_cluster: Any, slurm_hpcdet: Hpcdet, tmp_path: Path
 ) -> None:
     scenarios.node_failure(slurm_hpcdet, tmp_path, slurm_cluster.script)
-
-
-@pytest.mark.exclusive
-def test_a_search_submitted_while_slurmctld_is_down_waits_for_it(
-    slurm_cluster: Any, slurm_hpcdet: Hpcdet, tmp_path: Path
-) -> None:
-    """sbatch refused "for now" (here: slurmctld down, "Unable to contact slurm controller";
-    a full job table or a MaxSubmitJobs limit alike) holds the submission instead of failing
-    the experiment; once slurmctld is back the job array goes and the search completes."""
-    h = slurm_hpcdet
-    h.run("daemon", "start")
-    h.wait_for("a first poll", lambda: h.daemon_status().get("polls", 0) >= 1)
-    ctx = h.mkdir(tmp_path / "ctx")
-    (ctx / "train.py").write_text(
-        "import determined as det\n"
-        "with det.core.init() as core:\n"
-        "    core.train.report_validation_metrics(1, {'loss': 1.0})\n")
-    cfg = tmp_path / "search.yaml"
-    cfg.write_text(
-        "name: controller-down\nentrypoint: python3 train.py\n"
-        "hyperparameters: {lr: {type: double, minval: 0.1, maxval: 1.0}}\n"
-        "searcher: {name: random, metric: loss, max_length: 1, max_trials: 2}\n"
-        "max_restarts: 0\n")
-    pidfile = Path("/run/hpcdet-slurm/slurmctld.pid")
-    subprocess.run(["kill", pidfile.read_text().strip()], check=True)
-    try:
-        exp = h.create(cfg, ctx)
-        h.wait_for("submissions held", lambda: bool(h.daemon_status().get("submissions_held")),
-                   timeout=90)
-        assert "Unable to contact slurm controller" in h.daemon_status()["submissions_held"]
-        held = h.run("daemon", "status").stdout
-        assert "submissions held" in held, held
-        assert h.describe(exp)["experiment"]["state"] == "ACTIVE"
-    finally:
-        subprocess.run(["bash", str(slurm_cluster.script), "start"], check=True,
-                       capture_output=True)
-    d = h.wait_state(exp, {"COMPLETED", "ERROR"}, timeout=240)
-    assert d["experiment"]["state"] == "COMPLETED", d
-    assert [t["state"] for t in d["trials"]] == ["COMPLETED"] * 2
-    assert "refused a submission for now" in h.daemon_log()
-    assert not h.daemon_status().get("submissions_held")
 
 
 def test_stage4_distributed_over_two_nodes(slurm_hpcdet: Hpcdet, tmp_path: Path) -> None:
