@@ -181,7 +181,7 @@ start_munge() {
 # The login node's cron, which `hpcdet daemon supervise --via cron` installs an entry for.
 start_cron() {
     pgrep -x cron >/dev/null && return 0
-    /usr/sbin/cron
+    /usr/sbin/cron 9>&-
     log "started cron"
 }
 
