@@ -54,29 +54,48 @@ ruff check .
 mypy hpcdet cli launchers
 mypy --explicit-package-bases bench/*.py
 python scripts/lint_imports.py  # the import contracts of pyproject.toml
-# Everything but the Slurm tests on two pytest-xdist workers (most tests wait on sleeping
-# trials, not on the CPU); then the Slurm tests. A test that hangs fails after --timeout s
-# (the slowest take about 60 s and 150 s), so no hang can outlast CI's time; a Slurm phase
-# stops after a few failures, which a cluster that cannot run jobs would make of every test.
+# A test that hangs fails after --timeout s (the slowest take about 70 s and 160 s), so no hang
+# can outlast CI's time; a Slurm run stops after a few failures, which a cluster that cannot run
+# jobs would make of every test.
 status=0
 if [[ -n ${runtimes_pid:-} ]]; then
     # A runtime that failed to start fails its tests (under CI=true) with the status below.
     wait "$runtimes_pid" || phase "the container runtimes did not start:"
     cat "$runtimes_log"
 fi
+# Two phases of two tracks each, to keep the suite within 45 minutes on 2 cores. The unit and
+# integration tests keep the CPU busy but never touch Slurm, so the Slurm tests that need the
+# cluster alone (they fill, break or reconfigure it, and mostly wait) run beside them. Then the
+# other Slurm tests share the cluster two at a time, and the benchmarks' smoke run (a few
+# seconds' size each, so none can rot: they fail on errors, not figures) shares it with them.
+export HPCDET_TEST_INCIDENTS=${TMPDIR:-/tmp}/hpcdet-slurm-incidents.$$
+logs=$(mktemp -d)
+declare -A pids
+beside() {  # beside NAME COMMAND...: runs it in the background, its output kept for `joined`
+    local name=$1
+    shift
+    phase "$name, beside (log: $logs/$name.log)"
+    "$@" >"$logs/$name.log" 2>&1 &
+    pids[$name]=$!
+}
+joined() {  # joined NAME: waits for it, prints its output, returns its status
+    local rc=0
+    wait "${pids[$1]}" || rc=$?
+    phase "$1 ended with status $rc:"
+    cat "$logs/$1.log"
+    return "$rc"
+}
+slurm_status=0
+beside slurm-exclusive python -m pytest -q --durations=5 --timeout 600 --maxfail 4 -m exclusive \
+    tests/cluster "$@"
 phase "unit and integration tests"
 python -m pytest -q -n 2 --durations=5 --timeout 300 tests/unit tests/fuzz tests/integration "$@" || status=$?
-# Most Slurm tests spend their time waiting for Slurm and share the cluster two at a time;
-# those marked exclusive fill, break or reconfigure it and run alone afterwards.
-export HPCDET_TEST_INCIDENTS=${TMPDIR:-/tmp}/hpcdet-slurm-incidents.$$
-slurm_status=0
+joined slurm-exclusive || slurm_status=$?
+beside bench-smoke bench/run --smoke
 phase "Slurm tests, two at a time"
 python -m pytest -q -n 2 --durations=10 --timeout 600 --maxfail 8 -m "not exclusive" tests/cluster "$@" || slurm_status=$?
-phase "Slurm tests that need the cluster alone"
-python -m pytest -q --durations=5 --timeout 600 --maxfail 4 -m exclusive tests/cluster "$@" || slurm_status=$?
-# The benchmarks at a few seconds' size, so none can rot: they fail on errors, not figures.
-phase "benchmarks, smoke (bench/run --smoke)"
-bench/run --smoke || status=$?
+joined bench-smoke || status=$?
+rm -rf "$logs"
 # Last, where a truncated log still shows it: what went wrong with the cluster itself.
 if [[ -s $HPCDET_TEST_INCIDENTS ]]; then
     phase "the Slurm test cluster was found down and restarted during the run:"

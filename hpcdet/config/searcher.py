@@ -22,7 +22,7 @@ from hpcdet.config.schema import (
     show,
 )
 
-SEARCHERS = ("single", "random", "grid", "adaptive_asha")
+SEARCHERS = ("single", "random", "grid", "adaptive_asha", "async_halving")
 LENGTH_UNITS = ("batches", "records", "epochs")
 _GONE = {
     "custom": "the 'custom' searcher has been removed and is not valid for new experiments",
@@ -30,7 +30,6 @@ _GONE = {
     "sync_halving": "the 'sync_halving' searcher has been removed; use adaptive_asha",
     "adaptive": "the 'adaptive' searcher has been removed; use adaptive_asha",
     "adaptive_simple": "the 'adaptive_simple' searcher has been removed; use adaptive_asha",
-    "async_halving": "the 'async_halving' searcher is not supported by hpcdet; use adaptive_asha",
 }
 
 
@@ -109,6 +108,10 @@ _SPECS: dict[str, dict[str, Spec]] = {
     "random": {**_COMMON, **_TRIALS, **_CONCURRENCY},
     "grid": {**_COMMON, **_CONCURRENCY},
     "adaptive_asha": {**_COMMON, **_TRIALS, **_CONCURRENCY, **_ASHA},
+    # One ASHA bracket of exactly num_rungs rungs (adaptive_asha runs several, derived).
+    "async_halving": {**_COMMON, **_TRIALS, **_CONCURRENCY, "num_rungs": Int(
+        None, minimum=1, maximum=MAX_RUNGS), **{k: _ASHA[k] for k in (
+            "time_metric", "max_time", "divisor", "stop_once")}},
 }
 _METRIC_HINT = (
     "is required: the name of the validation metric to optimise, e.g. metric: validation_loss"
@@ -136,34 +139,39 @@ def check_searcher(value: Any, at: At) -> dict[str, Any] | None:
         )
         return None
     required = {"metric": _METRIC_HINT}
-    if name in ("random", "adaptive_asha"):
+    if name in ("random", "adaptive_asha", "async_halving"):
         required["max_trials"] = (
             f"is required for the {name} searcher: an integer between 1 and {MAX_TRIALS}"
         )
+    if name == "async_halving":
+        required["num_rungs"] = (
+            f"is required for the async_halving searcher: the number of rungs, 1 to {MAX_RUNGS}"
+            ", e.g. num_rungs: 3"
+        )
     out = check_mapping(value, at, _SPECS[name], required=required)
-    if name == "adaptive_asha":
-        _check_asha_length(out, value.get("max_length") is not None, at)
+    if name in ("adaptive_asha", "async_halving"):
+        _check_asha_length(name, out, value.get("max_length") is not None, at)
     return out
 
 
-def _check_asha_length(out: dict[str, Any], gave_length: bool, at: At) -> None:
+def _check_asha_length(name: str, out: dict[str, Any], gave_length: bool, at: At) -> None:
     # 0.38 configs give time_metric + max_time; 0.37 configs give max_length. Accept either.
     has_time = out["time_metric"] is not None, out["max_time"] is not None
     if any(has_time) and not all(has_time):
         missing = "time_metric" if not has_time[0] else "max_time"
         (at / missing).error(
-            "the `adaptive_asha` searcher requires `max_time` and `time_metric` to be set;"
+            f"the `{name}` searcher requires `max_time` and `time_metric` to be set;"
             f" add {missing}"
         )
     elif not any(has_time) and not gave_length:
         at.error(
-            "the `adaptive_asha` searcher requires `max_time` and `time_metric` to be set"
+            f"the `{name}` searcher requires `max_time` and `time_metric` to be set"
             " (e.g. time_metric: batches, max_time: 100), or max_length in 0.37-style configs"
         )
     elif not any(has_time) and out["max_length"] == 0:
         # Rung lengths divide max_length: zero leaves ASHA nothing to train or rank.
         (at / "max_length").error(
-            "must be at least 1 for the adaptive_asha searcher (the length of a trial that"
+            f"must be at least 1 for the {name} searcher (the length of a trial that"
             " reaches the top rung), e.g. max_length: {batches: 1000}"
         )
 
@@ -193,6 +201,7 @@ class SearcherConfig:
     max_rungs: int = 5
     bracket_rungs: list[int] = field(default_factory=list)
     stop_once: bool = False
+    num_rungs: int | None = None
 
     @classmethod
     def from_raw(cls, raw: dict[str, Any]) -> SearcherConfig:
@@ -218,4 +227,5 @@ class SearcherConfig:
             max_rungs=raw.get("max_rungs", 5),
             bracket_rungs=list(raw.get("bracket_rungs", [])),
             stop_once=raw.get("stop_once", False),
+            num_rungs=raw.get("num_rungs"),
         )

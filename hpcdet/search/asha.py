@@ -1,4 +1,4 @@
-"""Adaptive ASHA: several ASHA brackets run side by side as one search.
+"""Adaptive ASHA: several ASHA brackets run side by side as one search; async halving: one.
 
 The flavour follows the config's shape: ``time_metric`` + ``max_time`` (0.38) run the
 stopping-based brackets on validation reports; otherwise ``max_length`` (0.37) runs the
@@ -71,7 +71,7 @@ def _length(config: SearcherConfig) -> int:
     if config.max_length is not None:
         return config.max_length
     raise ValueError(
-        "the `adaptive_asha` searcher requires `max_time` and `time_metric` to be set"
+        f"the `{config.name}` searcher requires `max_time` and `time_metric` to be set"
         " (or max_length in 0.37-style configs)"
     )
 
@@ -104,23 +104,30 @@ def uses_validations(config: SearcherConfig) -> bool:
     return config.time_metric is not None and config.max_time is not None
 
 
+def _brackets(config: SearcherConfig) -> list[int]:
+    """Rungs per bracket: async_halving's one bracket has exactly ``num_rungs``."""
+    assert config.max_trials is not None  # both searchers require it
+    if config.name == "async_halving":
+        assert config.num_rungs is not None  # required by the config
+        return [config.num_rungs]
+    return bracket_rungs(config.mode, _length(config), config.max_trials, config.divisor,
+                         config.max_rungs, config.bracket_rungs)
+
+
 def rung_lengths(config: SearcherConfig) -> list[int]:
     """Every rung of every bracket, in the searcher's time unit, shortest first; [] for a
-    searcher that is not adaptive_asha."""
-    if config.name != "adaptive_asha" or config.max_trials is None:
+    searcher that is neither adaptive_asha nor async_halving."""
+    if config.name not in ("adaptive_asha", "async_halving") or config.max_trials is None:
         return []
     length = _length(config)
-    rungs = bracket_rungs(config.mode, length, config.max_trials, config.divisor,
-                          config.max_rungs, config.bracket_rungs)
-    return sorted({u for n in rungs for u in rung_units(n, length, config.divisor)})
+    return sorted({u for n in _brackets(config) for u in rung_units(n, length, config.divisor)})
 
 
 def adaptive_asha(config: SearcherConfig, trials: TrialFactory) -> SearchMethod:
     if config.max_trials is None:
         raise ValueError("the adaptive_asha searcher needs max_trials")
     length, divisor = _length(config), config.divisor
-    rungs = bracket_rungs(config.mode, length, config.max_trials, divisor, config.max_rungs,
-                          config.bracket_rungs)
+    rungs = _brackets(config)
     max_trials = bracket_max_trials(config.max_trials, divisor, rungs)
     concurrency = bracket_max_concurrent_trials(config.max_concurrent_trials, divisor,
                                                 max_trials)
@@ -129,3 +136,13 @@ def adaptive_asha(config: SearcherConfig, trials: TrialFactory) -> SearchMethod:
         make(config, trials, rung_units(n, length, divisor), t, c)
         for n, t, c in zip(rungs, max_trials, concurrency)
     ])
+
+
+def async_halving(config: SearcherConfig, trials: TrialFactory) -> SearchMethod:
+    """One bracket of ``num_rungs`` rungs with all of ``max_trials`` and
+    ``max_concurrent_trials`` (0: as many as one trial at the top rung needs)."""
+    if config.max_trials is None or config.num_rungs is None:
+        raise ValueError("the async_halving searcher needs max_trials and num_rungs")
+    units = rung_units(config.num_rungs, _length(config), config.divisor)
+    make = FLAVOURS[uses_validations(config)]
+    return make(config, trials, units, config.max_trials, config.max_concurrent_trials)

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Callable
 
 from hpcdet.config.searcher import SearcherConfig
-from hpcdet.search.asha import adaptive_asha, uses_validations
+from hpcdet.search.asha import adaptive_asha, async_halving, uses_validations
 from hpcdet.search.base import (
     EXIT_CANCELED,
     EXIT_ERRORED,
@@ -42,6 +42,7 @@ SEARCH_METHODS: dict[str, MethodFactory] = {
     "random": random_search,
     "grid": grid_search,
     "adaptive_asha": adaptive_asha,
+    "async_halving": async_halving,
 }
 
 

@@ -27,7 +27,7 @@ def test_asha_survives_daemon_sigkills(slurm_hpcdet: Hpcdet, tmp_path: Path) -> 
     scenarios.asha_v037(slurm_hpcdet, tmp_path, kill_daemon=True)
 
 
-def test_random_200_trials_4_at_a_time_one_sbatch(slurm_hpcdet: Hpcdet, tmp_path: Path) -> None:
+def test_random_100_trials_4_at_a_time_one_sbatch(slurm_hpcdet: Hpcdet, tmp_path: Path) -> None:
     scenarios.random_throttled(slurm_hpcdet, tmp_path)
 
 
