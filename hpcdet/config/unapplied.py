@@ -41,6 +41,15 @@ NOT_APPLIED: tuple[tuple[str, str], ...] = (
     ("integrations", _NOT_KEPT),
     ("security", _NOT_KEPT),
     ("data_layer", _NOT_KEPT),
+    ("workspace", "hpcdet has no workspaces or projects; it is stored with the experiment, and"
+     " nothing lists, filters or groups by it"),
+    ("project", "hpcdet has no workspaces or projects; it is stored with the experiment, and"
+     " nothing lists, filters or groups by it"),
+    ("checkpoint_storage.container_path", "a trial in an image sees host_path at its own path"),
+    ("checkpoint_storage.propagation", "a trial in an image sees host_path at its own path"),
+    ("checkpoint_storage.checkpoint_path", "checkpoints go to host_path/storage_path"),
+    ("checkpoint_storage.tensorboard_path", "TensorBoard files stay where the trial writes"
+     " them"),
 )
 
 
@@ -58,6 +67,10 @@ def _set(value: Any) -> bool:
     if isinstance(value, Mapping):
         return any(_set(v) for v in value.values())
     return value not in (None, False, "", [], ())
+
+
+# Defaults the config is filled with that are not the user's words.
+_DEFAULTS = {"checkpoint_storage.propagation": "rprivate"}
 
 
 # Applied inside an image only.
@@ -86,10 +99,13 @@ def not_applied(raw: Mapping[str, Any], trial_api: bool = False) -> list[str]:
     if not trial_api:
         keys += [(path, _TRIAL_API) for path in TRIAL_API_ONLY
                  if not (path == "scheduling_unit" and raw.get(path) == 100)]
+        keys.append(("debug", "it turns on debug logging in the harness of a trial-class"
+                     " entrypoint; a script sets its own logging, as under Determined"))
     if not _set(_value(raw, "environment.image")):
         keys += [(path, _NO_IMAGE) for path in IMAGE_ONLY]
     return [f"{path} is accepted but not applied: {why}"
-            for path, why in keys if _set(_value(raw, path))]
+            for path, why in keys
+            if _set(_value(raw, path)) and _value(raw, path) != _DEFAULTS.get(path)]
 
 
 BATCH_SECTIONS = ("slurm", "pbs")

@@ -29,6 +29,7 @@ from hpcdet.errors import (
     ConfigError,
     DiskFullError,
     HpcdetError,
+    NotFoundError,
     StateError,
     disk_full_cause,
     disk_full_reason,
@@ -36,7 +37,7 @@ from hpcdet.errors import (
 from hpcdet.paths import StatePaths, hostname
 from hpcdet.rundir.atomic import write_atomic
 from hpcdet.schedulers.templating import check_template_dir
-from hpcdet.states import ExperimentState, TrialState
+from hpcdet.states import CheckpointState, ExperimentState, TrialState
 from hpcdet.store.entries import ExperimentCreated, ExperimentStateChanged
 from hpcdet.store.repository import Store
 
@@ -99,6 +100,10 @@ class Creation:
         if not given.environment.has_image:
             self._choose_python(raw["environment"], python)
         cfg = ExperimentConfig.from_dict(raw)
+        source = self._warm_start(cfg)
+        if source is not None and source != cfg.searcher.source_checkpoint_uuid:
+            raw["searcher"]["source_checkpoint_uuid"] = source  # what the trials start from
+            cfg = ExperimentConfig.from_dict(raw)
         problems = container_problems(cfg, self.submission.cluster)
         if problems:
             raise ConfigError(problems)
@@ -148,6 +153,51 @@ class Creation:
             waiting = (f"its trials wait to be submitted: {disk_full_reason(e)} while writing "
                        "their run directories; they go once space is freed")
         return self._create_reply(exp_id, cfg, container, waiting, reserved)
+
+    def _warm_start(self, cfg: ExperimentConfig) -> str | None:
+        """The checkpoint the trials start from: ``searcher.source_trial_id``'s latest, else
+        ``searcher.source_checkpoint_uuid``, as Determined chooses; None for a cold start.
+
+        Raises:
+            ConfigError: no such trial or checkpoint, a trial without a checkpoint, or one the
+                trials could not read from their own checkpoint storage.
+        """
+        searcher, at = cfg.searcher, "searcher.source_trial_id"
+        if searcher.source_trial_id is not None:
+            trial_id = searcher.source_trial_id
+            try:
+                self.store.trial(trial_id)
+            except NotFoundError:
+                raise ConfigError([f"{at}: there is no trial {trial_id}; "
+                                   "`hpcdet experiment list` and `hpcdet experiment describe`"
+                                   " show the trials there are"]) from None
+            done = self.store.checkpoints(trial_id=trial_id)
+            if not done:
+                raise ConfigError([f"{at}: no checkpoint found for source trial {trial_id}; "
+                                   "warm-start from a trial that reported one"])
+            source = done[-1]
+        elif searcher.source_checkpoint_uuid is not None:
+            at = "searcher.source_checkpoint_uuid"
+            try:
+                source = self.store.checkpoint(searcher.source_checkpoint_uuid)
+            except NotFoundError as e:
+                raise ConfigError([f"{at}: {e}"]) from None
+            if source.state != CheckpointState.COMPLETED:
+                raise ConfigError([f"{at}: checkpoint {source.uuid} is {source.state}; "
+                                   "warm-start from a COMPLETED one"])
+        else:
+            return None
+        # Trials restore from their own experiment's checkpoint storage.
+        default = self.paths.default_checkpoints()
+        there = self.configs.get(self.store.experiment(source.experiment_id)).checkpoint_dir(
+            default)
+        here = cfg.checkpoint_dir(default)
+        if os.path.realpath(there) != os.path.realpath(here):
+            raise ConfigError([
+                f"{at}: checkpoint {source.uuid} is in {there}, and this experiment's trials "
+                f"read checkpoints from {here}; give this experiment the same "
+                f"checkpoint_storage as experiment {source.experiment_id}"])
+        return source.uuid
 
     def _choose_python(self, environment: dict[str, Any], submitted: str) -> None:
         """Fill in ``environment.python`` of a config without an image: the config's own, the

@@ -12,7 +12,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from hpcdet.core import LOG_FORMAT
+from hpcdet.core import LOG_FORMAT, get_cluster_info
 from hpcdet.errors import TrialClassError
 from hpcdet.pytorch._trainer import Trainer, init
 from hpcdet.pytorch._trial import load_trial_class
@@ -25,7 +25,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if len(args) != 1 or args[0] in ("-h", "--help"):
         print(USAGE, file=sys.stderr)
         return 2
-    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
+    # The config's `debug: true` turns on debug logging, as Determined's harness does.
+    info = get_cluster_info()
+    debug = info is not None and info.task_type == "TRIAL" and info.trial._debug
+    logging.basicConfig(level=logging.DEBUG if debug else logging.INFO, format=LOG_FORMAT)
     # The trial's modules are in the working directory (the context), as for `python3 x.py`.
     sys.path.insert(0, os.getcwd())
     try:

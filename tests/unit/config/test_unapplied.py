@@ -78,3 +78,23 @@ def test_a_trial_class_applies_the_pytorch_api_keys_and_names_the_rest() -> None
     assert [line.split(" is accepted")[0] for line in said] == [
         "records_per_epoch", "optimizations.mixed_precision"]
     assert "Horovod or Apex" in said[1]
+
+
+def test_workspace_project_and_shared_fs_paths_are_named() -> None:
+    said = _said(workspace="w", project="p", checkpoint_storage={
+        "type": "shared_fs", "host_path": "/scratch", "container_path": "/ckpt",
+        "propagation": "rshared", "checkpoint_path": "/a", "tensorboard_path": "/b"})
+    assert [line.split(" is accepted")[0] for line in said] == [
+        "workspace", "project", "checkpoint_storage.container_path",
+        "checkpoint_storage.propagation", "checkpoint_storage.checkpoint_path",
+        "checkpoint_storage.tensorboard_path"]
+    # Determined's default propagation, written out or filled in, is not the user's words.
+    assert _said(checkpoint_storage={"type": "shared_fs", "host_path": "/scratch",
+                                     "propagation": "rprivate"}) == []
+
+
+def test_debug_is_applied_by_the_trial_class_harness_only() -> None:
+    assert [line.split(" is accepted")[0] for line in _said(debug=True)] == ["debug"]
+    cfg = ExperimentConfig.from_dict({**BASE, "debug": True, "entrypoint": "model_def:Trial",
+                                      "hyperparameters": {"global_batch_size": 8}})
+    assert not_applied(cfg.raw, cfg.is_trial_class) == []
