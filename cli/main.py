@@ -10,7 +10,7 @@ import typer
 from typer.core import TyperGroup
 
 from hpcdet import DETERMINED_API, __version__
-from hpcdet.cli import checkpoint, cluster, daemon, experiment, job, relay, trial, ui
+from hpcdet.cli import checkpoint, cluster, daemon, experiment, job, local, relay, trial, ui
 from hpcdet.cli.common import visible
 from hpcdet.errors import HpcdetError
 from hpcdet.private import apply_umask
@@ -48,6 +48,8 @@ for group, name, about in (
 app.command("submit")(experiment.submit)
 app.command("ui")(ui.ui)
 app.command("tensorboard")(ui.tensorboard)
+app.command("local-run", context_settings=local.COMMAND_SETTINGS)(local.local_run)
+app.command("shim-path")(local.shim_path)
 app.add_typer(relay.app, name="relay", hidden=True)
 app.add_typer(daemon.app, name="daemon", help="The per-user daemon.")
 app.add_typer(cluster.app, name="cluster", help="Cluster settings and what the scheduler says.")

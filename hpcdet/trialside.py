@@ -26,12 +26,13 @@ import stat
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from hpcdet.errors import ConfigError
 from hpcdet.private import current_umask, private_dir
+from hpcdet.rundir.spec import CLUSTER_INFO_ENV
 
 OLDEST_PYTHON = (3, 9)
 
@@ -116,6 +117,16 @@ def ensure(root: Path) -> Path:
         if building.exists():
             remove(building)
     return tree
+
+
+def off_cluster_environment(tree: Path, env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` for a Determined script run off the cluster: ``tree`` (see :func:`ensure`)
+    first on ``PYTHONPATH``, before the entries ``env`` had, and no cluster info, so that
+    ``import determined`` gives hpcdet's Core API and ``core.init()`` its off-cluster dummies.
+    """
+    out = {k: v for k, v in env.items() if k != CLUSTER_INFO_ENV}
+    out["PYTHONPATH"] = os.pathsep.join(p for p in (str(tree), env.get("PYTHONPATH", "")) if p)
+    return out
 
 
 def _read_only(tree: Path) -> None:

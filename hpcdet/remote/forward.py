@@ -2,7 +2,8 @@
 
 With a cluster chosen, every command runs on the cluster's login node as ``<hpcdet> <argv>``,
 every argument quoted for its shell, except those that are the laptop's own: the cluster
-profiles, the version, and the help of either.
+profiles, the version, the help of either, and running a script off the cluster here
+(``local-run``, ``shim-path``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ if TYPE_CHECKING:
 # `cluster show` is not here: it tells what the chosen cluster's scheduler says.
 LAPTOP_CLUSTER_COMMANDS = frozenset({"add", "use", "remove", "list", "trust"})
 HELP = frozenset({"--help", "-h"})
+# Commands about this machine; local-run's words after it are the user's command's, `-c` too.
+LAPTOP_COMMANDS = frozenset({"local-run", "shim-path"})
 
 
 def split_cluster(argv: Sequence[str]) -> tuple[str | None, list[str]]:
@@ -28,7 +31,7 @@ def split_cluster(argv: Sequence[str]) -> tuple[str | None, list[str]]:
     i = 0
     while i < len(args):
         arg = args[i]
-        if arg == "--":
+        if arg == "--" or (arg == "local-run" and not rest):
             rest.extend(args[i:])
             break
         if arg in ("-c", "--cluster"):
@@ -57,6 +60,8 @@ def runs_on_laptop(argv: Sequence[str]) -> bool:
     """Whether ``argv`` (without ``-c``) is a command of the laptop's own."""
     words = _words(argv)
     if not words or words[0] in ("--version", "-v", "version") or words[0] in HELP:
+        return True
+    if words[0] in LAPTOP_COMMANDS:
         return True
     return words[0] == "cluster" and (len(words) == 1 or words[1] in HELP
                                       or words[1] in LAPTOP_CLUSTER_COMMANDS)
