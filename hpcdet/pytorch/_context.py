@@ -18,6 +18,7 @@ import torch.nn as nn
 
 from hpcdet.core import Context as CoreContext
 from hpcdet.core import DistributedContext
+from hpcdet.pytorch._experimental import PyTorchExperimentalContext, amp_dtype
 from hpcdet.pytorch._lr_scheduler import LRScheduler
 from hpcdet.pytorch._reducer import MetricReducer, WrappedReducer
 
@@ -109,6 +110,9 @@ class PyTorchTrialContext:
         self._tensorboard_writer: Any = None
         self._warned_types: set[type] = set()
         self._warned_batch_size = False
+        self._initial_batch = 0
+        self._warned_profiler = False
+        self.experimental = PyTorchExperimentalContext(self)
 
     # --- the trial's facts -------------------------------------------------------------
 
@@ -201,6 +205,33 @@ class PyTorchTrialContext:
     def get_enable_tensorboard_logging(self) -> bool:
         return self._enable_tensorboard_logging
 
+    def set_enable_tensorboard_logging(self, enable_tensorboard_logging: bool) -> None:
+        """Whether the loop writes the trial's metrics to TensorBoard."""
+        if not isinstance(enable_tensorboard_logging, bool):
+            raise AssertionError("enable_tensorboard_logging must be a boolean")
+        self._enable_tensorboard_logging = enable_tensorboard_logging
+
+    def set_profiler(self, *args: Any, **kwargs: Any) -> None:
+        """Accepted so that trials written for Determined run; hpcdet has no profiler and
+        runs none (wrap ``train_batch`` in ``torch.profiler.profile`` yourself for traces)."""
+        if not self._warned_profiler:
+            self._warned_profiler = True
+            logger.warning("context.set_profiler(): hpcdet has no profiler; training runs "
+                           "unprofiled (use torch.profiler.profile in the trial for traces)")
+
+    def configure_apex_amp(self, *args: Any, **kwargs: Any) -> Any:
+        """NVIDIA Apex is not supported (Determined deprecated it).
+
+        Raises:
+            NotImplementedError: Always, naming what to use instead.
+        """
+        raise NotImplementedError(
+            "context.configure_apex_amp(): hpcdet does not support NVIDIA Apex; use torch's "
+            "own mixed precision: call context.experimental.use_amp() in the trial's "
+            "__init__, or run the forward pass under torch.autocast with a GradScaler given "
+            "to context.wrap_scaler()"
+        )
+
     def get_tensorboard_path(self) -> Any:
         return self._core.train.get_tensorboard_path()
 
@@ -219,6 +250,10 @@ class PyTorchTrialContext:
         return self._tensorboard_writer
 
     # --- position in training (kept by the loop) -----------------------------------------
+
+    def get_initial_batch(self) -> int:
+        """The batches already trained when this run started (0, or where it resumed)."""
+        return self._initial_batch
 
     def current_train_epoch(self) -> int:
         return self._epoch
@@ -249,7 +284,9 @@ class PyTorchTrialContext:
         wrapped: nn.Module = model
         if self.distributed.size > 1:
             ids = [self.device.index] if self.device.type == "cuda" else None
-            wrapped = nn.parallel.DistributedDataParallel(model, device_ids=ids)
+            wrapped = _DistributedDataParallel(model, device_ids=ids)
+        if self.experimental._auto_amp:
+            wrapped = self.autocast_forward_pass(wrapped)
         self.models.append(wrapped)
         return wrapped
 
@@ -278,8 +315,10 @@ class PyTorchTrialContext:
         return lr_scheduler
 
     def wrap_scaler(self, scaler: Any) -> Any:
-        """Register a ``torch.cuda.amp.GradScaler`` (or ``torch.amp.GradScaler``): losses
-        given to :meth:`backward` are scaled, and its state is checkpointed."""
+        """Register a ``torch.cuda.amp.GradScaler`` (or ``torch.amp.GradScaler``) to be
+        checkpointed. As in Determined, the trial scales its loss itself
+        (``context.backward(scaler.scale(loss))``) and passes the scaler to
+        :meth:`step_optimizer`; the loop updates it after each batch it stepped in."""
         self.scalers.append(scaler)
         return scaler
 
@@ -307,11 +346,12 @@ class PyTorchTrialContext:
         self, loss: torch.Tensor, gradient: torch.Tensor | None = None,
         retain_graph: bool = False, create_graph: bool = False,
     ) -> None:
-        """``loss.backward()``, scaled by a wrapped scaler; with ``aggregation_frequency``
+        """``loss.backward()``, scaled by ``use_amp()``'s scaler; with ``aggregation_frequency``
         above 1, gradients are only synchronised among workers on the last batch of each
         aggregation."""
-        if self.scalers:
-            loss = self.scalers[0].scale(loss)
+        amp_scaler = self.experimental._scaler
+        if amp_scaler is not None:
+            loss = amp_scaler.scale(loss)
         if self.distributed.size == 1 or self._is_aggregation_step():
             loss.backward(gradient=gradient, retain_graph=retain_graph,  # type: ignore[no-untyped-call]
                           create_graph=create_graph)
@@ -329,7 +369,9 @@ class PyTorchTrialContext:
         auto_zero_grads: bool = True, scaler: Any = None,
     ) -> None:
         """Step ``optimizer`` (on the last batch of each aggregation), after ``clip_grads``
-        (given the parameters), through ``scaler`` if given; then zero its gradients.
+        (given the parameters), through ``scaler`` if given (or ``use_amp()``'s); then zero
+        its gradients. With ``use_amp()``, gradients are unscaled before ``clip_grads``; a
+        scaler of the trial's own is unscaled by the trial, as in Determined.
 
         Raises:
             ValueError: ``optimizer`` was not wrapped.
@@ -344,10 +386,13 @@ class PyTorchTrialContext:
                     for p in group["params"]:
                         if p.grad is not None:
                             p.grad.div_(self._aggregation_frequency)
-        if scaler is not None:
-            scaler.unscale_(optimizer)
+        amp_scaler = self.experimental._scaler
         if clip_grads is not None:
+            if amp_scaler is not None:
+                amp_scaler.unscale_(optimizer)
             clip_grads(p for group in optimizer.param_groups for p in group["params"])
+        if scaler is None:
+            scaler = amp_scaler
         if scaler is not None:
             scaler.step(optimizer)
             self._stepped_scalers.add(id(scaler))
@@ -368,16 +413,54 @@ class PyTorchTrialContext:
         self._stepped_scalers.clear()
 
     def autocast_forward_pass(self, to_wrap: nn.Module) -> nn.Module:
-        """``to_wrap`` with its forward pass under ``torch.autocast`` for the device."""
+        """``to_wrap`` (the same object) with its forward pass under ``torch.autocast`` for
+        the device (float16 on a GPU, bfloat16 on a CPU) and its half-precision outputs
+        turned back to float32, so that losses are computed outside autocast as Determined's
+        ``use_amp()`` has them."""
         forward = to_wrap.forward
         device_type = self.device.type
+        dtype = amp_dtype(self.device)
 
         def autocast_forward(*args: Any, **kwargs: Any) -> Any:
-            with torch.autocast(device_type=device_type):
+            with torch.autocast(device_type=device_type, dtype=dtype):
                 return forward(*args, **kwargs)
 
         to_wrap.forward = autocast_forward
+        warned: set[type] = set()
+
+        def to_float32(module: nn.Module, inputs: Any, output: Any) -> Any:
+            return _float32(output, warned)
+
+        to_wrap.register_forward_hook(to_float32)
         return to_wrap
+
+
+def _float32(output: Any, warned: set[type]) -> Any:
+    if isinstance(output, torch.Tensor):
+        return output.float() if output.dtype in (torch.float16, torch.bfloat16) else output
+    if isinstance(output, dict):
+        return {k: _float32(v, warned) for k, v in output.items()}
+    if isinstance(output, (list, tuple)) and not hasattr(output, "_fields"):
+        return type(output)(_float32(v, warned) for v in output)
+    if type(output) not in warned:
+        warned.add(type(output))
+        logger.warning("use_amp(): a model returned a %s, whose tensors stay in half "
+                       "precision", type(output).__name__)
+    return output
+
+
+class _DistributedDataParallel(nn.parallel.DistributedDataParallel):
+    """DistributedDataParallel through which the wrapped module's own attributes read (e.g.
+    ``self.model.weight`` in a trial written for one worker), as Determined's wrapper does;
+    its state dict and its behaviour are DistributedDataParallel's."""
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            if name == "module":  # not set yet: looking through it would recurse
+                raise
+            return getattr(self.module, name)
 
 
 class _FunctionReducer(MetricReducer):

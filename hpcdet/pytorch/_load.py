@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,7 @@ def load_trial_from_checkpoint_path(
     trial_class: type[PyTorchTrial] | None = None,
     trial_kwargs: dict[str, Any] | None = None,
     torch_load_kwargs: dict[str, Any] | None = None,
+    **kwargs: Any,
 ) -> PyTorchTrial:
     """The trial a checkpoint was saved from, built with its hyperparameters and config and
     holding its models' weights (optimizers and the rest are not restored).
@@ -51,11 +53,22 @@ def load_trial_from_checkpoint_path(
             imported from its ``code/`` copy.
         trial_kwargs: Extra keyword arguments for the class.
         torch_load_kwargs: Extra keyword arguments for ``torch.load`` (e.g. ``map_location``).
+        **kwargs: Deprecated (as in Determined, with a ``FutureWarning``): ``torch.load``'s
+            keyword arguments, for ``torch_load_kwargs``.
 
     Raises:
         TrialClassError: The checkpoint was not saved by a PyTorchTrial, or its class cannot
             be imported.
+        ValueError: Both ``torch_load_kwargs`` and ``**kwargs`` were given.
     """
+    if kwargs:
+        if torch_load_kwargs:
+            raise ValueError("load_trial_from_checkpoint_path() takes torch.load's arguments "
+                             "as torch_load_kwargs or as **kwargs, not both")
+        warnings.warn("passing torch.load's arguments to load_trial_from_checkpoint_path() "
+                      "as **kwargs is deprecated (as in Determined); pass "
+                      "torch_load_kwargs={...} instead", FutureWarning, stacklevel=2)
+        torch_load_kwargs = kwargs
     path = Path(path)
     load_data_file = path / LOAD_DATA_FILE
     state_file = next((path / n for n in STATE_FILES if (path / n).exists()), None)
@@ -65,15 +78,15 @@ def load_trial_from_checkpoint_path(
     load_data = json.loads(load_data_file.read_text())
     if trial_class is None:
         trial_class = _import_saved_class(path, load_data["trial_cls_spec"])
-    kwargs = {"map_location": "cpu", "weights_only": False, **(torch_load_kwargs or {})}
-    state = torch.load(state_file, **kwargs)
+    load_kwargs = {"map_location": "cpu", "weights_only": False, **(torch_load_kwargs or {})}
+    state = torch.load(state_file, **load_kwargs)
     context = PyTorchTrialContext(
         _dummy_init(checkpoint_storage=str(path.parent)),
         hparams=dict(load_data.get("hparams") or {}),
         exp_conf=dict(load_data.get("experiment_config") or {}),
         trial_seed=0, trial_id=None, experiment_id=None,
-        device=torch.device(kwargs["map_location"]) if isinstance(kwargs["map_location"], str)
-        else torch.device("cpu"),
+        device=torch.device(load_kwargs["map_location"])
+        if isinstance(load_kwargs["map_location"], str) else torch.device("cpu"),
     )
     trial = trial_class(context, **(trial_kwargs or {}))
     models = state.get("models_state_dict", [])

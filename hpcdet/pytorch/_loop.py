@@ -17,7 +17,6 @@ import json
 import logging
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,13 @@ import torch
 from hpcdet.core import EarlyExitReason, SearcherOperation
 from hpcdet.pytorch._callback import PyTorchCallback
 from hpcdet.pytorch._context import PyTorchTrialContext, to_device
-from hpcdet.pytorch._data import DataLoader
+from hpcdet.pytorch._loaders import (
+    check_loaders,
+    epoch_length,
+    timing,
+    training_batches,
+    validation_batches,
+)
 from hpcdet.pytorch._lr_scheduler import LRScheduler
 from hpcdet.pytorch._reducer import (
     Reducer,
@@ -51,34 +56,13 @@ from hpcdet.pytorch._trial import (
     evaluate_batch_takes_index,
     evaluation_mode,
 )
-from hpcdet.pytorch._units import Batch, TrainUnit
+from hpcdet.pytorch._units import Periods, Searcher, TrainUnit
 
 logger = logging.getLogger("hpcdet.pytorch")
 
 CHECKPOINT_POLICIES = ("best", "all", "none")
 _EVERY_BATCH = LRScheduler.StepMode.STEP_EVERY_BATCH
 _EVERY_EPOCH = LRScheduler.StepMode.STEP_EVERY_EPOCH
-
-
-@dataclass
-class Periods:
-    """When the loop reports, validates and checkpoints (``None``: not periodically)."""
-
-    reporting: TrainUnit = field(default_factory=lambda: Batch(100))
-    validation: TrainUnit | None = None
-    checkpoint: TrainUnit | None = None
-    checkpoint_policy: str = "best"
-    step_zero_validation: bool = False
-
-
-@dataclass
-class Searcher:
-    """What validations are judged by."""
-
-    metric: str | None = None
-    smaller_is_better: bool = True
-    # Added to validation metrics when absent: the searcher's time_metric (0.38 searchers).
-    time_metric: str | None = None
 
 
 class _Stop(Exception):
@@ -120,6 +104,10 @@ class Loop:
         self._report_every = self._validate_every = self._checkpoint_every = 0
 
         self.batches_trained = 0
+        # Records trained by every worker together, counted by the trial's
+        # get_batch_length(); the ones this worker trained since the last report.
+        self.records_trained = 0
+        self._period_records = 0
         self.last_validation: int | None = None
         self.last_checkpoint: int | None = None
         self.best: float | None = None
@@ -129,17 +117,10 @@ class Loop:
     def _build_loaders(self) -> None:
         train = self.trial.build_training_data_loader()
         val = self.trial.build_validation_data_loader()
-        for name, loader in (("build_training_data_loader", train),
-                             ("build_validation_data_loader", val)):
-            if not isinstance(loader, DataLoader):
-                raise TypeError(
-                    f"{name}() returned an instance of {type(loader).__name__}, which is not a "
-                    "det.pytorch.DataLoader; build it with det.pytorch.DataLoader(dataset, "
-                    "batch_size=context.get_per_slot_batch_size(), ...)"
-                )
+        check_loaders(train, val, not self.ctx.experimental._data_repro_checks_disabled)
         self.train_data = train
         self.val_data = val
-        self.epoch_len = train.steps_per_epoch(self.dist.size, self.seed)
+        self.epoch_len = epoch_length(train, self.dist.size, self.seed, self.dist.broadcast)
         if self.epoch_len == 0:
             raise ValueError("the training data loader has no batches (is the dataset empty, "
                              "or smaller than the batch size with drop_last=True?)")
@@ -155,7 +136,7 @@ class Loop:
         try:
             return self.ctx.get_global_batch_size()
         except ValueError:
-            return (self.train_data.batch_size or 1) * self.dist.size
+            return (getattr(self.train_data, "batch_size", None) or 1) * self.dist.size
 
     def to_batches(self, unit: TrainUnit) -> int:
         return unit.batches(self.epoch_len, self._global_batch)
@@ -181,6 +162,8 @@ class Loop:
         own = counters.get("trial_id") == self.ctx._trial_id
         if own:
             self.batches_trained = int(counters.get("batches_trained", 0))
+            self.records_trained = int(counters.get(
+                "records_trained", self.batches_trained * self._global_batch))
             self.last_checkpoint = self.batches_trained
             self.last_validation = counters.get("last_validation")
             self.best = counters.get("best")
@@ -213,6 +196,9 @@ class Loop:
         counters = {
             "trial_id": self.ctx._trial_id,
             "batches_trained": self.batches_trained,
+            # With one worker a stop can come between reports, with the last records
+            # counted here only; with several, workers stop at reports.
+            "records_trained": self.records_trained + self._period_records,
             "epochs_trained": self.batches_trained // self.epoch_len,
             "last_validation": self.last_validation,
             "best": self.best,
@@ -236,10 +222,6 @@ class Loop:
 
     # --- validation ---------------------------------------------------------------------
 
-    def _validation_loader(self, replicas: int, rank: int) -> torch.utils.data.DataLoader[Any]:
-        return self.val_data.get_data_loader(repeat=False, num_replicas=replicas, rank=rank,
-                                             seed=self.seed)
-
     def validate(self) -> dict[str, Any]:
         """Validate every worker's share (or, with ``evaluate_full_dataset``, all of it on
         the chief) and report; then checkpoint if the policy says so."""
@@ -250,25 +232,34 @@ class Loop:
         for r in self.ctx.reducers:
             r.reducer.reset()
         outputs: list[dict[str, Any]] = []
+        started = time.monotonic()
         with torch.no_grad():
             if self.evaluation == "batch":
                 with_index = evaluate_batch_takes_index(type(self.trial))
-                loader = self._validation_loader(self.dist.size, self.dist.rank)
+                loader = validation_batches(self.val_data, self.dist.size, self.dist.rank,
+                                            self.seed)
+                records = 0
                 for idx, batch in enumerate(loader):
-                    batch = self.ctx.to_device(batch)
+                    if self.ctx.experimental._auto_to_device:
+                        batch = self.ctx.to_device(batch)
+                    records += self.trial.get_batch_length(batch)
                     out = (self.trial.evaluate_batch(batch, idx) if with_index
                            else self.trial.evaluate_batch(batch))  # type: ignore[call-arg]
                     outputs.append(plain_metrics(out, "evaluate_batch()"))
                     if self.test_mode:
                         break
-                every = [m for per_rank in self.dist.allgather(outputs) for m in per_rank]
+                gathered = self.dist.allgather((outputs, records))
+                every = [m for per_rank, _ in gathered for m in per_rank]
                 metrics = reduce_batches(check_batches(every, self.reducers), self.reducers)
+                if self._is_chief():
+                    logger.info("%s", timing("validated", time.monotonic() - started,
+                                             sum(n for _, n in gathered), len(every)))
             else:
                 full = None
                 if self._is_chief():
-                    full = plain_metrics(
-                        self.trial.evaluate_full_dataset(self._validation_loader(1, 0)),
-                        "evaluate_full_dataset()")
+                    whole = validation_batches(self.val_data, 1, 0, self.seed)
+                    full = plain_metrics(self.trial.evaluate_full_dataset(whole),
+                                         "evaluate_full_dataset()")
                 metrics = self.dist.broadcast(full)
             for r in self.ctx.reducers:
                 if r.for_validation:
@@ -295,7 +286,7 @@ class Loop:
         metrics.setdefault("batches", self.batches_trained)
         metrics.setdefault("epochs", self.batches_trained // self.epoch_len)
         if self.searcher.time_metric == "records":
-            metrics.setdefault("records", self.batches_trained * self._global_batch)
+            metrics.setdefault("records", self.records_trained)
 
     def searcher_value(self, metrics: dict[str, Any]) -> float:
         """The searcher's metric among ``metrics``.
@@ -343,7 +334,10 @@ class Loop:
         return False if any(v[1] for v in votes) else None
 
     def _report_training(self) -> None:
-        every = [m for per_rank in self.dist.allgather(self._period_metrics) for m in per_rank]
+        gathered = self.dist.allgather((self._period_metrics, self._period_records))
+        every = [m for per_rank, _ in gathered for m in per_rank]
+        self.records_trained += sum(n for _, n in gathered)
+        self._period_records = 0
         metrics = reduce_batches(every, Reducer.AVG) if every else {}
         for r in self.ctx.reducers:
             if r.for_training:
@@ -410,6 +404,8 @@ class Loop:
         ctx = self.ctx
         single = self.dist.size == 1
         should_preempt = self.core.preempt.should_preempt
+        batch_length = self.trial.get_batch_length
+        auto_to_device = ctx.experimental._auto_to_device
         next_event = self._next_event(target)
         while self.batches_trained < target:
             done = self.batches_trained
@@ -418,7 +414,10 @@ class Loop:
             if in_epoch == 0 or not self._started_epoch:
                 self._callbacks("on_training_epoch_start", epoch)
                 self._started_epoch = True
-            batch = to_device(next(batches), ctx.device, ctx._warned_types)
+            batch = next(batches)
+            if auto_to_device:
+                batch = to_device(batch, ctx.device, ctx._warned_types)
+            self._period_records += batch_length(batch)
             out = self.trial.train_batch(batch, epoch, done)
             self._period_metrics.append(plain_metrics(out, "train_batch()"))
             if ctx._stepped_scalers:
@@ -467,10 +466,9 @@ class Loop:
             self._callbacks("on_trial_shutdown")
 
     def _run(self, lengths: Iterator[tuple[int, SearcherOperation | None]]) -> bool:
-        loader = self.train_data.get_data_loader(
-            repeat=True, skip=self.batches_trained, num_replicas=self.dist.size,
-            rank=self.dist.rank, seed=self.seed)
-        batches = iter(loader)
+        self.ctx._initial_batch = self.batches_trained
+        batches = training_batches(self.train_data, self.batches_trained, self.dist.size,
+                                   self.dist.rank, self.seed)
         self._callbacks("on_training_start")
         for model in self.ctx.models:
             model.train()

@@ -25,14 +25,10 @@ import torch.distributed
 from hpcdet import core
 from hpcdet.core import DistributedContext, PreemptMode, SearcherOperation
 from hpcdet.pytorch._context import PyTorchTrialContext
-from hpcdet.pytorch._loop import (
-    Loop,
-    Periods,
-    Searcher,
-)
+from hpcdet.pytorch._loop import Loop
 from hpcdet.pytorch._state import seed_everything
 from hpcdet.pytorch._trial import PyTorchTrial
-from hpcdet.pytorch._units import UNITS, Batch, TrainUnit, from_config
+from hpcdet.pytorch._units import UNITS, Batch, Periods, Searcher, TrainUnit, from_config
 
 logger = logging.getLogger("hpcdet.pytorch")
 

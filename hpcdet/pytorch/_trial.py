@@ -63,8 +63,12 @@ class PyTorchTrial(abc.ABC):
         return {}
 
     def get_batch_length(self, batch: Any) -> int:
-        """The number of records in ``batch`` (to count records)."""
+        """The number of records in ``batch``: the loop counts the records trained and
+        validated with it (the ``records`` time metric, the validation log). Override it
+        for a batch of another type (e.g. ``return batch.num_graphs``)."""
         if isinstance(batch, torch.Tensor):
+            return int(batch.shape[0])
+        if type(batch).__module__ == "numpy" and batch.ndim > 0:
             return int(batch.shape[0])
         if isinstance(batch, dict):
             return self.get_batch_length(next(iter(batch.values())))

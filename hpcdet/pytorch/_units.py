@@ -1,9 +1,10 @@
-"""Training lengths: ``det.pytorch.Batch(n)`` and ``Epoch(n)``, and the config's forms."""
+"""Training lengths: ``det.pytorch.Batch(n)`` and ``Epoch(n)``, the config's forms, and the
+periods and searcher settings the loop trains by."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from hpcdet.core._searcher import configured_length
@@ -60,3 +61,24 @@ def from_config(length: Any, default_unit: str = "batches") -> TrainUnit | None:
     if not value:
         return None
     return UNITS[unit.name.lower() if unit else default_unit](value)
+
+
+@dataclass
+class Periods:
+    """When the loop reports, validates and checkpoints (``None``: not periodically)."""
+
+    reporting: TrainUnit = field(default_factory=lambda: Batch(100))
+    validation: TrainUnit | None = None
+    checkpoint: TrainUnit | None = None
+    checkpoint_policy: str = "best"
+    step_zero_validation: bool = False
+
+
+@dataclass
+class Searcher:
+    """What validations are judged by."""
+
+    metric: str | None = None
+    smaller_is_better: bool = True
+    # Added to validation metrics when absent: the searcher's time_metric (0.38 searchers).
+    time_metric: str | None = None
