@@ -4,7 +4,7 @@ ImportError that says what to use instead."""
 
 from __future__ import annotations
 
-from typing import NoReturn
+from ._refused import refusing
 
 # Determined's names, each answered by __getattr__.
 _NAMES = ("DeterminedCallback", "TFKerasTrial", "TFKerasTrialContext", "TensorBoard",
@@ -19,7 +19,4 @@ MESSAGE = (
 )
 
 
-def __getattr__(name: str) -> NoReturn:
-    if name.startswith("__"):  # the import system's and tools' probes
-        raise AttributeError(name)
-    raise ImportError(MESSAGE)
+__getattr__ = refusing(MESSAGE)

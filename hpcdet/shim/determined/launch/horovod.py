@@ -5,7 +5,8 @@ says what to use instead."""
 from __future__ import annotations
 
 import sys
-from typing import NoReturn
+
+from .._refused import refusing
 
 # Determined's names, each answered by __getattr__.
 _NAMES = ("create_sshd_worker_cmd", "main")
@@ -18,10 +19,7 @@ MESSAGE = (
 )
 
 
-def __getattr__(name: str) -> NoReturn:
-    if name.startswith("__"):  # the import system's and tools' probes
-        raise AttributeError(name)
-    raise ImportError(MESSAGE)
+__getattr__ = refusing(MESSAGE)
 
 
 if __name__ == "__main__":
