@@ -10,7 +10,7 @@ import typer
 from typer.core import TyperGroup
 
 from hpcdet import DETERMINED_API, __version__
-from hpcdet.cli import checkpoint, cluster, daemon, experiment, job, local, relay, trial, ui
+from hpcdet.cli import checkpoint, cluster, daemon, experiment, job, local, model, relay, trial, ui
 from hpcdet.cli.common import visible
 from hpcdet.errors import HpcdetError
 from hpcdet.private import apply_umask
@@ -43,6 +43,8 @@ for group, name, about in (
     (trial.app, "trial", "Trials: describe, logs, metrics, download, kill."),
     (checkpoint.app, "checkpoint", "Checkpoints: list, describe, download, delete."),
     (job.app, "job", "The job queue: order and priorities."),
+    (model.app, "model", "The model registry: create, list, describe, register-version, "
+     "download."),
 ):
     app.add_typer(group, name=name, help=about)
 app.command("submit")(experiment.submit)

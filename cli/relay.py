@@ -147,7 +147,7 @@ def download(ctx: typer.Context) -> None:
 
 # What a laptop's SDK may ask of hpcdet.sdk_source.Local here; the answers are plain data.
 _SDK_CALLS = frozenset({"experiment", "experiments", "trial", "trials", "checkpoint",
-                        "metrics", "ranked", "send", "listing"})
+                        "metrics", "ranked", "send", "listing", "models", "model"})
 
 
 @app.command()

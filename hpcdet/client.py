@@ -33,11 +33,13 @@ from hpcdet.errors import HpcdetError, NotFoundError, StateError
 from hpcdet.protocol.messages import (
     Activate,
     Cancel,
+    CreateModel,
     DeleteCheckpoint,
     DeleteExperiment,
     Kill,
     KillTrial,
     Pause,
+    RegisterVersion,
     Request,
     SetExperiment,
     encode,
@@ -50,13 +52,18 @@ __all__ = [
     "CheckpointState",
     "Experiment",
     "ExperimentState",
+    "Model",
+    "ModelVersion",
     "Trial",
     "TrialMetrics",
     "TrialState",
     "as_determined",
     "create_experiment",
+    "create_model",
     "get_checkpoint",
     "get_experiment",
+    "get_model",
+    "get_models",
     "get_trial",
     "iter_trials_metrics",
     "list_experiments",
@@ -323,6 +330,95 @@ class Experiment:
 
     def __repr__(self) -> str:
         return f"Experiment(id={self.id})"
+
+
+# ------------------------------------------------------------------------------ the registry
+
+
+class ModelVersion:
+    """A checkpoint registered as a model's ``model_version``-th version."""
+
+    def __init__(self, row: dict[str, Any]) -> None:
+        self.model_name: str = row["model"]
+        self.model_version: int = row["version"]
+        self.checkpoint_uuid: str = row["checkpoint_uuid"]
+        self.creation_time = datetime.datetime.fromtimestamp(row["creation_time"],
+                                                             datetime.timezone.utc)
+
+    @property
+    def checkpoint(self) -> Checkpoint:
+        return Checkpoint(self.checkpoint_uuid)
+
+    def __repr__(self) -> str:
+        return f"ModelVersion(model={self.model_name!r}, version={self.model_version})"
+
+
+class Model:
+    """A model of the registry: a name, a description, metadata, and its versions."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.reload()
+
+    def reload(self) -> None:
+        row = _source().model(self.name)
+        self.description: str = row["description"]
+        self.metadata: dict[str, Any] = row["metadata"]
+        self.creation_time = datetime.datetime.fromtimestamp(row["creation_time"],
+                                                             datetime.timezone.utc)
+        self._versions = [ModelVersion(v) for v in row["versions"]]
+
+    def register_version(self, checkpoint: str | Checkpoint) -> ModelVersion:
+        """Register a completed checkpoint (or its uuid) as the next version; checkpoint GC
+        keeps it from then on."""
+        uuid = checkpoint.uuid if isinstance(checkpoint, Checkpoint) else str(checkpoint)
+        request = RegisterVersion(self.name, uuid)
+        number = request.reply(_source().send(*encode(request)))
+        registered = self.get_version(number)
+        assert registered is not None
+        return registered
+
+    def get_version(self, version: int = -1) -> ModelVersion | None:
+        """Version ``version`` (1, 2, ...; -1, the latest), or None if the model has no
+        versions yet."""
+        self.reload()
+        if not self._versions:
+            return None
+        if version == -1:
+            return self._versions[-1]
+        for v in self._versions:
+            if v.model_version == version:
+                return v
+        raise NotFoundError(f"model {self.name!r} has no version {version}; it has versions "
+                            f"1 to {self._versions[-1].model_version}")
+
+    def get_versions(self, order_by: Any = "desc") -> list[ModelVersion]:
+        """Every version, the latest first (``order_by="asc"``: version 1 first), as
+        Determined's ``order_by=OrderBy.DESC`` default."""
+        self.reload()
+        ascending = str(getattr(order_by, "name", order_by)).lower().startswith("asc")
+        return list(self._versions if ascending else reversed(self._versions))
+
+    def __repr__(self) -> str:
+        return f"Model(name={self.name!r})"
+
+
+def create_model(name: str, description: str = "", metadata: dict[str, Any] | None = None,
+                 **rest: Any) -> Model:
+    """A new model of the registry, with no versions yet."""
+    _unused("create_model", rest)
+    _send(CreateModel(name, description or "", metadata))
+    return Model(name)
+
+
+def get_model(name: str) -> Model:
+    return Model(name)
+
+
+def get_models(name: str = "", **rest: Any) -> list[Model]:
+    """The registry's models by name (those whose name holds ``name``, if given)."""
+    _unused("get_models", rest)
+    return [Model(m["name"]) for m in _source().models() if name in m["name"]]
 
 
 def create_experiment(

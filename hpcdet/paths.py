@@ -11,6 +11,7 @@ The run tree is the source of truth and lives on the shared filesystem::
     <state>/runs/exp-<E>/array/               the experiment's job arrays
     <state>/runs/exp-<E>/trials/<T>/run-<R>/  one directory per submission of the trial
     <state>/runs/bell/                        trials -> daemon: "look at my run now"
+    <state>/registry/journal.jsonl            the model registry's decisions (append-only)
     <state>/trialside/<digest>/               hpcdet's trial side, read-only, per version
     <state>/images/                           registry images converted for the trials
     <state>/readers/hpcdet.db                 the database, copied for readers on other hosts
@@ -125,6 +126,14 @@ class StatePaths:
 
     def journal(self, exp_id: int) -> Path:
         return self.experiment(exp_id) / "journal.jsonl"
+
+    @property
+    def registry(self) -> Path:
+        """The model registry's journal (``registry/journal.jsonl``), the daemon's alone."""
+        return self.root / "registry"
+
+    def registry_journal(self) -> Path:
+        return self.registry / "journal.jsonl"
 
     def trial(self, exp_id: int, trial_id: int) -> Path:
         return self.experiment(exp_id) / "trials" / str(trial_id)

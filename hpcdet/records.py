@@ -140,6 +140,30 @@ class CheckpointRecord:
     reported: float
 
 
+@dataclass(frozen=True)
+class ModelVersionRecord:
+    """A checkpoint registered as a model's ``version``-th; its files are
+    ``<storage>/<uuid>``."""
+
+    model: str
+    version: int
+    uuid: str
+    experiment_id: int
+    trial_id: int
+    steps_completed: int
+    storage: str
+    registered: float
+
+
+@dataclass(frozen=True)
+class ModelRecord:
+    name: str
+    description: str
+    metadata: dict[str, Any]
+    created: float
+    versions: tuple[ModelVersionRecord, ...]  # version 1 first
+
+
 class LiveRun(NamedTuple):
     """A live run as the daemon's loop reads every one on every tick, with what its trial
     says it should do: plain values from one query, not an ORM object per row."""

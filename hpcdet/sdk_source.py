@@ -20,6 +20,7 @@ from hpcdet.views.checkpoints import (
     ranked_checkpoints,
 )
 from hpcdet.views.experiments import experiment_rows
+from hpcdet.views.models import model, model_dict, models
 from hpcdet.views.trials import trial_dict, trial_metrics
 
 
@@ -56,6 +57,8 @@ class Source(Protocol):
     def send(self, op: str, args: dict[str, Any]) -> object: ...
     def create(self, config: dict[str, Any], model_dir: Path, includes: list[Path]) -> int: ...
     def download(self, uuid: str, dest: Path | None) -> str: ...
+    def models(self) -> list[dict[str, Any]]: ...
+    def model(self, name: str) -> dict[str, Any]: ...
 
 
 class Local:
@@ -120,6 +123,12 @@ class Local:
 
     def download(self, uuid: str, dest: Path | None) -> str:
         return str(copy_checkpoint(_store(), _paths(), uuid, dest))
+
+    def models(self) -> list[dict[str, Any]]:
+        return [model_dict(m) for m in models(_store())]
+
+    def model(self, name: str) -> dict[str, Any]:
+        return model_dict(model(_store(), name))
 
     def listing(self, uuid: str, dest: str | None) -> dict[str, Any]:
         """For a laptop's download (``hpcdet.remote.sdk``): the files it fetches."""

@@ -17,6 +17,7 @@ from hpcdet.daemon.creation import Creation
 from hpcdet.daemon.finishing import Finisher
 from hpcdet.daemon.journal import Journal
 from hpcdet.daemon.queueing import Queue
+from hpcdet.daemon.registry import Registry
 from hpcdet.daemon.retention import Retention
 from hpcdet.daemon.submission import Submission
 from hpcdet.errors import NotFoundError, StateError, UsageError
@@ -32,6 +33,7 @@ from hpcdet.protocol.messages import (
     CopyDatabase,
     Create,
     Created,
+    CreateModel,
     DeleteCheckpoint,
     DeleteExperiment,
     Handlers,
@@ -40,6 +42,7 @@ from hpcdet.protocol.messages import (
     Pause,
     Ping,
     Pong,
+    RegisterVersion,
     SetExperiment,
     Shutdown,
     UpdateJobs,
@@ -87,6 +90,7 @@ class Commands:
         self.queue = queue
         self.finisher = finisher
         self._shutdown = shutdown
+        self.registry = Registry(store, journal, configs, paths)
         self.handlers = self._handlers()
 
     def handle(self, op: object, args: object) -> object:
@@ -113,7 +117,10 @@ class Commands:
                 .on(SetExperiment, lambda r: self.set_experiment(r.exp_id, r.field, r.value))
                 .on(DeleteExperiment, lambda r: self.delete_experiment(r.exp_id))
                 .on(KillTrial, lambda r: self.kill_trial(r.trial_id))
-                .on(UpdateJobs, lambda r: self.queue.update_jobs(r.updates)))
+                .on(UpdateJobs, lambda r: self.queue.update_jobs(r.updates))
+                .on(CreateModel, lambda r: self.registry.create_model(
+                    r.name, r.description, r.metadata or {}))
+                .on(RegisterVersion, lambda r: self.registry.register_version(r.model, r.uuid)))
 
     def create(self, request: Create) -> Created:
         return Created.from_reply(self.creation.create(
@@ -302,14 +309,17 @@ class Commands:
         self.configs.forget(exp.id)
 
     def delete_experiment(self, exp_id: int) -> str:
-        """A finished experiment goes: its checkpoints' files, its run tree, its rows. Its id
-        is not given again."""
+        """A finished experiment goes: its checkpoints' files (but those registered as model
+        versions), its run tree, its rows. Its id is not given again."""
         exp = self.store.experiment(exp_id)
         if exp.state not in FINAL_EXPERIMENT_STATES:
             raise StateError(f"experiment {exp_id} is {exp.state}; only a finished experiment "
                              "can be deleted (kill or cancel it first)")
-        for ckpt in self.store.checkpoints(exp_id=exp_id):
-            if ckpt.state == CheckpointState.COMPLETED:
+        ckpts = self.store.checkpoints(exp_id=exp_id)
+        # A model version's files stay: the version holds where they are.
+        registered = self.store.registered([c.uuid for c in ckpts])
+        for ckpt in ckpts:
+            if ckpt.state == CheckpointState.COMPLETED and ckpt.uuid not in registered:
                 self.retention.delete(ckpt)
         # Out of the run tree first (one rename), so that a rebuild never brings it back.
         doomed = self.journal.bury(exp_id)

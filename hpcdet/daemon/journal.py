@@ -18,10 +18,11 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from hpcdet.paths import StatePaths
+from hpcdet.private import open_private, private_dir
 from hpcdet.records import RunRecord as Run
 from hpcdet.rundir.atomic import append_lines, report_skipped, whole_lines
 from hpcdet.states import Decision, JobState
@@ -73,18 +74,43 @@ class Journal:
         its trials and its search for one unreadable line). The entries from ``written_at``
         on, just written by this daemon, are applied or the error of one raised.
         """
-        path = self.paths.journal(exp_id)
+        return self._replay(self.paths.journal(exp_id), written_at,
+                            lambda *args: self.store.apply_journal(exp_id, *args))
+
+    def _replay(self, path: Path, written_at: int, apply: Callable[..., int]) -> int:
         skip: set[int] = set()
         while True:
             try:
-                return self.store.apply_journal(
-                    exp_id, lambda offset: whole_lines(path, offset), skip,
-                    lambda start, why: report_skipped(path, start, why))
+                return apply(lambda offset: whole_lines(path, offset), skip,
+                             lambda start, why: report_skipped(path, start, why))
             except UnappliableEntry as e:  # the session rolled back its partial changes
                 if 0 <= written_at <= e.start:
                     raise e.error from None
                 report_skipped(path, e.start, f"an entry that cannot be applied ({e.error!r})")
                 skip.add(e.start)
+
+    def record_registry(self, entry: Entry) -> None:
+        """Journal a decision of the model registry in its own journal (private: 0600 in a
+        0700 directory, also in a state directory shared with a group), then apply it."""
+        path = self.paths.registry_journal()
+        private_dir(path.parent)
+        os.close(open_private(path))
+        start = append_lines(path, [{"kind": entry.kind, "exp_id": 0, "time": time.time(),
+                                     **encode(entry)}])
+        try:
+            self.replay_registry(written_at=start)
+        except Exception:
+            with contextlib.suppress(OSError):
+                os.truncate(path, start)
+            raise
+        self.recorded += 1
+
+    def replay_registry(self, written_at: int = -1) -> int:
+        """``replay`` for the registry's journal."""
+        path = self.paths.registry_journal()
+        if not path.exists():
+            return 0
+        return self._replay(path, written_at, self.store.apply_registry_journal)
 
     def experiment_ids(self) -> list[int]:
         return self._ids("exp-")
@@ -109,7 +135,8 @@ class Journal:
         return doomed
 
     def replay_all(self) -> int:
-        return sum(self.replay(exp_id) for exp_id in self.experiment_ids())
+        return sum(self.replay(exp_id) for exp_id in self.experiment_ids()
+                   ) + self.replay_registry()
 
     def max_ids(self) -> tuple[int, int]:
         """Largest experiment and trial ids known to the database or the run tree."""

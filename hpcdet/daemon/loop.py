@@ -227,6 +227,7 @@ class Daemon:
                 return
             with self.guard(exp_id, "replaying its journal", deferrable=False):
                 applied += self.journal.replay(exp_id)
+        applied += self.journal.replay_registry()
         log.info("journal replay applied %d entries", applied)
         for exp in self.store.experiments(unfinished=True):
             if exp.state in RUNNING_EXPERIMENT_STATES:  # a stopping one's search has ended

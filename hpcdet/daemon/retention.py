@@ -15,6 +15,7 @@ from hpcdet.checkpoint_gc import (
 from hpcdet.config import ExperimentConfig
 from hpcdet.daemon.configs import Configs
 from hpcdet.daemon.journal import Journal
+from hpcdet.errors import StateError
 from hpcdet.paths import StatePaths
 from hpcdet.records import CheckpointRecord as Checkpoint
 from hpcdet.records import ExperimentRecord as Experiment
@@ -27,7 +28,8 @@ from hpcdet.store.repository import Store
 def doomed_checkpoints(store: Queries, exp_id: int, cfg: ExperimentConfig, policy: GCPolicy
                        ) -> list[Checkpoint]:
     """The checkpoints of the experiment's ended trials that ``policy`` does not keep (also
-    what `experiment set gc-policy` shows before it asks)."""
+    what `experiment set gc-policy` shows before it asks). A checkpoint registered as a model
+    version is kept whatever the policy says."""
     ended = {t.id for t in store.trials(exp_id) if t.state in FINAL_TRIAL_STATES}
     ckpts = [c for c in store.checkpoints(exp_id=exp_id) if c.trial_id in ended]
     if not ckpts:
@@ -40,7 +42,8 @@ def doomed_checkpoints(store: Queries, exp_id: int, cfg: ExperimentConfig, polic
         [CheckpointRecord(c.uuid, c.trial_id, c.steps_completed, c.reported) for c in ckpts],
         validations, policy, cfg.searcher.metric, cfg.searcher.smaller_is_better,
     )
-    return [c for c in ckpts if c.uuid in doomed]
+    registered = store.registered(doomed)
+    return [c for c in ckpts if c.uuid in doomed and c.uuid not in registered]
 
 
 class Retention:
@@ -59,6 +62,14 @@ class Retention:
             self.delete(ckpt)
 
     def delete(self, ckpt: Checkpoint) -> None:
+        """Delete a checkpoint; refused (StateError) for one registered as a model version."""
+        registered = self.store.registered([ckpt.uuid]).get(ckpt.uuid)
+        if registered:
+            v = registered[0]
+            raise StateError(
+                f"checkpoint {ckpt.uuid} is version {v.version} of model {v.model!r} in the "
+                "model registry, which keeps it; `hpcdet model describe "
+                f"{v.model}` shows its versions")
         cfg = self.configs.get(self.store.experiment(ckpt.experiment_id))
         self.journal.record(ckpt.experiment_id,
                             CheckpointDeleted(uuid=ckpt.uuid, trial_id=ckpt.trial_id))

@@ -217,6 +217,34 @@ class KillTrial(Said):
 
 
 @dataclass(frozen=True)
+class CreateModel(Said):
+    """A model of the registry, with no versions yet."""
+
+    NAME: ClassVar[str] = "create_model"
+    name: str
+    description: str = ""
+    metadata: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class RegisterVersion(Request[int]):
+    """A completed checkpoint registered as the model's next version; answered with it."""
+
+    NAME: ClassVar[str] = "register_version"
+    model: str
+    uuid: str
+
+    def reply(self, result: object) -> int:
+        if not isinstance(result, int) or isinstance(result, bool):
+            raise HpcdetError(f"the daemon answered {self.NAME!r} with {result!r}, not a "
+                              "version; restart it (`hpcdet daemon stop`)")
+        return result
+
+    def wire(self, reply: int) -> object:
+        return reply
+
+
+@dataclass(frozen=True)
 class JobUpdate:
     """`hpcdet job update`: one field of one job (an experiment), e.g. priority 10."""
 
@@ -293,7 +321,7 @@ class Handlers:
 
 __all__ = [
     "ID_FIELDS", "REQUESTS", "Activate", "Cancel", "Continue", "ContinueTrial", "CopyDatabase",
-    "Create", "Created", "Creates", "DeleteCheckpoint", "DeleteExperiment", "Handlers", "JobUpdate",
-    "Kill", "KillTrial", "Pause", "Ping", "Pong", "Request", "Said", "SetExperiment",
-    "Shutdown", "UpdateJobs", "decode", "encode",
+    "Create", "CreateModel", "Created", "Creates", "DeleteCheckpoint", "DeleteExperiment",
+    "Handlers", "JobUpdate", "Kill", "KillTrial", "Pause", "Ping", "Pong", "RegisterVersion",
+    "Request", "Said", "SetExperiment", "Shutdown", "UpdateJobs", "decode", "encode",
 ]

@@ -116,9 +116,10 @@ def uploads(argv: Sequence[str]) -> tuple[str, ...] | None:
 
 
 def is_download(argv: Sequence[str]) -> bool:
-    """``checkpoint download``, ``trial download`` or ``experiment download``: the files
-    come to the laptop."""
-    return len(argv) >= 2 and argv[1] == "download" and _named(argv[:1])[0] in _GROUPS.values()
+    """``checkpoint download``, ``trial download``, ``experiment download`` or ``model
+    download``: the files come to the laptop."""
+    return len(argv) >= 2 and argv[1] == "download" and _named(argv[:1])[0] in (
+        *_GROUPS.values(), "model")
 
 
 def output_only_grows(argv: Sequence[str]) -> bool:

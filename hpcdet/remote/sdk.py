@@ -107,6 +107,12 @@ class RemoteSource:
         return [str(u) for u in self._call("ranked", exp_id, limit, trial_id, sort_by,
                                            smaller_is_better, ordered)]
 
+    def models(self) -> list[dict[str, Any]]:
+        return list(self._call("models"))
+
+    def model(self, name: str) -> dict[str, Any]:
+        return dict(self._call("model", name))
+
     def send(self, op: str, args: dict[str, Any]) -> object:
         # Once: an action sent again after a broken connection could act twice.
         return self._once("send", [op, args])

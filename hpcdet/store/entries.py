@@ -196,6 +196,31 @@ class CheckpointDeleted(Entry):
 
 
 @dataclass(frozen=True)
+class ModelCreated(Entry):
+    """A model of the registry; journaled in the registry's journal (``exp_id`` 0)."""
+
+    kind: ClassVar[str] = "model_created"
+    name: str
+    description: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ModelVersionRegistered(Entry):
+    """A checkpoint registered as the ``version``-th of a model. What finds its files is
+    copied in, so that the version outlives its experiment's rows."""
+
+    kind: ClassVar[str] = "model_version"
+    model: str
+    version: int
+    uuid: str
+    experiment_id: int
+    trial_id: int
+    steps_completed: int
+    storage: str  # the checkpoint storage's directory; the files are <storage>/<uuid>
+
+
+@dataclass(frozen=True)
 class ArraySubmitting(Entry):
     kind: ClassVar[str] = "array_submitting"
     index: int
@@ -225,7 +250,7 @@ ENTRY_CLASSES: tuple[type[Entry], ...] = (
     ExperimentErrorSet, ExperimentConfigChanged, ExperimentMetaChanged, TrialCreated,
     TrialContinued, TrialStateChanged, OpIssued, TrialClosed, TrialStopped, SearcherShutdown,
     SearcherEventFed, RunSubmitting, RunSubmitted, RunEnded, CheckpointDeleted, ArraySubmitting,
-    ArraySubmitted, ArrayAbandoned,
+    ArraySubmitted, ArrayAbandoned, ModelCreated, ModelVersionRegistered,
 )
 # Every kind string a journal may hold, with the class it reads as.
 KINDS: dict[str, type[Entry]] = {

@@ -17,7 +17,16 @@ from sqlmodel import Session, select
 from hpcdet import states
 from hpcdet.states import CheckpointState, ExperimentState, TrialState
 from hpcdet.store import entries as en
-from hpcdet.store.models import ArrayJob, Checkpoint, Experiment, Run, SearcherEvent, Trial
+from hpcdet.store.models import (
+    ArrayJob,
+    Checkpoint,
+    Experiment,
+    Model,
+    ModelVersion,
+    Run,
+    SearcherEvent,
+    Trial,
+)
 
 
 @dataclass(frozen=True)
@@ -349,6 +358,22 @@ def _array_abandoned(s: Session, e: en.ArrayAbandoned, at: Stamp) -> None:
             s.delete(row)
 
 
+def _model_created(s: Session, e: en.ModelCreated, at: Stamp) -> None:
+    if s.get(Model, e.name) is None:
+        s.add(Model(name=e.name, description=e.description,
+                    metadata_json=json.dumps(e.metadata), created=at.time))
+
+
+def _model_version(s: Session, e: en.ModelVersionRegistered, at: Stamp) -> None:
+    taken = s.exec(select(ModelVersion).where(ModelVersion.model == e.model,
+                                              ModelVersion.version == e.version)).first()
+    if taken is None:
+        s.add(ModelVersion(model=e.model, version=e.version, uuid=e.uuid,
+                           experiment_id=e.experiment_id, trial_id=e.trial_id,
+                           steps_completed=e.steps_completed, storage=e.storage,
+                           registered=at.time))
+
+
 # Each class of entry with its applier (typed by its class: ``apply`` looks it up by the
 # entry's class, so an applier only ever gets its own).
 APPLIERS: dict[type[en.Entry], Callable[[Session, Any, Stamp], None]] = {
@@ -374,6 +399,8 @@ APPLIERS: dict[type[en.Entry], Callable[[Session, Any, Stamp], None]] = {
     en.TrialClosed: _trial_closed,
     en.TrialStopped: _trial_stop,
     en.SearcherShutdown: _searcher_shutdown,
+    en.ModelCreated: _model_created,
+    en.ModelVersionRegistered: _model_version,
 }
 
 

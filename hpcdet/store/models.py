@@ -177,3 +177,36 @@ class ArrayJob(SQLModel, table=True):
     count: int
     throttle: int
     submitted: float
+
+
+class Model(SQLModel, table=True):
+    """A model of the registry (``hpcdet model create``)."""
+
+    name: str = Field(primary_key=True)
+    description: str = ""
+    metadata_json: str = "{}"
+    created: float
+
+
+class ModelVersion(SQLModel, table=True):
+    """A checkpoint registered as a model's ``version``-th (1, 2, ...); checkpoint GC keeps
+    it."""
+
+    __table_args__ = (Index("ix_modelversion_version", "model", "version", unique=True),)
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    model: str = Field(foreign_key="model.name")
+    version: int
+    uuid: str = Field(index=True)
+    experiment_id: int
+    trial_id: int
+    steps_completed: int
+    storage: str
+    registered: float
+
+
+class RegistryJournal(SQLModel, table=True):
+    """How far the registry's journal has been applied (one row)."""
+
+    id: int = Field(default=1, primary_key=True)
+    journal_offset: int = 0

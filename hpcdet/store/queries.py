@@ -24,6 +24,8 @@ from hpcdet.records import (
     CheckpointRecord,
     ExperimentRecord,
     LiveRun,
+    ModelRecord,
+    ModelVersionRecord,
     RunRecord,
     TrialRecord,
 )
@@ -39,11 +41,13 @@ from hpcdet.store import decode, ingest
 from hpcdet.store.database import Database, make_engine
 from hpcdet.store.entries import ExperimentQueueUpdated
 from hpcdet.store.journal_apply import apply_queue_update
-from hpcdet.store.limits import parts
+from hpcdet.store.limits import IDS_PER_STATEMENT, parts
 from hpcdet.store.models import (
     ArrayJob,
     Checkpoint,
     Experiment,
+    Model,
+    ModelVersion,
     Report,
     Run,
     SearcherEvent,
@@ -276,6 +280,36 @@ class Queries(Database):
             return [decode.checkpoint(vars(c))
                     for c in s.exec(q.order_by(col(Checkpoint.steps_completed)))]
 
+    def models(self) -> list[ModelRecord]:
+        """The model registry's models by name, each with its versions."""
+        with self.session() as s:
+            versions: dict[str, list[ModelVersionRecord]] = {}
+            for v in s.exec(select(ModelVersion).order_by(col(ModelVersion.version))):
+                versions.setdefault(v.model, []).append(_version(v))
+            return [ModelRecord(name=m.name, description=m.description,
+                                metadata=json.loads(m.metadata_json), created=m.created,
+                                versions=tuple(versions.get(m.name, ())))
+                    for m in s.exec(select(Model).order_by(col(Model.name)))]
+
+    def model(self, name: str) -> ModelRecord:
+        found = [m for m in self.models() if m.name == name]
+        if not found:
+            raise NotFoundError(f"model {name!r} not found; `hpcdet model list` shows the "
+                                "models, `hpcdet model create NAME` makes one")
+        return found[0]
+
+    def registered(self, uuids: Collection[str]) -> dict[str, list[ModelVersionRecord]]:
+        """The model versions each of ``uuids`` is registered as (only those that are)."""
+        found: dict[str, list[ModelVersionRecord]] = {}
+        with self.session() as s:
+            ordered = sorted(set(uuids))
+            for part in (ordered[i:i + IDS_PER_STATEMENT]
+                         for i in range(0, len(ordered), IDS_PER_STATEMENT)):
+                q = select(ModelVersion).where(col(ModelVersion.uuid).in_(part))
+                for v in s.exec(q.order_by(col(ModelVersion.model), col(ModelVersion.version))):
+                    found.setdefault(v.uuid, []).append(_version(v))
+        return found
+
     def arrays(self, exp_id: int | None = None, submitted: bool = True) -> list[ArrayRecord]:
         """Job arrays in submission order; ``submitted=False`` adds those still without an id."""
         with self.session() as s:
@@ -421,3 +455,10 @@ def queue_update_preview(exp: ExperimentRecord, update: dict[str, Any]) -> Exper
     apply_queue_update(row, ExperimentQueueUpdated(**update))
     return replace(decode.experiment(vars(row)),
                    config_source=decode.StoredConfig(exp.id, row.config_json, cached=False))
+
+
+def _version(v: ModelVersion) -> ModelVersionRecord:
+    return ModelVersionRecord(model=v.model, version=v.version, uuid=v.uuid,
+                              experiment_id=v.experiment_id, trial_id=v.trial_id,
+                              steps_completed=v.steps_completed, storage=v.storage,
+                              registered=v.registered)

@@ -31,6 +31,7 @@ from hpcdet.store.models import (
     Checkpoint,
     Experiment,
     Metric,
+    RegistryJournal,
     Run,
     SearcherEvent,
     Trial,
@@ -42,7 +43,7 @@ JournalLine = tuple[int, int, "dict[str, Any] | None"]
 
 # Raised whenever a table changes. The database is an index of the run tree: one of another
 # version is set aside and the daemon rebuilds it from the journals and event logs.
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +87,39 @@ def _raw(s: Session) -> sqlite3.Connection:
     raw = s.connection().connection.dbapi_connection
     assert isinstance(raw, sqlite3.Connection)
     return raw
+
+
+def _apply_lines(
+    s: Session, lines: Iterable[JournalLine], offset: int, skip: set[int],
+    report: Callable[[int, str], None],
+) -> tuple[int, int]:
+    """Apply a journal's ``lines`` read from ``offset`` (``Store.apply_journal`` says how);
+    returns how many applied and the offset past the last line."""
+    applied = 0
+    pos = offset
+    previous = -1  # the part of the entry applied just before; -1 if none was
+    for start, end, entry in lines:
+        pos = end  # past skipped lines too: each is reported once
+        after, previous = previous, -1
+        if entry is None or start in skip:
+            continue
+        kind = entry.get("kind")
+        cls = entries.KINDS.get(kind) if isinstance(kind, str) else None
+        if cls is None:
+            report(start, f"an entry of unknown kind {kind!r}")
+            continue
+        part = entry.get("part", 0)
+        if part != 0 and part != after + 1:
+            report(start, "an entry whose append lost an entry before it")
+            continue
+        try:
+            journal_apply.apply(s, *journal_apply.read_line(cls, entry))
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise UnappliableEntry(start, e) from e
+        applied += 1
+        previous = part
+        s.flush()
+    return applied, pos
 
 
 class Store(Queries):
@@ -151,34 +185,26 @@ class Store(Queries):
         with self.session() as s:
             exp = s.get(Experiment, exp_id)
             offset = exp.journal_offset if exp is not None else 0
-            applied = 0
-            pos = offset
-            previous = -1  # the part of the entry applied just before; -1 if none was
-            for start, end, entry in read(offset):
-                pos = end  # past skipped lines too: each is reported once
-                after, previous = previous, -1
-                if entry is None or start in skip:
-                    continue
-                kind = entry.get("kind")
-                cls = entries.KINDS.get(kind) if isinstance(kind, str) else None
-                if cls is None:
-                    report(start, f"an entry of unknown kind {kind!r}")
-                    continue
-                part = entry.get("part", 0)
-                if part != 0 and part != after + 1:
-                    report(start, "an entry whose append lost an entry before it")
-                    continue
-                try:
-                    journal_apply.apply(s, *journal_apply.read_line(cls, entry))
-                except (KeyError, TypeError, ValueError, AttributeError) as e:
-                    raise UnappliableEntry(start, e) from e
-                applied += 1
-                previous = part
-                s.flush()
+            applied, pos = _apply_lines(s, read(offset), offset, skip, report)
             exp = s.get(Experiment, exp_id)
             if exp is not None and pos != offset:
                 exp.journal_offset = pos
                 s.add(exp)
+        return applied
+
+    def apply_registry_journal(
+        self, read: Callable[[int], Iterable[JournalLine]], skip: set[int],
+        report: Callable[[int, str], None],
+    ) -> int:
+        """``apply_journal`` for the model registry's journal, whose offset has a row of its
+        own."""
+        with self.session() as s:
+            mark = s.get(RegistryJournal, 1) or RegistryJournal()
+            offset = mark.journal_offset
+            applied, pos = _apply_lines(s, read(offset), offset, skip, report)
+            if pos != offset:
+                mark.journal_offset = pos
+                s.add(mark)
         return applied
 
     def ingest_events(self, trial_id: int, run_id: int, events_path: str | Path, best: BestOf

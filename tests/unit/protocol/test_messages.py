@@ -18,19 +18,20 @@ SAMPLES: list[m.Request[Any]] = [
     m.Pause(1), m.Activate(2), m.Cancel(3), m.Kill(4), m.Continue(5),
     m.Continue(6, {"name": "y"}), m.ContinueTrial(7), m.DeleteCheckpoint("c1"),
     m.SetExperiment(8, "labels_add", "a"), m.DeleteExperiment(9), m.KillTrial(10),
-    m.UpdateJobs.of([m.JobUpdate(1, "priority", 3)]),
+    m.UpdateJobs.of([m.JobUpdate(1, "priority", 3)]), m.CreateModel("mnist"),
+    m.CreateModel("mnist", "a cnn", {"task": "digits"}), m.RegisterVersion("mnist", "c1"),
 ]
 # A reply of each kind, as a handler makes it.
 REPLIES: dict[type[m.Request[Any]], object] = {
     m.Said: "Paused experiment 1", m.Creates: m.Created(5, [8, 9], "w", {"image": "x"}, "me"),
-    m.Ping: m.Pong(42, "login1"),
+    m.Ping: m.Pong(42, "login1"), m.RegisterVersion: 3,
 }
 
 
 def test_the_samples_hold_every_request_type() -> None:
     """A request type added without a sample here fails this test, so each one round-trips."""
     assert {type(r) for r in SAMPLES} == set(m.REQUESTS.values())
-    assert len(m.REQUESTS) == 15
+    assert len(m.REQUESTS) == 17
 
 
 @pytest.mark.parametrize("request_", SAMPLES, ids=lambda r: type(r).__name__)

@@ -47,6 +47,8 @@ def test_every_argument_reaches_the_login_node_as_one_word() -> None:
     (["trial", "download", "3", "--latest"], True),
     (["e", "download", "1", "-o", "x"], True),
     (["experiment", "download"], True),
+    (["model", "download", "mnist", "--version", "2"], True),
+    (["model", "describe", "mnist"], False),
     (["j", "download"], False),
     (["e", "list"], False),
     (["download"], False),
