@@ -33,20 +33,37 @@ def test_every_module_of_the_tree_imports_without_site_packages(tmp_path: Path) 
     torch_side = [m for m in modules if m.startswith(TORCH_SIDE)]
     assert "hpcdet.pytorch.harness" in torch_side and "determined.pytorch" in torch_side
     # -I -S: no site-packages, no PYTHONPATH; only the tree and the standard library.
-    _import_from(tree, [m for m in modules if m not in torch_side])
+    _import_from(tree, [m for m in modules if m not in torch_side and m not in REFUSED])
+    _refused(tree, [m for m in REFUSED if not m.startswith(TORCH_SIDE)])
+
+
+REFUSED = ("determined.keras", "determined.pytorch.deepspeed", "determined.launch.horovod")
 
 
 def test_the_pytorch_api_of_the_tree_imports_with_torch_alone(tmp_path: Path) -> None:
     import torch
 
     tree = trialside.ensure(tmp_path / "trialside")
-    modules = [m for m in _modules(tree) if m.startswith(TORCH_SIDE)]
+    modules = [m for m in _modules(tree) if m.startswith(TORCH_SIDE) and m not in REFUSED]
     # torch's own directory after the tree, its .pth files unread: hpcdet's editable install
     # (a .pth in the same site-packages) stays out of reach.
     _import_from(tree, modules, str(Path(torch.__file__).parents[1]))
+    _refused(tree, [m for m in REFUSED if m.startswith(TORCH_SIDE)],
+             str(Path(torch.__file__).parents[1]))
 
 
 TORCH_SIDE = ("hpcdet.pytorch", "determined.pytorch", "determined.exec")
+
+
+def _refused(tree: Path, modules: list[str], site: str = "") -> None:
+    """Determined's modules hpcdet does not offer say so as they are imported."""
+    for module in modules:
+        done = subprocess.run([sys.executable, "-I", "-S", "-c", "import importlib, sys; "
+                               "sys.path.insert(0, sys.argv[1]); "
+                               "sys.argv[2] and sys.path.append(sys.argv[2]); "
+                               "importlib.import_module(sys.argv[3])", str(tree), site, module],
+                              capture_output=True, text=True, cwd="/")
+        assert f"ImportError: hpcdet has no {module}" in done.stderr, done.stderr
 
 
 def _import_from(tree: Path, modules: list[str], site: str = "") -> None:

@@ -1,15 +1,7 @@
 """``determined.pytorch.deepspeed``: Determined's DeepSpeedTrial API, which hpcdet does not
-offer. The module imports (every module of the trial's tree does), and any name taken from
-it raises an ImportError that says what to use instead."""
+offer. Importing it raises an ImportError that says what to use instead."""
 
 from __future__ import annotations
-
-from .._refused import refusing
-
-# Determined's names, each answered by __getattr__.
-_NAMES = ("DeepSpeedTrial", "DeepSpeedTrialContext", "ModelParallelUnit", "Trainer", "init",
-          "make_data_parallel_mpu", "make_deepspeed_mpu", "overwrite_deepspeed_config")
-__all__ = list(_NAMES)
 
 MESSAGE = (
     "hpcdet has no determined.pytorch.deepspeed (DeepSpeedTrial, DeepSpeedTrialContext): "
@@ -19,5 +11,4 @@ MESSAGE = (
     "det.pytorch.PyTorchTrial"
 )
 
-
-__getattr__ = refusing(MESSAGE)
+raise ImportError(MESSAGE)
