@@ -35,9 +35,10 @@ TRIAL = (
 LEASE = 20
 
 
-def _search(h: Hpcdet, tmp_path: Path, trials: int = 3) -> tuple[Path, Path]:
+def _search(h: Hpcdet, tmp_path: Path, trials: int = 3, step_seconds: float = 1.5
+            ) -> tuple[Path, Path]:
     ctx = h.mkdir(tmp_path / "ctx")
-    (ctx / "train.py").write_text(TRIAL)
+    (ctx / "train.py").write_text(TRIAL.replace("time.sleep(1.5)", f"time.sleep({step_seconds})"))
     cfg = tmp_path / "search.yaml"
     cfg.write_text(
         "name: away\nentrypoint: python3 train.py\nmax_restarts: 0\n"
@@ -179,11 +180,13 @@ def test_a_search_goes_on_across_three_minutes_without_slurmctld(
     not failed; polls back off; `daemon status` says since when the scheduler has not
     answered."""
     h = slurm_hpcdet
-    cfg, ctx = _search(h, tmp_path, trials=4)
+    # Trials of about a minute: the daemon may store metrics a sweep late on a loaded machine,
+    # and slurmctld must go while the first two train (their job steps made) and the last two
+    # still wait in Slurm.
+    cfg, ctx = _search(h, tmp_path, trials=4, step_seconds=4)
     exp = h.create(cfg, ctx)
-    # Asked of Slurm, not of the daemon, whose metrics may come a sweep (up to a minute)
-    # late: by then, on a loaded machine, the first two had ended and the last two run.
-    h.wait_for("two tasks running and two pending", lambda: _tasks(h) == (2, 2))
+    h.wait_for("two trials training and two tasks pending",
+               lambda: _reporting(h, exp) == 2 and _tasks(h) == (2, 2))
     pidfile = Path("/run/hpcdet-slurm/slurmctld.pid")
     subprocess.run(["kill", pidfile.read_text().strip()], check=True)
     down = time.monotonic()
