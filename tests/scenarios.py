@@ -85,9 +85,11 @@ def pause_activate(h: Hpcdet, tmp: Path) -> None:
     (ctx / "slow.yaml").write_text(
         (ctx / "2_checkpoints.yaml").read_text().replace("core-api-stage-2", "pausing")
     )
-    # 25 s of training instead of 10, so that the pause lands mid-run on a loaded machine.
+    # The first run takes 100 s, so that the pause lands mid-run however late the daemon
+    # sees the first checkpoint on a loaded machine; the resumed run takes the usual 10 s.
     script = ctx / "2_checkpoints.py"
-    script.write_text(script.read_text().replace("time.sleep(0.1)", "time.sleep(0.25)"))
+    script.write_text(script.read_text().replace(
+        "time.sleep(0.1)", "time.sleep(0.1 if latest_checkpoint else 1.0)"))
     exp = h.create(ctx / "slow.yaml", ctx)
     h.wait_for("a first checkpoint", lambda: _first_checkpoint_seen(h, exp))
     assert "Paused experiment" in h.run("experiment", "pause", str(exp)).stdout
