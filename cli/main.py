@@ -10,7 +10,19 @@ import typer
 from typer.core import TyperGroup
 
 from hpcdet import DETERMINED_API, __version__
-from hpcdet.cli import checkpoint, cluster, daemon, experiment, job, local, model, relay, trial, ui
+from hpcdet.cli import (
+    checkpoint,
+    cluster,
+    daemon,
+    experiment,
+    job,
+    local,
+    model,
+    relay,
+    task,
+    trial,
+    ui,
+)
 from hpcdet.cli.common import visible
 from hpcdet.errors import HpcdetError
 from hpcdet.private import apply_umask
@@ -45,6 +57,10 @@ for group, name, about in (
     (job.app, "job", "The job queue: order and priorities."),
     (model.app, "model", "The model registry: create, list, describe, register-version, "
      "download."),
+    (task.cmd_app, "cmd", "Commands in batch jobs: run, list, logs, kill."),
+    (task.notebook_app, "notebook", "JupyterLab in a batch job: start, open, list, logs, kill."),
+    (task.shell_app, "shell", "Shells in an allocation: start, open, list, kill."),
+    (task.task_app, "task", "Every interactive task: list."),
 ):
     app.add_typer(group, name=name, help=about)
 app.command("submit")(experiment.submit)

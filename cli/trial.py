@@ -30,6 +30,7 @@ from hpcdet.cli.follow import (
     follow_trial,
     show_logs,
 )
+from hpcdet.cli.task import trial_shell
 from hpcdet.errors import NotFoundError, UsageError
 from hpcdet.link import connect
 from hpcdet.protocol.messages import ContinueTrial, KillTrial
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from hpcdet.views.trials import TrialMetrics
 
 app = typer.Typer(no_args_is_help=True)
+app.command("shell")(trial_shell)
 
 
 @app.command()

@@ -55,11 +55,12 @@ def ui(port: Port = None, host: Host = "127.0.0.1", allow_remote: AllowRemote = 
     `hpcdet ui -c CLUSTER` there)."""
     from hpcdet.ui.app import make_app
     from hpcdet.ui.serve import serve
+    from hpcdet.views.tasks import notebook_locator
 
     _bind(host, allow_remote)
     _exit_on_eof(exit_on_eof)
     p = paths()
-    serve(p, lambda door: make_app(p, door), "ui.sock", 8765,
+    serve(p, lambda door: make_app(p, door, locate=notebook_locator(p)), "ui.sock", 8765,
           host if port is not None else None, port, lambda line: console.print(line),
           rotate=new_token)
 

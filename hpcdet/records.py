@@ -52,6 +52,7 @@ class ExperimentRecord:
     actions_done: int
     searcher_done: bool
     error: str
+    task: str  # "" for an experiment; command, notebook or shell (``hpcdet.tasks``)
     config_source: ConfigSource = field(repr=False, compare=False)
 
     @property

@@ -137,7 +137,7 @@ def trial_variables(
             "DET_USER": base.get("USER") or getpass.getuser(),
             "DET_USE_TLS": "false",
             "DET_SLOT_IDS": dumps(record.slot_ids),
-            "DET_TASK_TYPE": "TRIAL",
+            "DET_TASK_TYPE": spec.task_type,
             "DET_TASK_ID": record.task_id,
             "DET_ALLOCATION_ID": record.allocation_id,
             "DET_AGENT_ID": record.agent_id,
@@ -330,6 +330,7 @@ def main(argv: list[str]) -> int:
         agent_id=node.node_name or socket.gethostname(),
         allocation_id=f"{spec.trial_id}.{spec.run_id}",
         task_id=f"{spec.experiment_id}.{spec.trial_id}",
+        task_type=spec.task_type,
     )
     info_path = layout.node_info(run_dir, rank)
     record.save(info_path)

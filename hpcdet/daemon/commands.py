@@ -125,7 +125,7 @@ class Commands:
     def create(self, request: Create) -> Created:
         return Created.from_reply(self.creation.create(
             request.config, request.staging, request.request_id, request.python,
-            request.paused, request.convert))
+            request.paused, request.convert, request.task))
 
     def ping(self) -> Pong:
         return Pong(os.getpid(), hostname())

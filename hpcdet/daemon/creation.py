@@ -12,6 +12,7 @@ from typing import Any
 
 from hpcdet import images, trialside
 from hpcdet.config import ExperimentConfig
+from hpcdet.config.task import TASK_KINDS
 from hpcdet.config.unapplied import not_applied, other_sections
 from hpcdet.containers import ContainerSpec
 from hpcdet.daemon.configs import Configs
@@ -31,6 +32,7 @@ from hpcdet.errors import (
     HpcdetError,
     NotFoundError,
     StateError,
+    UsageError,
     disk_full_cause,
     disk_full_reason,
 )
@@ -64,7 +66,7 @@ class Creation:
 
     def create(
         self, config: dict[str, Any], staging: str, request_id: str = "", python: str = "",
-        paused: bool = False, convert: bool = False,
+        paused: bool = False, convert: bool = False, task: str = "",
     ) -> dict[str, Any]:
         """``request_id``: the CLI's; the same request carried out again (a daemon that died
         before its reply was written) answers with the experiment it created. ``convert``:
@@ -73,9 +75,10 @@ class Creation:
 
         Once the request is taken the snapshot in ``staging`` is the daemon's (the CLI may have
         stopped waiting): it is moved into the experiment, or removed with any other answer.
+        ``task``: the kind of interactive task the config runs ("" for an experiment).
         """
         try:
-            return self._create(config, staging, request_id, python, paused, convert)
+            return self._create(config, staging, request_id, python, paused, convert, task)
         finally:
             self._drop_staging(Path(staging))
 
@@ -85,10 +88,14 @@ class Creation:
             shutil.rmtree(staging, ignore_errors=True)
 
     def _create(self, config: dict[str, Any], staging: str, request_id: str,
-                python: str, paused: bool = False, convert: bool = False) -> dict[str, Any]:
+                python: str, paused: bool = False, convert: bool = False, task: str = ""
+                ) -> dict[str, Any]:
         made = self.store.experiment_of_request(request_id) if request_id else None
         if made is not None:  # sent again (a laptop whose connection dropped): answered once
             return self._reply_again(made)
+        if task and task not in TASK_KINDS:
+            raise UsageError(f"there is no kind of task {task!r}; it is one of "
+                             f"{', '.join(TASK_KINDS)}")
         given = ExperimentConfig.from_dict(config)
         raw = given.to_dict()
         storage = raw.get("checkpoint_storage") or {}
@@ -125,7 +132,7 @@ class Creation:
                 name=cfg.name, config=raw, description=cfg.description, labels=cfg.labels,
                 backend=self.backend, resource_pool=cfg.resources.resource_pool,
                 priority=cfg.resources.priority, weight=cfg.resources.weight,
-                searcher=cfg.searcher.name, request_id=request_id or None))
+                searcher=cfg.searcher.name, request_id=request_id or None, task=task))
             with self.guard(exp_id, "starting the search", deferrable=False):
                 self.search.start(self.store.experiment(exp_id), cfg)
             if paused:  # its first trials wait, PAUSED, for `experiment activate`

@@ -108,8 +108,9 @@ def walltime(options: BatchOptions, cluster: ClusterConfig) -> int | None:
 
 def run_spec(
     cfg: ExperimentConfig, paths: StatePaths, exp_id: int, trial: dict[str, Any], run_id: int,
-    options: BatchOptions, placement: Placement, cluster: ClusterConfig,
+    options: BatchOptions, placement: Placement, cluster: ClusterConfig, task: str = "",
 ) -> RunSpec:
+    """``task``: the kind of interactive task the experiment is ("" for an experiment)."""
     container = container_spec(cfg, cluster, placement, paths)
     python, overlay_of = trial_python(cfg, cluster, container)
     return RunSpec(
@@ -135,6 +136,7 @@ def run_spec(
         container=container.to_dict() if container else None,
         walltime_seconds=walltime(options, cluster),
         environment=dict(cfg.environment.variables_by_device[device_of(placement, cluster)]),
+        task_type=task.upper() or "TRIAL",
     )
 
 

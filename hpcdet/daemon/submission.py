@@ -288,7 +288,7 @@ class Submission:
             "metadata": trial.metadata,
         }
         spec = run_spec(cfg, self.paths, exp.id, record, trial.run_id + 1, options, placed,
-                        self.cluster)
+                        self.cluster, exp.task)
         run_dir = Path(spec.run_dir)
         if run_dir.exists():
             shutil.rmtree(run_dir)  # left by a submission that never reached the scheduler

@@ -52,13 +52,14 @@ class Client:
                on_snapshot: Callable[[int, int], None] | None = None,
                warn: Callable[[str], None] | None = None, paused: bool = False,
                includes: Sequence[Path] = (), convert_image: bool = False,
-               request_id: str | None = None) -> Created:
+               request_id: str | None = None, task: str = "") -> Created:
         """Snapshot ``context`` and each of ``includes`` (a file or directory, put at the
         context's top under its own name; ``on_snapshot(files, bytes)`` once they are taken)
         and create the experiment of the validated ``config``, ``paused`` if asked.
         ``convert_image``: the caller converts the trials' image next (``Created.image``),
         so the jobs wait for it. ``request_id``: the caller's, when it may send the same
-        create again (a laptop after a dropped connection); the daemon makes it once."""
+        create again (a laptop after a dropped connection); the daemon makes it once.
+        ``task``: the kind of an interactive task (command, notebook, shell) the config runs."""
         from hpcdet.snapshot import Snapshot
 
         def take(staging: Path) -> None:
@@ -73,7 +74,7 @@ class Client:
         python = shutil.which("python3") or ""
 
         def request(rid: str, staging: Path) -> Create:
-            return Create(config, str(staging), rid, python, paused, convert_image)
+            return Create(config, str(staging), rid, python, paused, convert_image, task)
 
         return request("", Path()).reply(
             self.transport.send_with_context(take, request, request_id))

@@ -137,7 +137,8 @@ class Create(Creates):
     ``python``: the ``python3`` on the CLI's PATH, which trials run with when neither the
     config nor the cluster config names one; ``paused``: created paused (`create --paused`),
     its trials wait for `experiment activate`; ``convert``: the CLI converts the trials'
-    image on the login node once created (the daemon takes the pull lock for it)."""
+    image on the login node once created (the daemon takes the pull lock for it);
+    ``task``: an interactive task's kind (``hpcdet.config.task``), "" for an experiment."""
 
     NAME: ClassVar[str] = "create"
     config: dict[str, Any]
@@ -146,6 +147,7 @@ class Create(Creates):
     python: str = ""
     paused: bool = False
     convert: bool = False
+    task: str = ""
 
 
 @dataclass(frozen=True)

@@ -24,14 +24,16 @@ LAPTOP_COMMANDS = frozenset({"local-run", "shim-path"})
 
 def split_cluster(argv: Sequence[str]) -> tuple[str | None, list[str]]:
     """``-c NAME``, ``-cNAME``, ``--cluster NAME`` or ``--cluster=NAME`` taken out of ``argv``
-    (before a ``--``; the last one wins), and the rest in order."""
+    (before a ``--`` or the command of `local-run` or `cmd run`; the last one wins), and the
+    rest in order."""
     name: str | None = None
     rest: list[str] = []
     args = list(argv)
     i = 0
     while i < len(args):
         arg = args[i]
-        if arg == "--" or (arg == "local-run" and not rest):
+        # What follows `local-run` or `cmd run` is the user's command, its -c its own.
+        if arg == "--" or (arg == "local-run" and not rest) or (arg == "run" and rest == ["cmd"]):
             rest.extend(args[i:])
             break
         if arg in ("-c", "--cluster"):

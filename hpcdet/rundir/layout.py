@@ -164,3 +164,15 @@ def tensorboard_dir(storage: Path, cluster_id: str, exp_id: int, trial_id: int |
     layout Determined uses): the experiment's directory, or one trial's."""
     exp_dir = storage / cluster_id / "tensorboard" / "experiment" / str(exp_id)
     return exp_dir if trial_id is None else exp_dir / "trial" / str(trial_id)
+
+
+def service(run_dir: Path) -> Path:
+    """Where a notebook's JupyterLab says it listens (host, port, token, base_url): written by
+    ``hpcdet.launch.notebook`` once it answers, 0600 (the token opens it)."""
+    return run_dir / "service.json"
+
+
+def shell_rc(run_dir: Path) -> Path:
+    """A shell task's environment as bash sources it (``hpcdet.launch.hold``): what a shell
+    joining the allocation starts with, 0600 (the trial's variables may be secrets)."""
+    return run_dir / "shell.rc"

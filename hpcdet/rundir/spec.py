@@ -50,6 +50,8 @@ class RunSpec:
     # The umask hpcdet runs with (0o027 when the cluster config shares with a group): the
     # harness applies it, also under a site's own batch template that sets none.
     umask: int = 0o077
+    # Determined's DET_TASK_TYPE: TRIAL, or COMMAND, NOTEBOOK or SHELL for a task.
+    task_type: str = "TRIAL"
 
     def save(self, run_dir: Path) -> None:
         write_atomic(run_dir / RUN_SPEC_FILE, asdict(self))

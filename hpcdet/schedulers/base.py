@@ -300,6 +300,14 @@ class Scheduler(abc.ABC):
         """Keep pending jobs from starting (None: not supported)."""
         return None
 
+    def join_command(self, job_id: str, argv: list[str]) -> list[str] | None:
+        """``argv`` run with a terminal inside the running job's allocation, beside what runs
+        there (None: the batch system has no way to; ``join_refused`` says what it offers)."""
+        return None
+
+    def join_refused(self) -> str:
+        return f"{self.name} cannot start a command inside a running job"
+
     def release_command(self, job_ids: Collection[str]) -> list[str] | None:
         """Let held jobs start again (None: not supported)."""
         return None

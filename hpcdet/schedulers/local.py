@@ -34,6 +34,9 @@ class LocalScheduler(Scheduler):
     def jobs_dir(self) -> str:
         return str(self.settings["jobs_dir"])
 
+    def join_command(self, job_id: str, argv: list[str]) -> list[str] | None:
+        return argv  # the job runs on this host
+
     def _cmd(self, *args: str) -> list[str]:
         return [*hpcdet_command("hpcdet.schedulers.local_exec"), *args]
 

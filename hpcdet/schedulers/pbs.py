@@ -192,6 +192,12 @@ class PbsScheduler(Scheduler):
         # qorder.1B: both queued, both the user's; their places are exchanged, nothing else.
         return ["qorder", first, second]
 
+    def join_refused(self) -> str:
+        # OpenPBS has no step inside a running job from outside it; `qsub -I` is a new job.
+        return ("PBS cannot start a shell inside a running job: `qsub -I` asks for a new "
+                "interactive job, and `ssh` to the job's first node (`qstat -f JOB`, "
+                "exec_host) works where the site allows it")
+
     def hold_command(self, job_ids: Collection[str]) -> list[str] | None:
         return ["qhold", "-h", "u", *sorted(job_ids)]
 

@@ -232,6 +232,11 @@ class SlurmScheduler(Scheduler):
         # Answers e.g. "allocation failure: User's group not permitted to use this partition".
         return ["sbatch", "--test-only", f"--partition={partition}", str(script)]
 
+    def join_command(self, job_id: str, argv: list[str]) -> list[str] | None:
+        # --overlap (Slurm 20.11+): the step shares the CPUs the job's first step holds.
+        return ["srun", "--overlap", f"--jobid={job_id}", "--nodes=1", "--ntasks=1", "--pty",
+                *argv]
+
     def hold_command(self, job_ids: Collection[str]) -> list[str] | None:
         return ["scontrol", "hold", ",".join(sorted(job_ids))]
 

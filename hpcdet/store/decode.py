@@ -127,7 +127,8 @@ def experiment(row: Row) -> ExperimentRecord:
         backend=row["backend"], searcher=row["searcher"], created=row["created"],
         ended=row["ended"], journal_offset=row["journal_offset"], progress=row["progress"],
         actions_done=row["actions_done"], searcher_done=bool(row["searcher_done"]),
-        error=row["error"], config_source=StoredConfig(row["id"], row["config_json"]))
+        error=row["error"], task=row["task"],
+        config_source=StoredConfig(row["id"], row["config_json"]))
 
 
 def trial(row: Row) -> TrialRecord:

@@ -45,7 +45,7 @@ def _experiment_created(s: Session, e: en.ExperimentCreated, at: Stamp) -> None:
                 description=e.description or "", resource_pool=e.resource_pool,
                 labels_json=json.dumps(e.labels), priority=e.priority, weight=e.weight,
                 position=float(at.exp_id), backend=e.backend, searcher=e.searcher,
-                created=at.time, request_id=e.request_id or "",
+                created=at.time, request_id=e.request_id or "", task=e.task,
             )
         )
 

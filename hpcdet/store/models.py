@@ -35,6 +35,7 @@ class Experiment(SQLModel, table=True):
     # The create request that made it (chosen by the CLI, or by a laptop that may send it
     # again after a dropped connection): a request carried out twice answers the same.
     request_id: str = Field(default="", index=True, sa_column_kwargs={"server_default": ""})
+    task: str = ""  # "" for an experiment; command, notebook or shell (``hpcdet.tasks``)
 
 
 class Trial(SQLModel, table=True):

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 EXPERIMENT_COLUMNS = (
     "id", "name", "state", "config_json", "description", "labels_json", "archived",
     "resource_pool", "priority", "weight", "position", "backend", "searcher", "created", "ended",
-    "journal_offset", "progress", "actions_done", "searcher_done", "error", "request_id")
+    "journal_offset", "progress", "actions_done", "searcher_done", "error", "request_id", "task")
 TRIAL_COLUMNS = (
     "id", "experiment_id", "request_id", "ops_json", "ops_completed", "closed",
     "stop_requested", "early_exit", "exit_reported", "state", "hparams_json", "trial_seed",
@@ -108,20 +108,22 @@ class Reads:
         return [decode(dict(zip(names, row))) for row in self._rows(sql, params)]
 
     def experiments(self, config: bool = True, archived: bool = True,
-                    labels: Collection[str] = (), offset: int = 0, limit: int | None = None
-                    ) -> list[ExperimentRecord]:
+                    labels: Collection[str] = (), offset: int = 0, limit: int | None = None,
+                    tasks: bool = False) -> list[ExperimentRecord]:
         """The experiments, by id: without ``archived``, those not archived; with ``labels``,
-        those with every one; ``limit`` of them from the ``offset``-th. Without ``config``,
-        their config_json is left unread (a listing of thousands need not decode kilobytes
-        each) and reads as "{}"."""
+        those with every one; ``limit`` of them from the ``offset``-th; with ``tasks``, the
+        interactive tasks (commands, notebooks, shells) instead. Without ``config``, their
+        config_json is left unread (a listing of thousands need not decode kilobytes each)
+        and reads as "{}"."""
         columns = _columns(EXPERIMENT_COLUMNS, "experiment",
                            **({} if config else {"config_json": "'{}'"}))
-        where = [] if archived else ["NOT experiment.archived"]
+        where = ["experiment.task != ''" if tasks else "experiment.task = ''"]
+        where += [] if archived else ["NOT experiment.archived"]
         where += ["EXISTS (SELECT 1 FROM json_each(experiment.labels_json) AS label "
                   "WHERE label.value = ?)"] * len(labels)
         return self._records(
             decode.experiment, EXPERIMENT_COLUMNS,
-            f"SELECT {columns} FROM experiment {'WHERE ' if where else ''}{' AND '.join(where)}"
+            f"SELECT {columns} FROM experiment WHERE {' AND '.join(where)}"
             " ORDER BY experiment.id LIMIT ? OFFSET ?",
             (*labels, -1 if limit is None else limit, offset))
 

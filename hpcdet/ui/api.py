@@ -26,6 +26,7 @@ from hpcdet.views.cluster import cluster_view, daemon_view, site_scheduler
 from hpcdet.views.experiments import describe_experiment, experiment_dict, experiment_rows
 from hpcdet.views.logs import LEVELS, LogFilter, log_page
 from hpcdet.views.queue import job_queue, scheduler_statuses
+from hpcdet.views.tasks import task_rows
 from hpcdet.views.trials import describe_trial, trial_dict, trial_metrics
 
 if TYPE_CHECKING:
@@ -119,6 +120,13 @@ def api_routes(paths: StatePaths, store: Callable[[], Queries]) -> list[Route]:
         return JSONResponse({"problem": problem, "jobs": [
             {**asdict(r), "state": r.state.value} for r in rows]})
 
+    def tasks(request: Request) -> Response:
+        rows = task_rows(store())
+        # A notebook's page behind the door (the proxy gives it its token): where it runs.
+        return JSONResponse([{**r.to_dict(), "url": f"/proxy/{r.id}/lab"
+                              if r.kind == "notebook" and r.task.ended is None else None}
+                             for r in rows])
+
     def cluster(request: Request) -> Response:
         view = cluster_view(site_scheduler(paths))
         return JSONResponse({**asdict(view), "daemon": daemon_view(paths)})
@@ -148,6 +156,7 @@ def api_routes(paths: StatePaths, store: Callable[[], Queries]) -> list[Route]:
         Route("/api/trials/{trial_id:int}/checkpoints", checkpoints),
         Route("/api/trials/{trial_id:int}/logs", logs),
         Route("/api/queue", queue),
+        Route("/api/tasks", tasks),
         Route("/api/cluster", cluster),
     ]]
 

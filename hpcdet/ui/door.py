@@ -15,7 +15,7 @@ import os
 import secrets
 import socket
 import tempfile
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 from urllib.parse import urlencode, urlsplit
 
@@ -126,6 +126,29 @@ def same_origin(origin: str | None, referer: str | None, host: str | None) -> bo
     if not source or not host:
         return False
     return urlsplit(source).netloc == host
+
+
+def socket_refusal(door: Door, headers: Mapping[str, str],
+                   cookies: Mapping[str, str]) -> str | None:
+    """Why a WebSocket handshake may not enter, or None if it may. The guard (a
+    BaseHTTPMiddleware) never sees WebSockets, so their routes ask here: the Host is one of
+    the server's names, the token is shown (the session cookie, or a ``Bearer`` header; never
+    ``?token=``, which is the application's behind the door) and, as a WebSocket acts from
+    its first frame, the Origin is one of this server's pages."""
+    host = headers.get("host")
+    if not host_allowed(host, door.hosts):
+        return "this server answers only by the names in the URL hpcdet printed"
+    token = door.token()
+    header = headers.get("authorization")
+    if header and header.lower().startswith("bearer "):
+        admitted = admits(token, presented(None, header, None))
+    else:
+        admitted = admits(door.session, cookies.get(door.cookie))
+    if not admitted:
+        return "this needs its token: open the URL hpcdet printed when it started"
+    if not same_origin(headers.get("origin"), None, host):
+        return "websockets come only from this server's own pages"
+    return None
 
 
 def check_bind(host: str, allow_remote: bool) -> str | None:
