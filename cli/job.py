@@ -53,7 +53,7 @@ def list_(
     user = getpass.getuser()
     cols = ["#", "ID", "Type", "Job Name", "Priority", "Submitted", "Slots (acquired/needed)",
             "Status", "User"]
-    rows = [[i, r.job_id, "TYPE_EXPERIMENT", r.name, r.priority, when(r.submitted),
+    rows = [[i, r.job_id, r.type, r.name, r.priority, when(r.submitted),
              f"{r.acquired}/{r.needed}", _status(r), user] for i, r in shown]
     print_csv(cols, rows) if csv else table(cols, rows)
 

@@ -33,6 +33,26 @@ POLL = 5.0  # seconds between looks at the server's use
 IDLE_TYPES = ("kernels_or_terminals", "kernel_connections_or_terminals", "activity")
 
 
+def reachable_address(environ: dict[str, str]) -> str:
+    """The address the login node reaches this one at: the interface that routes to the host
+    the job was submitted from (Slurm's and PBS's own variables), else loopback (the local
+    backend runs jobs on the login node itself)."""
+    submit = environ.get("SLURM_SUBMIT_HOST") or environ.get("PBS_O_HOST")
+    if not submit:
+        return "127.0.0.1"
+    # A UDP connect sends nothing: it asks the kernel which source address routes there.
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect((submit, 9))
+            routed = str(s.getsockname()[0])
+        except OSError:  # a name this node cannot resolve
+            routed = "127.0.0.1"
+    # Loopback when the submit host's name resolves to it here (an /etc/hosts that maps
+    # every host's own name so): the node's own name's address then.
+    return routed if not routed.startswith("127.") else socket.gethostbyname(
+        socket.gethostname())
+
+
 def free_port(host: str) -> int:
     with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
         s.bind((host, 0))
@@ -89,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     run_dir = Path(os.environ[RUN_DIR_ENV])
     task_id = os.environ["DET_EXPERIMENT_ID"]
-    host = os.environ.get("DET_CHIEF_IP") or socket.gethostbyname(socket.gethostname())
+    host = reachable_address(dict(os.environ))
     port = free_port(host)
     base_url = f"/proxy/{task_id}/"
     token = secrets.token_urlsafe(24)

@@ -105,3 +105,37 @@ def laptop(local_hpcdet: Hpcdet, tmp_path: Path) -> Iterator[tuple[Laptop, Hpcde
     with laptop_for(local_hpcdet, tmp_path) as lap:
         yield lap, local_hpcdet
 
+
+
+# JupyterLab for the notebook tests: the user's own, in a trial environment of its own.
+JUPYTERLAB = "jupyterlab>=4,<5"
+
+
+@pytest.fixture(scope="session")
+def jupyter_python() -> str:
+    """A Python with JupyterLab from PyPI (and nothing of hpcdet's: trials import hpcdet's
+    trial side from its own tree), world-readable so that compute nodes and other users can
+    run it; built once per machine and version pin (pip takes about 20 s)."""
+    import fcntl
+    import hashlib
+    import subprocess
+
+    base = Path(tempfile.gettempdir()) / (
+        "hpcdet-jupyter-" + hashlib.sha256(JUPYTERLAB.encode()).hexdigest()[:12])
+    python = base / "venv" / "bin" / "python"
+    with open(Path(tempfile.gettempdir()) / "hpcdet-jupyter.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (base / "built").exists():
+            return str(python)
+        shutil.rmtree(base, ignore_errors=True)
+        base.mkdir(mode=0o755)
+        system = shutil.which("python3", path="/usr/bin:/bin") or "python3"
+        for cmd in ([system, "-m", "venv", str(base / "venv")],
+                    [str(python), "-m", "pip", "install", "-q", JUPYTERLAB]):
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=900,
+                                  check=False)
+            if done.returncode != 0:
+                pytest.fail(f"{' '.join(cmd)} failed:\n{done.stdout}{done.stderr}",
+                            pytrace=False)
+        (base / "built").write_text("")
+        return str(python)

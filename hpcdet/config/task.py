@@ -11,6 +11,7 @@ joins (``hpcdet.launch.hold``).
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -189,7 +190,7 @@ def entrypoint(kind: str, raw: dict[str, Any]) -> list[str]:
 def default_description(kind: str, raw: dict[str, Any]) -> str:
     given = raw["entrypoint"]
     if kind == COMMAND:
-        return given if isinstance(given, str) else " ".join(given)
+        return given if isinstance(given, str) else shlex.join(given)
     return kind
 
 
@@ -199,7 +200,7 @@ def experiment_form(kind: str, raw: dict[str, Any]) -> dict[str, Any]:
     resources["slots_per_trial"] = resources.pop("slots")
     description = raw["description"] or default_description(kind, raw)
     return {
-        "name": f"{kind.capitalize()} ({description})",
+        "name": kind.capitalize() + (f" ({description})" if description != kind else ""),
         "description": description,
         "entrypoint": entrypoint(kind, raw),
         "searcher": {"name": "single", "metric": "none"},

@@ -179,16 +179,27 @@ SECURITY_HEADERS = {
 }
 
 
+# Pages the door passes on from an interactive task (hpcdet.ui.proxy): JupyterLab's own
+# Content-Security-Policy applies to them (it evaluates code and runs inline scripts).
+PROXIED = "/proxy/"
+
+
 def guard(door: Door, headers: dict[str, str] | None = None) -> Dispatch:
     """The door as Starlette middleware: 401 without the token, 403 for an action from
     another origin; the first visit's ``?token=`` becomes a cookie and leaves the address;
-    every answer carries ``headers`` (SECURITY_HEADERS unless given)."""
+    every answer carries ``headers`` (SECURITY_HEADERS unless given), a proxied page its
+    own Content-Security-Policy."""
     extra = SECURITY_HEADERS if headers is None else headers
+    proxied = {k: v for k, v in extra.items() if k != "content-security-policy"}
 
     async def dispatch(request: Request, call_next: Callable[[Request], Awaitable[Response]]
                        ) -> Response:
         response = await _enter(door, request, call_next)
-        response.headers.update(extra)
+        if request.url.path.startswith(PROXIED) and response.status_code < 400:
+            for name, value in proxied.items():
+                response.headers.setdefault(name, value)
+        else:
+            response.headers.update(extra)
         return response
 
     return dispatch

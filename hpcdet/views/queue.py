@@ -40,6 +40,8 @@ class QueueRow:
     resource_pool: str
     partitions: tuple[str, ...]  # where the scheduler holds its jobs now
     scheduler_ids: tuple[str, ...]
+    # Determined's job type: TYPE_EXPERIMENT, or TYPE_COMMAND, TYPE_NOTEBOOK, TYPE_SHELL.
+    type: str = "TYPE_EXPERIMENT"
 
     def in_pool(self, pool: str) -> bool:
         """Named by its resource pool, or by a partition (queue) its jobs are in."""
@@ -80,6 +82,7 @@ def queue(
             resource_pool=exp.resource_pool or "default",
             partitions=tuple(sorted({s.partition for s in found if s.partition})),
             scheduler_ids=tuple(sorted({r.job_id for r in jobs if r.job_id})),
+            type=f"TYPE_{(exp.task or 'experiment').upper()}",
         )
         group = 2 if running and not pending else (1 if jobs else 0)
         # Schedulers start the highest priority first and, on a tie, the lowest job id.
