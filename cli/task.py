@@ -115,10 +115,10 @@ def _list(kind: Optional[str], as_json: bool) -> None:
     if as_json:
         print_json([r.to_dict() for r in rows])
         return
-    table(["ID", "Kind", "State", "Description", "Job", "Exit", "Started", "Ended"],
+    table(["ID", "Kind", "State", "Description", "Job", "Walltime", "Exit", "Started", "Ended"],
           [[r.id, r.kind, r.task.state, visible(r.task.description), r.job_id,
-            "" if r.exit_code is None else r.exit_code, when(r.task.created),
-            when(r.task.ended)] for r in rows])
+            r.walltime or "default", "" if r.exit_code is None else r.exit_code,
+            when(r.task.created), when(r.task.ended)] for r in rows])
 
 
 def _kill(kind: str, task_id: int) -> None:

@@ -39,13 +39,20 @@ class TaskRow:
         return self.run.job_id if self.run is not None else ""
 
     @property
+    def walltime(self) -> str:
+        """Its job's time limit as its config asks (slurm.walltime or pbs.walltime); "" for
+        the cluster config's, or the partition's own."""
+        section = "pbs" if self.task.backend == "pbs" else "slurm"
+        return str(self.task.stored_config.get(section, {}).get("walltime") or "")
+
+    @property
     def exit_code(self) -> int | None:
         return self.run.exit_code if self.run is not None else None
 
     def to_dict(self) -> dict[str, Any]:
         e = self.task
         return {"id": e.id, "kind": e.task, "description": e.description, "state": e.state,
-                "job_id": self.job_id, "exit_code": self.exit_code,
+                "job_id": self.job_id, "exit_code": self.exit_code, "walltime": self.walltime,
                 "resource_pool": e.resource_pool, "started": e.created, "ended": e.ended,
                 "error": e.error or (self.trial.end_reason if self.trial else "")}
 
