@@ -152,7 +152,9 @@ def trial_variables(
     if spec.latest_checkpoint:
         env["DET_LATEST_CHECKPOINT"] = spec.latest_checkpoint
     # Trials sharing a node must not share rendezvous ports; the user's own settings win.
-    for key, port in trial_ports(node.job_id or spec.run_dir).items():
+    # A pilot allocation runs several trials under one job id: it gives each run a key.
+    for key, port in trial_ports(base.get("HPCDET_PORT_KEY") or node.job_id
+                                 or spec.run_dir).items():
         if key not in base:
             env.setdefault(key, str(port))
     return env

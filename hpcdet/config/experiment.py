@@ -203,6 +203,11 @@ def _cross_checks(raw: dict[str, Any], at: At) -> None:
         (at / "resources" / "max_slots").error(
             f"{max_slots} is fewer than one trial's slots (resources.slots_per_trial: {slots}),"
             " so no trial could ever run; raise it or leave it out")
+    packing = raw["resources"]["packing"]
+    if packing is not None and packing["slots"] is not None and slots > packing["slots"]:
+        (at / "resources" / "packing" / "slots").error(
+            f"{packing['slots']} is fewer than one trial's slots (resources.slots_per_trial: "
+            f"{slots}); an allocation holds one or more whole trials on one node")
     for section in ("slurm", "pbs"):
         per_node = raw[section]["slots_per_node"]
         if per_node and slots > per_node and slots % per_node:

@@ -19,6 +19,7 @@ from hpcdet.config.schema import (
     Spec,
     Str,
     StrList,
+    Walltime,
     check_mapping,
     did_you_mean,
     is_int,
@@ -41,6 +42,24 @@ def _shm_size(value: Any, at: At) -> Any:
     return None
 
 
+_PACKING_SPECS: dict[str, Spec] = {
+    "slots": Int(None, minimum=1),
+    "walltime": Walltime(None),
+    "allocations": Int(1, minimum=1),
+}
+
+
+def _packing(value: Any, at: At) -> dict[str, Any] | None:
+    """hpcdet's own: the trials run inside ``allocations`` pilot jobs of ``slots`` slots for
+    ``walltime`` each, one trial after another (hpcdet.launch.pilot)."""
+    if value is None:
+        return None
+    out = check_mapping(value, at, _PACKING_SPECS, required={
+        "slots": "the slots each allocation holds, e.g. slots: 4 (a node's GPUs or CPUs)",
+        "walltime": "how long each allocation runs, e.g. walltime: '2:00:00'"})
+    return out
+
+
 RESOURCES_SPECS: dict[str, Spec] = {
     "slots_per_trial": Int(1, minimum=0),
     # An unmapped pool name is the Slurm partition itself.
@@ -53,6 +72,7 @@ RESOURCES_SPECS: dict[str, Spec] = {
     "devices": Opaque([], kind=list),
     "agent_label": Str(None),
     "native_parallel": Bool(False),
+    "packing": Custom(_packing),
 }
 _RESOURCES_REMOVED = {
     "slots": 'additionalProperties "slots" not allowed; use resources.slots_per_trial'
@@ -76,6 +96,8 @@ class ResourcesConfig:
     shm_size: int | str | None = None
     is_single_node: bool = False
     devices: list[Any] = field(default_factory=list)
+    # {slots, walltime, allocations} when trials run packed into pilot allocations.
+    packing: dict[str, Any] | None = None
 
     @classmethod
     def from_raw(cls, raw: dict[str, Any]) -> ResourcesConfig:

@@ -28,7 +28,8 @@ class Finisher:
         starts or waits without one exits at once; ``cancel`` also drops every task (running
         ones too) from the scheduler. Idempotent."""
         arrays = [a.job_id for a in self.store.arrays(exp_id)]
-        if not arrays:
+        array_dir = layout.array_dir(self.paths.experiment(exp_id))
+        if not arrays and not any(array_dir.glob("pilot-*")):  # pilots read it too
             return
         closed = layout.array_closed(self.paths.experiment(exp_id))
         if not closed.exists():

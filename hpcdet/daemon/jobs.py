@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 from hpcdet.errors import SchedulerCommandError
@@ -43,14 +43,21 @@ class Jobs:
         self.unreachable_since: float | None = None
         self.failed_polls = 0
         self.unreachable_error = ""
+        # Jobs polled though no run names them: pilot allocations (hpcdet.daemon.packing).
+        self.watched: set[str] = set()
+        # Ends a packed run alone (hpcdet.daemon.packing.kill_packed); True if it was one.
+        self.kill_packed: Callable[[str], bool] = lambda job_id: False
 
     def poll(self) -> bool:
         """One status query for all of the user's live jobs, and what it says stored in their
         runs; False if the scheduler did not answer."""
         self.last_poll = time.time()
         live = self.store.live_job_ids()
+        # A packed run is asked of as its pilot's job (``<pilot>+<E>.<T>.<R>``).
+        pilots = {job_id: job_id.split("+", 1)[0] for job_id in live if "+" in job_id}
+        asked = sorted({pilots.get(j, j) for j in live} | self.watched)
         try:
-            result = self._ask(self.scheduler.status_command(live))
+            result = self._ask(self.scheduler.status_command(asked))
         except SchedulerCommandError as e:
             return self._unanswered("scheduler status query failed", e)
         try:
@@ -64,7 +71,7 @@ class Jobs:
             self.unreachable_since, self.failed_polls, self.unreachable_error = None, 0, ""
         self.polls += 1
         self.statuses = statuses
-        gone = [j for j in live if j not in self.statuses]
+        gone = [j for j in asked if j not in self.statuses]
         final_cmd = self.scheduler.final_status_command(gone)
         if final_cmd is not None:
             try:
@@ -72,8 +79,12 @@ class Jobs:
                 self.statuses.update(self.scheduler.parse_final_status(out))
             except SchedulerCommandError as e:
                 log.warning("accounting query failed: %s", e)
-        for job_id in live:
+        for job_id, pilot in pilots.items():
+            if pilot in self.statuses:
+                self.statuses[job_id] = self.statuses[pilot]
+        for job_id in [*live, *self.watched]:
             self.missing[job_id] = 0 if job_id in self.statuses else self.missing.get(job_id, 0) + 1
+        self.watched = {j for j in self.watched if not self.ended(j)}
         # A state the backend cannot name says nothing: the run keeps its last one and stays
         # live (stored as UNKNOWN, it would drop out of the live runs for good).
         self.store.set_run_states({
@@ -128,7 +139,8 @@ class Jobs:
     def cancel(self, job_ids: Collection[str]) -> None:
         """Cancel the jobs, a command per CANCEL_BATCH of them; a job asked before, or a task
         of an array asked before, is not asked again."""
-        job_ids = sorted({j for j in job_ids if j not in self.canceled
+        packed = {j for j in job_ids if self.kill_packed(j)}  # ended by their pilots
+        job_ids = sorted({j for j in job_ids if j not in self.canceled and j not in packed
                           and self.scheduler.array_of(j) not in self.canceled})
         for i in range(0, len(job_ids), CANCEL_BATCH):
             batch = job_ids[i:i + CANCEL_BATCH]

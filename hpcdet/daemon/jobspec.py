@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import shutil
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from hpcdet import containers, trialside
 from hpcdet.config import ExperimentConfig
 from hpcdet.config.cluster import ClusterConfig
+from hpcdet.config.schema import parse_walltime
 from hpcdet.containers import Bind, ContainerSpec
 from hpcdet.paths import StatePaths
 from hpcdet.private import PrivacyError, check_storage, umask_in_force
@@ -167,6 +169,25 @@ def array_request(
     return _request(
         array_job_name(exp_id, index), array_dir, cfg, cluster, options, array, placement, nice
     )
+
+
+def pilot_job_name(exp_id: int, index: int) -> str:
+    return f"hpcdet-e{exp_id}-pilot{index}"
+
+
+def pilot_request(
+    exp_id: int, index: int, pilot_dir: Path, cfg: ExperimentConfig, cluster: ClusterConfig,
+    options: BatchOptions, placement: Placement, nice: int,
+) -> JobRequest:
+    """The request of an experiment's ``index``-th pilot allocation: ``resources.packing``'s
+    slots on one node, of the kind (GPUs or CPUs) a trial's are, for its walltime."""
+    packing = cfg.resources.packing or {}
+    held = Placement(1, int(packing["slots"]), placement.gpus)
+    request = _request(pilot_job_name(exp_id, index), pilot_dir, cfg, cluster, options, None,
+                       held, nice)
+    limit = parse_walltime(packing["walltime"])
+    return replace(request, pilot=True, walltime_seconds=limit,
+                   preempt_grace_seconds=min(120, max(10, limit // 4)))
 
 
 def _request(

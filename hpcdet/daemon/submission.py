@@ -25,6 +25,7 @@ from hpcdet.daemon.jobspec import (
     run_spec,
 )
 from hpcdet.daemon.journal import Journal
+from hpcdet.daemon.packing import Packing
 from hpcdet.daemon.searching import SearchDriver
 from hpcdet.daemon.site import Site
 from hpcdet.errors import SchedulerCommandError
@@ -82,6 +83,7 @@ class Submission:
         self.search = search
         self.controls = controls
         self.guard = guard
+        self.packing = Packing(store, journal, paths, cluster, jobs, site)
         self.submissions: deque[float] = deque()  # when, within the last minute
         self.held_until = 0.0  # no submission before (a refusal for now: _held)
         # When the scheduler first said each job can never start (refuse_never_running).
@@ -103,6 +105,8 @@ class Submission:
 
     def _submit_experiment(self, exp: Experiment) -> bool:
         """Submit the experiment's queued trials; False once the submission limit is hit."""
+        if self.configs.get(exp).resources.packing is not None:
+            return self._submit_packed(exp)
         arrays = self._ensure_arrays(exp)
         cap = self.configs.get(exp).trials_at_once
         # Counted only under a cap: most experiments have none, and this runs every tick.
@@ -119,6 +123,29 @@ class Submission:
                 return False
             self._submit(exp, trial)
             singles += 1
+        return True
+
+    def _submit_packed(self, exp: Experiment) -> bool:
+        """Hand the queued trials to the experiment's pilot allocations, and submit another
+        when they wait and ``resources.packing.allocations`` allows (hpcdet.daemon.packing)."""
+        cfg = self.configs.get(exp)
+        queued = self.store.trials(exp.id, state=TrialState.QUEUED)
+        waiting = self.packing.hand_out(
+            exp, cfg, queued, lambda e, t: (p[0] if (p := self._prepare(e, t)) else None),
+            self._submitting)
+        if not waiting or not self.packing.pilot_needed(exp, cfg):
+            return True
+        if not self._may_submit():
+            return False
+        self.submissions.append(time.time())
+        try:
+            self.packing.submit_pilot(exp, cfg, self.scheduler.nice_per_step)
+        except (SchedulerCommandError, ValueError) as e:
+            if not self._held(e):
+                self._refuse(exp, self.site.fit_problem(cfg)
+                             or f"the scheduler refused the pilot allocation: {e}")
+            return True
+        self._submitted()
         return True
 
     def _live_jobs(self, exp: Experiment, chunks: list[tuple[str, int, int]]

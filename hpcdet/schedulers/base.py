@@ -160,6 +160,15 @@ class JobRequest:
     extra_args: list[str] = field(default_factory=list)
     environment: dict[str, str] = field(default_factory=dict)
     array: ArraySpec | None = None
+    # A pilot allocation of a packed search (hpcdet.launch.pilot): ``run_dir`` is its
+    # directory, where the daemon hands it runs.
+    pilot: bool = False
+
+    @property
+    def deadline_after(self) -> int:
+        """Seconds after its start by which the job's runs should checkpoint (0: none)."""
+        limit = self.walltime_seconds
+        return max(0, limit - self.preempt_grace_seconds) if limit else 0
 
 
 # Directive values of a job request: (field, kind in directives.KINDS, where the user sets it).

@@ -51,6 +51,9 @@ class LocalScheduler(Scheduler):
                 "environment": job.environment,
                 "launch": "",
                 "job_id_var": "HPCDET_LOCAL_JOB_ID",
+                "pilot": job.pilot,
+                "slots_per_node": job.slots_per_node,
+                "deadline_after": job.deadline_after,
             },
             self.settings.get("template_dir"),
         )

@@ -187,6 +187,8 @@ class SlurmScheduler(Scheduler):
                 "launch": launch,
                 "job_id_var": "SLURM_JOB_ID",
                 "array": job.array,
+                "pilot": job.pilot,
+                "deadline_after": job.deadline_after,
             },
             self.settings.get("template_dir"),
         )

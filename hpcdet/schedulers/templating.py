@@ -16,6 +16,7 @@ from hpcdet.errors import ConfigError
 from hpcdet.private import PrivacyError, check_trusted, hpcdet_command, umask_in_force
 
 HARNESS = "hpcdet.launch.harness"
+PILOT = "hpcdet.launch.pilot"
 
 
 def _text(value: Any) -> str:
@@ -93,5 +94,7 @@ def render(name: str, context: dict[str, Any], template_dir: str | None = None) 
     common = {
         "umask": umask_in_force(),
         "harness": " ".join(shq(a) for a in hpcdet_command(HARNESS, context["python"])),
+        "pilot_command": " ".join(shq(a) for a in hpcdet_command(PILOT, context["python"])),
+        "pilot": False,
     }
-    return environment(template_dir).get_template(name).render(**common, **context)
+    return environment(template_dir).get_template(name).render(**{**common, **context})

@@ -1,0 +1,173 @@
+"""Packing (``resources.packing``): a search's trials run inside a few pilot allocations,
+each holding ``slots`` slots on one node for ``walltime``, which take runs one after another
+(``hpcdet.launch.pilot``), instead of a job or array task each.
+
+A pilot lives in ``<exp>/array/pilot-<i>/``: its batch script, the job id the daemon got for
+it, the ``status.json`` it keeps while it runs, and ``take/``, where the daemon hands it runs.
+A run handed to a pilot keeps the job id ``<pilot job>+<E>.<T>.<R>``: the status query asks
+the scheduler of the pilot's job, and a cancel of that id ends the run alone (``RUN_DIR/kill``),
+never the allocation. A pilot that ends (its walltime, a scancel) ends its runs as their job
+would; the trials go on from their checkpoints in another pilot.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from hpcdet.config import ExperimentConfig
+from hpcdet.config.cluster import ClusterConfig
+from hpcdet.daemon.jobs import Jobs
+from hpcdet.daemon.jobspec import pilot_request
+from hpcdet.daemon.journal import Journal
+from hpcdet.daemon.site import Site
+from hpcdet.paths import StatePaths
+from hpcdet.priority import nice_for
+from hpcdet.records import ExperimentRecord as Experiment
+from hpcdet.records import TrialRecord as Trial
+from hpcdet.rundir import layout
+from hpcdet.rundir.atomic import read_json, write_text_atomic
+from hpcdet.store.entries import RunSubmitted
+from hpcdet.store.repository import Store
+
+log = logging.getLogger(__name__)
+
+# A running pilot that has not written its status for this long is gone (killed with its node).
+SILENT_SECONDS = 60.0
+PACKED = "+"
+
+
+def packed_id(pilot_job: str, exp_id: int, trial_id: int, run_id: int) -> str:
+    """The job id of a run in a pilot (as ``hpcdet.launch.pilot`` writes it)."""
+    return f"{pilot_job}{PACKED}{exp_id}.{trial_id}.{run_id}"
+
+
+def pilot_of(job_id: str) -> str | None:
+    """The pilot's job id of a packed run's, or None for any other job id."""
+    return job_id.split(PACKED, 1)[0] if PACKED in job_id else None
+
+
+def run_of(job_id: str) -> tuple[int, int, int] | None:
+    """(experiment, trial, run) of a packed run's job id."""
+    if PACKED not in job_id:
+        return None
+    parts = job_id.split(PACKED, 1)[1].split(".")
+    if len(parts) != 3 or not all(p.isdigit() for p in parts):
+        return None
+    exp_id, trial_id, run_id = map(int, parts)
+    return exp_id, trial_id, run_id
+
+
+@dataclass(frozen=True)
+class PilotView:
+    index: int
+    directory: Path
+    job_id: str  # "" while its submission is under way
+    started: bool  # it has written its status
+    ended: bool
+    draining: bool
+
+
+class Packing:
+    def __init__(self, store: Store, journal: Journal, paths: StatePaths,
+                 cluster: ClusterConfig, jobs: Jobs, site: Site) -> None:
+        self.store = store
+        self.journal = journal
+        self.paths = paths
+        self.cluster = cluster
+        self.jobs = jobs
+        self.site = site
+
+    def pilots(self, exp_id: int) -> list[PilotView]:
+        """The experiment's pilots, by index."""
+        array_dir = layout.array_dir(self.paths.experiment(exp_id))
+        found = []
+        for directory in sorted(array_dir.glob("pilot-*"),
+                                key=lambda p: int(p.name.split("-")[1])):
+            status = read_json(directory / "status.json") or {}
+            job_file = directory / "job_id"
+            job_id = (job_file.read_text().strip() if job_file.exists() else "") or str(
+                status.get("job_id") or "")
+            silent = bool(status) and time.time() - float(status.get("beat") or 0) > SILENT_SECONDS
+            ended = ("ended" in status or silent
+                     or (bool(job_id) and self.jobs.ended(job_id)))
+            found.append(PilotView(int(directory.name.split("-")[1]), directory, job_id,
+                                   bool(status), ended, bool(status.get("draining"))))
+        self.jobs.watched.update(p.job_id for p in found if p.job_id and not p.ended)
+        return found
+
+    def hand_out(self, exp: Experiment, cfg: ExperimentConfig, queued: list[Trial],
+                 prepare: Callable[[Experiment, Trial], Path | None],
+                 submitting: Callable[[Experiment, list[Trial]], None]) -> int:
+        """Hand queued trials' next runs to running pilots with room; how many wait still."""
+        packing = cfg.resources.packing or {}
+        per_pilot = max(1, int(packing["slots"]) // max(1, cfg.resources.slots_per_trial))
+        open_pilots = [p for p in self.pilots(exp.id)
+                       if p.started and not p.ended and not p.draining and p.job_id]
+        load = {p.job_id: 0 for p in open_pilots}
+        trials = [t.id for t in self.store.trials(exp.id)]
+        for run in self.store.runs(trials, live_only=True):
+            holder = pilot_of(run.job_id)
+            if holder is not None and holder in load:
+                load[holder] += 1
+        waiting = 0
+        for trial in queued:
+            pilot = next((p for p in open_pilots if load[p.job_id] < per_pilot), None)
+            if pilot is None:
+                waiting += 1
+                continue
+            run_dir = prepare(exp, trial)
+            if run_dir is None:
+                continue
+            run_id = trial.run_id + 1
+            submitting(exp, [trial])
+            key = f"{exp.id}.{trial.id}.{run_id}"
+            write_text_atomic(pilot.directory / "take" / key, str(run_dir))
+            self.journal.record(exp.id, RunSubmitted(
+                trial_id=trial.id, run_id=run_id,
+                job_id=packed_id(pilot.job_id, exp.id, trial.id, run_id)))
+            load[pilot.job_id] += 1
+        return waiting
+
+    def pilot_needed(self, exp: Experiment, cfg: ExperimentConfig) -> bool:
+        """Whether another pilot should go: none is starting, and fewer than
+        ``allocations`` (and the site's job limit) are alive."""
+        packing = cfg.resources.packing or {}
+        alive = [p for p in self.pilots(exp.id) if not p.ended]
+        if any(not p.started for p in alive):
+            return False  # one waits in the queue already: it takes the work when it starts
+        limit = int(packing.get("allocations") or 1)
+        if self.cluster.max_jobs:
+            limit = min(limit, max(0, self.cluster.max_jobs - len(self.store.live_job_ids())))
+        return len([p for p in alive if not p.draining]) < limit
+
+    def submit_pilot(self, exp: Experiment, cfg: ExperimentConfig, nice_step: int) -> str:
+        """Submit the experiment's next pilot; its job id. Raises what ``Jobs.submit`` does."""
+        array_dir = layout.array_dir(self.paths.experiment(exp.id))
+        index = 1 + max((p.index for p in self.pilots(exp.id)), default=-1)
+        directory = array_dir / f"pilot-{index}"
+        (directory / "take").mkdir(parents=True)
+        scheduler = self.jobs.scheduler
+        script = directory / layout.SCRIPT_FILE
+        script.write_text(scheduler.render_script(pilot_request(
+            exp.id, index, directory, cfg, self.cluster, scheduler.options(cfg),
+            self.site.placement(cfg), nice_for(exp.priority, nice_step))))
+        job_id = self.jobs.submit(script)
+        write_text_atomic(directory / "job_id", job_id)
+        self.jobs.watched.add(job_id)
+        log.info("experiment %d: pilot allocation %d is job %s", exp.id, index, job_id)
+        return job_id
+
+
+def kill_packed(paths: StatePaths, job_id: str) -> bool:
+    """End one packed run (its pilot kills its harness); False for any other job id."""
+    run = run_of(job_id)
+    if run is None:
+        return False
+    run_dir = paths.run(*run)
+    if run_dir.is_dir():
+        write_text_atomic(run_dir / "kill", "")
+    return True
