@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import scenarios
+from tests import packing_scenarios, scenarios
 from tests.runtimes import Runtime, require_runtimes
 from tests.support import Hpcdet
 
@@ -204,3 +204,21 @@ def test_a_trial_in_an_image(pbs_apptainer_hpcdet: Hpcdet, container_root: Path)
     env = json.loads(next(line for line in out.splitlines() if "ENV [" in line).split("ENV ")[1])
     assert "PBS_JOBID" in env and "APPTAINER_CONTAINER" in env, env
     assert "LEAKY_HOST_VAR" not in env
+
+
+def test_a_packed_search_decides_as_one_job_per_trial(pbs_hpcdet: Hpcdet, tmp_path: Path
+                                                     ) -> None:
+    (tmp_path / "plain").mkdir()
+    plain = next(_pbs(tmp_path / "plain", {}))
+    try:
+        packing_scenarios.same_decisions_as_one_job_per_trial(pbs_hpcdet, plain, tmp_path)
+    finally:
+        plain.stop()
+        _qdel_everything(tmp_path / "plain" / "pbs-server")
+
+
+def test_a_qdeleted_allocations_trials_go_on_from_their_checkpoints(
+        pbs_hpcdet: Hpcdet, tmp_path: Path) -> None:
+    env_path = pbs_hpcdet.env()["PATH"]
+    packing_scenarios.killed_allocation(pbs_hpcdet, tmp_path, [
+        "env", f"PATH={env_path}", f"PBS_DOUBLE_HOME={tmp_path / 'pbs-server'}", "qdel"])
