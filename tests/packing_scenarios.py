@@ -109,3 +109,28 @@ def killed_allocation(h: Hpcdet, tmp: Path, cancel: list[str]) -> None:
             again = [r for r in rows if r["run_id"] == 2 and r["group"] == "training"]
             assert again and again[0]["steps_completed"] > 10, again
     assert len(pilots(h, exp)) <= 3
+
+
+def across_allocations(h: Hpcdet, tmp: Path) -> None:
+    """A trial longer than its allocation's walltime checkpoints as the pilot nears it, and
+    goes on from that checkpoint in the next pilot."""
+    ctx = copy_examples(tmp / "long")
+    script = ctx / "2_checkpoints.py"
+    script.write_text(script.read_text().replace("time.sleep(0.1)", "time.sleep(0.5)"))
+    (tmp / "long.yaml").write_text(
+        "name: long\nentrypoint: python3 2_checkpoints.py\n"
+        "searcher: {name: single, metric: x, max_length: 100}\n"
+        "resources:\n  slots_per_trial: 1\n"
+        "  packing: {slots: 1, walltime: '00:00:45', allocations: 1}\n")
+    exp = h.create(tmp / "long.yaml", ctx)
+    d = h.wait_state(exp, {"COMPLETED", "ERROR"}, timeout=300)
+    assert d["experiment"]["state"] == "COMPLETED", json.dumps(d)[-3000:]
+    runs = d["runs"]
+    assert len(runs) == 2 and len({r["job_id"].split("+")[0] for r in runs}) == 2, runs
+    rows = h.metrics(d["trials"][0]["id"])
+    steps = [r["steps_completed"] for r in rows if r["group"] == "training"]
+    assert steps == list(range(10, 101, 10)), steps  # each once: resumed, not restarted
+    second = [r for r in rows if r["run_id"] == 2 and r["group"] == "training"]
+    assert second and second[0]["steps_completed"] > 10, second
+    assert [r["metrics"] for r in rows if r["group"] == "validation"] == [{"x": 100}]
+    assert d["trials"][0]["restarts"] == 0  # a walltime is no failure

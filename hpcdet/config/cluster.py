@@ -109,6 +109,7 @@ FILE_SPECS: dict[str, Spec] = {
     "min_poll_interval": Custom(_poll_interval),
     "submissions_per_minute": Int(None, minimum=1),
     "max_jobs": Int(None, minimum=1),
+    "min_job_minutes": Int(None, minimum=1),
     "share_with_group": Custom(_share_with_group),
     "daemon_lease": Int(None, minimum=10),
 }
@@ -140,6 +141,9 @@ class ClusterConfig:
     min_poll_interval: float = MIN_POLL_FLOOR
     submissions_per_minute: int = 30
     max_jobs: int | None = None
+    # The site's shortest job it wants (LRZ bans many under 2 minutes, GWDG asks for an hour):
+    # a search without resources.packing is told to pack.
+    min_job_minutes: int | None = None
     # State, run trees and checkpoints are 0700/0600; with a group, 0750/0640 (and that group).
     share_with_group: bool | str = False
     # Seconds without a heartbeat after which another host's daemon takes over (lease.py).
@@ -258,6 +262,7 @@ _CAPS: dict[str, Callable[[Any, Any], bool]] = {
     "min_poll_interval": lambda user, site: user < site,
     "submissions_per_minute": lambda user, site: user > site,
     "max_jobs": lambda user, site: user > site,
+    "min_job_minutes": lambda user, site: user < site,
 }
 
 

@@ -140,8 +140,12 @@ class Packing:
         if any(not p.started for p in alive):
             return False  # one waits in the queue already: it takes the work when it starts
         limit = int(packing.get("allocations") or 1)
-        if self.cluster.max_jobs:
-            limit = min(limit, max(0, self.cluster.max_jobs - len(self.store.live_job_ids())))
+        # The user's jobs now, a pilot once however many runs it holds.
+        queued = ({pilot_of(j) or j for j in self.store.live_job_ids()}
+                  | {p.job_id for p in alive if p.job_id})
+        for cap in (self.cluster.max_jobs, self.jobs.scheduler.limits.max_jobs):
+            if cap:
+                limit = min(limit, len(alive) + max(0, cap - len(queued)))
         return len([p for p in alive if not p.draining]) < limit
 
     def submit_pilot(self, exp: Experiment, cfg: ExperimentConfig, nice_step: int) -> str:
