@@ -216,7 +216,7 @@ def test_describe_rows(tmp_path: Path) -> None:
         "backend", "partitions", "default_pool", "account", "qos", "walltime", "gpu_type",
         "template_dir", "container_runtime", "image_dir", "image_cache", "slot_type", "python",
         "min_poll_interval",
-        "submissions_per_minute", "max_jobs", "share_with_group", "daemon_lease",
+        "submissions_per_minute", "max_jobs", "min_job_minutes", "share_with_group", "daemon_lease",
     ]
     table = {key: (value, source) for key, value, source in rows}
     assert table["walltime"] == ("01:30:00", "user")
