@@ -78,6 +78,7 @@ BENCHES = [
     Bench("daemon_load", _lazy("daemon_load", 60), _lazy("daemon_load", 4, (10, 20), 10, 10)),
     Bench("decision_latency", _lazy("decision_latency", 16), _lazy("decision_latency", 2)),
     Bench("allgather", _lazy("allgather", 200), _lazy("allgather", 10)),
+    Bench("packing", _lazy("packing", 200, 30, 8), _lazy("packing", 8, 2, 8)),
 ]
 
 
