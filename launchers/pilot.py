@@ -24,17 +24,20 @@ from pathlib import Path
 from hpcdet.node_env import DEADLINE_VAR
 from hpcdet.private import hpcdet_command
 from hpcdet.rundir.atomic import read_json, write_atomic
-from hpcdet.rundir.layout import EXIT_FILE, PREEMPT_FILE, bell
+from hpcdet.rundir.layout import (
+    EXIT_FILE,
+    KILL_FILE,
+    PILOT_STATUS,
+    PILOT_TAKE,
+    PREEMPT_FILE,
+    bell,
+    packed_id,
+)
 from hpcdet.rundir.spec import RunSpec
 
 HARNESS = "hpcdet.launch.harness"
-TAKE, CLOSED, STATUS, KILL = "take", "closed", "status.json", "kill"
+CLOSED = "closed"  # the experiment's arrays' (hpcdet.rundir.layout.array_closed)
 LOOK = 0.2  # seconds between looks for work: an array task waits for its slot as often
-
-
-def packed_id(pilot_job: str, exp_id: int, trial_id: int, run_id: int) -> str:
-    """The job id the daemon keeps for a run in a pilot: the pilot's, and the run."""
-    return f"{pilot_job}+{exp_id}.{trial_id}.{run_id}"
 
 
 @dataclass
@@ -62,10 +65,10 @@ class Pilot:
         self.cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
         visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
         self.gpus = [g for g in visible.split(",") if g] if visible else []
-        (self.directory / TAKE).mkdir(exist_ok=True)
+        (self.directory / PILOT_TAKE).mkdir(exist_ok=True)
 
     def status(self) -> None:
-        write_atomic(self.directory / STATUS, {
+        write_atomic(self.directory / PILOT_STATUS, {
             "job_id": self.job_id, "host": os.uname().nodename, "slots": self.slots,
             "free": len(self.free), "draining": self.draining, "beat": time.time(),
             "running": sorted(self.running)}, durable=False)
@@ -95,7 +98,7 @@ class Pilot:
 
     def reap(self) -> None:
         for key, run in list(self.running.items()):
-            if (run.run_dir / KILL).exists() and run.process.poll() is None:
+            if (run.run_dir / KILL_FILE).exists() and run.process.poll() is None:
                 run.process.kill()
             code = run.process.poll()
             if code is None:
@@ -120,7 +123,7 @@ class Pilot:
             (run.run_dir / PREEMPT_FILE).touch()
 
     def look(self) -> None:
-        taken = self.directory / TAKE
+        taken = self.directory / PILOT_TAKE
         for entry in sorted(taken.iterdir(), key=lambda p: p.stat().st_mtime):
             if entry.name.startswith(".") or entry.name in self.running:
                 continue
@@ -154,7 +157,7 @@ def main(argv: list[str]) -> int:
     try:
         return pilot.loop()
     finally:
-        write_atomic(directory / STATUS, {**(read_json(directory / STATUS) or {}),
+        write_atomic(directory / PILOT_STATUS, {**(read_json(directory / PILOT_STATUS) or {}),
                                           "ended": time.time()}, durable=False)
 
 

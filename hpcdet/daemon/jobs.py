@@ -9,6 +9,7 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 
 from hpcdet.errors import SchedulerCommandError
+from hpcdet.rundir.layout import pilot_of
 from hpcdet.schedulers import JobStatus, Scheduler
 from hpcdet.schedulers.runner import CommandRunner, Result
 from hpcdet.states import JobState, RunState
@@ -54,7 +55,7 @@ class Jobs:
         self.last_poll = time.time()
         live = self.store.live_job_ids()
         # A packed run is asked of as its pilot's job (``<pilot>+<E>.<T>.<R>``).
-        pilots = {job_id: job_id.split("+", 1)[0] for job_id in live if "+" in job_id}
+        pilots = {job_id: pilot for job_id in live if (pilot := pilot_of(job_id))}
         asked = sorted({pilots.get(j, j) for j in live} | self.watched)
         try:
             result = self._ask(self.scheduler.status_command(asked))

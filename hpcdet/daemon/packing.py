@@ -37,28 +37,6 @@ log = logging.getLogger(__name__)
 
 # A running pilot that has not written its status for this long is gone (killed with its node).
 SILENT_SECONDS = 60.0
-PACKED = "+"
-
-
-def packed_id(pilot_job: str, exp_id: int, trial_id: int, run_id: int) -> str:
-    """The job id of a run in a pilot (as ``hpcdet.launch.pilot`` writes it)."""
-    return f"{pilot_job}{PACKED}{exp_id}.{trial_id}.{run_id}"
-
-
-def pilot_of(job_id: str) -> str | None:
-    """The pilot's job id of a packed run's, or None for any other job id."""
-    return job_id.split(PACKED, 1)[0] if PACKED in job_id else None
-
-
-def run_of(job_id: str) -> tuple[int, int, int] | None:
-    """(experiment, trial, run) of a packed run's job id."""
-    if PACKED not in job_id:
-        return None
-    parts = job_id.split(PACKED, 1)[1].split(".")
-    if len(parts) != 3 or not all(p.isdigit() for p in parts):
-        return None
-    exp_id, trial_id, run_id = map(int, parts)
-    return exp_id, trial_id, run_id
 
 
 @dataclass(frozen=True)
@@ -83,18 +61,16 @@ class Packing:
 
     def pilots(self, exp_id: int) -> list[PilotView]:
         """The experiment's pilots, by index."""
-        array_dir = layout.array_dir(self.paths.experiment(exp_id))
         found = []
-        for directory in sorted(array_dir.glob("pilot-*"),
-                                key=lambda p: int(p.name.split("-")[1])):
-            status = read_json(directory / "status.json") or {}
-            job_file = directory / "job_id"
+        for directory in layout.pilot_dirs(self.paths.experiment(exp_id)):
+            status = read_json(directory / layout.PILOT_STATUS) or {}
+            job_file = directory / layout.PILOT_JOB
             job_id = (job_file.read_text().strip() if job_file.exists() else "") or str(
                 status.get("job_id") or "")
             silent = bool(status) and time.time() - float(status.get("beat") or 0) > SILENT_SECONDS
             ended = ("ended" in status or silent
                      or (bool(job_id) and self.jobs.ended(job_id)))
-            found.append(PilotView(int(directory.name.split("-")[1]), directory, job_id,
+            found.append(PilotView(int(directory.name[6:]), directory, job_id,
                                    bool(status), ended, bool(status.get("draining"))))
         self.jobs.watched.update(p.job_id for p in found if p.job_id and not p.ended)
         return found
@@ -110,7 +86,7 @@ class Packing:
         load = {p.job_id: 0 for p in open_pilots}
         trials = [t.id for t in self.store.trials(exp.id)]
         for run in self.store.runs(trials, live_only=True):
-            holder = pilot_of(run.job_id)
+            holder = layout.pilot_of(run.job_id)
             if holder is not None and holder in load:
                 load[holder] += 1
         waiting = 0
@@ -125,10 +101,10 @@ class Packing:
             run_id = trial.run_id + 1
             submitting(exp, [trial])
             key = f"{exp.id}.{trial.id}.{run_id}"
-            write_text_atomic(pilot.directory / "take" / key, str(run_dir))
+            write_text_atomic(pilot.directory / layout.PILOT_TAKE / key, str(run_dir))
             self.journal.record(exp.id, RunSubmitted(
                 trial_id=trial.id, run_id=run_id,
-                job_id=packed_id(pilot.job_id, exp.id, trial.id, run_id)))
+                job_id=layout.packed_id(pilot.job_id, exp.id, trial.id, run_id)))
             load[pilot.job_id] += 1
         return waiting
 
@@ -141,7 +117,7 @@ class Packing:
             return False  # one waits in the queue already: it takes the work when it starts
         limit = int(packing.get("allocations") or 1)
         # The user's jobs now, a pilot once however many runs it holds.
-        queued = ({pilot_of(j) or j for j in self.store.live_job_ids()}
+        queued = ({layout.pilot_of(j) or j for j in self.store.live_job_ids()}
                   | {p.job_id for p in alive if p.job_id})
         for cap in (self.cluster.max_jobs, self.jobs.scheduler.limits.max_jobs):
             if cap:
@@ -150,17 +126,16 @@ class Packing:
 
     def submit_pilot(self, exp: Experiment, cfg: ExperimentConfig, nice_step: int) -> str:
         """Submit the experiment's next pilot; its job id. Raises what ``Jobs.submit`` does."""
-        array_dir = layout.array_dir(self.paths.experiment(exp.id))
         index = 1 + max((p.index for p in self.pilots(exp.id)), default=-1)
-        directory = array_dir / f"pilot-{index}"
-        (directory / "take").mkdir(parents=True)
+        directory = layout.pilot_dir(self.paths.experiment(exp.id), index)
+        (directory / layout.PILOT_TAKE).mkdir(parents=True)
         scheduler = self.jobs.scheduler
         script = directory / layout.SCRIPT_FILE
         script.write_text(scheduler.render_script(pilot_request(
             exp.id, index, directory, cfg, self.cluster, scheduler.options(cfg),
             self.site.placement(cfg), nice_for(exp.priority, nice_step))))
         job_id = self.jobs.submit(script)
-        write_text_atomic(directory / "job_id", job_id)
+        write_text_atomic(directory / layout.PILOT_JOB, job_id)
         self.jobs.watched.add(job_id)
         log.info("experiment %d: pilot allocation %d is job %s", exp.id, index, job_id)
         return job_id
@@ -168,10 +143,10 @@ class Packing:
 
 def kill_packed(paths: StatePaths, job_id: str) -> bool:
     """End one packed run (its pilot kills its harness); False for any other job id."""
-    run = run_of(job_id)
+    run = layout.packed_run(job_id)
     if run is None:
         return False
     run_dir = paths.run(*run)
     if run_dir.is_dir():
-        write_text_atomic(run_dir / "kill", "")
+        write_text_atomic(run_dir / layout.KILL_FILE, "")
     return True

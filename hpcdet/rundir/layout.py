@@ -176,3 +176,41 @@ def shell_rc(run_dir: Path) -> Path:
     """A shell task's environment as bash sources it (``hpcdet.launch.hold``): what a shell
     joining the allocation starts with, 0600 (the trial's variables may be secrets)."""
     return run_dir / "shell.rc"
+
+
+# A pilot allocation of a packed search (hpcdet.launch.pilot, hpcdet.daemon.packing): its
+# directory beside the experiment's arrays (whose closed file it reads too), where the daemon
+# hands it runs (``take/<E>.<T>.<R>``, the run directory inside), the job id the daemon got
+# for it, and the status it keeps while it runs.
+PILOT_TAKE, PILOT_STATUS, PILOT_JOB = "take", "status.json", "job_id"
+KILL_FILE = "kill"  # daemon -> pilot: end this run alone
+PACKED = "+"
+
+
+def pilot_dir(exp_dir: Path, index: int) -> Path:
+    return exp_dir / ARRAY_DIR / f"pilot-{index}"
+
+
+def pilot_dirs(exp_dir: Path) -> list[Path]:
+    """The experiment's pilots' directories, by index."""
+    found = (exp_dir / ARRAY_DIR).glob("pilot-*")
+    return sorted((p for p in found if p.name[6:].isdigit()), key=lambda p: int(p.name[6:]))
+
+
+def packed_id(pilot_job: str, exp_id: int, trial_id: int, run_id: int) -> str:
+    """The job id of a run in a pilot: the pilot's, and the run."""
+    return f"{pilot_job}{PACKED}{exp_id}.{trial_id}.{run_id}"
+
+
+def pilot_of(job_id: str) -> str | None:
+    """The pilot's job id of a packed run's job id; None for any other job id."""
+    return job_id.split(PACKED, 1)[0] if PACKED in job_id else None
+
+
+def packed_run(job_id: str) -> tuple[int, int, int] | None:
+    """(experiment, trial, run) of a packed run's job id; None for any other job id."""
+    parts = job_id.split(PACKED, 1)[1].split(".") if PACKED in job_id else []
+    if len(parts) != 3 or not all(p.isdigit() for p in parts):
+        return None
+    exp_id, trial_id, run_id = map(int, parts)
+    return exp_id, trial_id, run_id

@@ -9,11 +9,10 @@ import pytest
 from hpcdet.config import load_experiment_config
 from hpcdet.config.cluster import ClusterConfig
 from hpcdet.daemon.jobspec import pilot_request
-from hpcdet.daemon.packing import packed_id, pilot_of, run_of
 from hpcdet.errors import ConfigError
+from hpcdet.rundir.layout import packed_id, packed_run, pilot_of
 from hpcdet.schedulers import make_scheduler
 from hpcdet.schedulers.base import Placement
-from launchers.pilot import packed_id as pilots_packed_id
 
 CONFIG = """name: p
 entrypoint: python3 t.py
@@ -35,9 +34,9 @@ def test_packing_is_a_resources_setting_checked_with_its_path() -> None:
 
 def test_a_packed_runs_job_id_names_its_pilot_and_its_run() -> None:
     job = packed_id("1234", 5, 17, 2)
-    assert job == pilots_packed_id("1234", 5, 17, 2) == "1234+5.17.2"
-    assert (pilot_of(job), run_of(job)) == ("1234", (5, 17, 2))
-    assert (pilot_of("1234"), run_of("1234_5"), run_of("1+x.y")) == (None, None, None)
+    assert job == "1234+5.17.2"
+    assert (pilot_of(job), packed_run(job)) == ("1234", (5, 17, 2))
+    assert (pilot_of("1234"), packed_run("1234_5"), packed_run("1+x.y")) == (None, None, None)
 
 
 @pytest.mark.parametrize("backend", ["slurm", "pbs", "local"])
