@@ -129,6 +129,12 @@ class Submission:
         """Hand the queued trials to the experiment's pilot allocations, and submit another
         when they wait and ``resources.packing.allocations`` allows (hpcdet.daemon.packing)."""
         cfg = self.configs.get(exp)
+        if self.site.placement(cfg).nodes > 1:
+            self._refuse(exp, "resources.packing runs trials of one node each; this experiment's "
+                              "trials span several (slurm.slots_per_node or pbs.slots_per_node "
+                              "below resources.slots_per_trial): leave packing out, or fit a "
+                              "trial on one node")
+            return True
         queued = self.store.trials(exp.id, state=TrialState.QUEUED)
         waiting = self.packing.hand_out(
             exp, cfg, queued, lambda e, t: (p[0] if (p := self._prepare(e, t)) else None),

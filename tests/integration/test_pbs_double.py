@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import packing_scenarios, scenarios
+from tests import packing_scenarios, scenarios, task_scenarios
 from tests.runtimes import Runtime, require_runtimes
 from tests.support import Hpcdet
 
@@ -222,3 +222,9 @@ def test_a_qdeleted_allocations_trials_go_on_from_their_checkpoints(
     env_path = pbs_hpcdet.env()["PATH"]
     packing_scenarios.killed_allocation(pbs_hpcdet, tmp_path, [
         "env", f"PATH={env_path}", f"PBS_DOUBLE_HOME={tmp_path / 'pbs-server'}", "qdel"])
+
+
+def test_a_command_runs_as_a_pbs_job(pbs_hpcdet: Hpcdet, tmp_path: Path) -> None:
+    import socket
+
+    task_scenarios.command_runs(pbs_hpcdet, tmp_path, {socket.gethostname()})
