@@ -17,7 +17,9 @@ from typing import Any
 
 import httpx
 
-from tests.support import Hpcdet
+from tests.support import Hpcdet, ensure_user
+
+OTHER = "hpcdet-u2"  # a second user of the login node
 
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -132,6 +134,21 @@ def trial_shell(h: Hpcdet, tmp: Path, job_env: str) -> None:
         h.run("experiment", "kill", str(exp), check=False)
 
 
+def _as_another_user(url: str, service: Path) -> str:
+    """What a second user of the login node gets from the door's URL, and whether they can
+    read the notebook's address and token."""
+    ensure_user(OTHER)
+    probe = ("import sys, urllib.request, urllib.error\n"
+             "try:\n    code = urllib.request.urlopen(sys.argv[1], timeout=10).status\n"
+             "except urllib.error.HTTPError as e:\n    code = e.code\n"
+             "try:\n    open(sys.argv[2]).read(); said = 'readable'\n"
+             "except OSError:\n    said = 'unreadable'\n"
+             "print(code, said)\n")
+    done = subprocess.run(["runuser", "-u", OTHER, "--", "/usr/bin/python3", "-c", probe, url,
+                           str(service)], capture_output=True, text=True, timeout=60)
+    return done.stdout.strip() or done.stderr
+
+
 @contextmanager
 def door(h: Hpcdet) -> Iterator[tuple[str, str]]:
     """`hpcdet ui --port 0` running: (its base URL, its token)."""
@@ -175,6 +192,7 @@ def notebook_in_chromium(h: Hpcdet, tmp: Path, jupyter_python: str, hosts: Colle
     assert httpx.get(node, timeout=10).status_code == 403  # JupyterLab's own token guards it
     with door(h) as (base, token), sync_playwright() as p:
         assert httpx.get(base + path, timeout=10).status_code == 401
+        assert _as_another_user(base + path, run_dir / "service.json") == "401 unreadable"
         browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 900})
