@@ -38,6 +38,9 @@ from hpcdet.rundir.spec import RunSpec
 HARNESS = "hpcdet.launch.harness"
 CLOSED = "closed"  # the experiment's arrays' (hpcdet.rundir.layout.array_closed)
 LOOK = 0.2  # seconds between looks for work: an array task waits for its slot as often
+# Seconds between status writes when nothing changes: the daemon counts a pilot silent for a
+# minute as gone, and the shared filesystem is spared five writes a second.
+BEAT = 10.0
 
 
 @dataclass
@@ -59,6 +62,8 @@ class Pilot:
     draining: bool = False
     cpus: list[int] = field(default_factory=list)
     gpus: list[str] = field(default_factory=list)
+    said: tuple[object, ...] = ()  # what the last status write said
+    said_at: float = 0.0
 
     def __post_init__(self) -> None:
         self.free = list(range(self.slots))
@@ -68,6 +73,10 @@ class Pilot:
         (self.directory / PILOT_TAKE).mkdir(exist_ok=True)
 
     def status(self) -> None:
+        now = (tuple(sorted(self.running)), self.draining, len(self.free))
+        if now == self.said and time.time() - self.said_at < BEAT:
+            return
+        self.said, self.said_at = now, time.time()
         write_atomic(self.directory / PILOT_STATUS, {
             "job_id": self.job_id, "host": os.uname().nodename, "slots": self.slots,
             "free": len(self.free), "draining": self.draining, "beat": time.time(),
