@@ -11,7 +11,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -290,3 +291,29 @@ def require_root(reason: str) -> None:
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(f"{reason}; CI runs the tests as root", pytrace=False)
     pytest.skip(reason)
+
+
+CHROMIUM = "/usr/bin/chromium"  # Debian's, which scripts/test.sh installs
+# Chromium's own network traffic (updates, sync) has nowhere to go on these machines.
+CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run",
+                  "--disable-quic"]
+
+
+@contextmanager
+def ui_server(h: Hpcdet) -> Iterator[tuple[str, str]]:
+    """`hpcdet ui --port 0` of ``h``, serving: (its base URL, its token)."""
+    proc = subprocess.Popen([h.python, "-m", "hpcdet.cli.main", "ui", "--port", "0"],
+                            env=h.env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    assert proc.stdout is not None
+    said = ""
+    while "then open:" not in said and proc.poll() is None:
+        said += proc.stdout.readline()
+    port, secret = re.search(r"127\.0\.0\.1:(\d+)", said), re.search(r"token=(\S+)", said)
+    assert port and secret, said
+    try:
+        yield f"http://127.0.0.1:{port.group(1)}", secret.group(1)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

@@ -10,20 +10,16 @@ import re
 import select
 import subprocess
 import time
-from collections.abc import Collection, Iterator
-from contextlib import contextmanager
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from tests.support import Hpcdet, ensure_user
+from tests.support import CHROMIUM, CHROMIUM_FLAGS, Hpcdet, ensure_user, ui_server
 
 OTHER = "hpcdet-u2"  # a second user of the login node
 
-CHROMIUM = "/usr/bin/chromium"
-FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
 
 
 def tasks(h: Hpcdet, group: str = "task") -> dict[int, dict[str, Any]]:
@@ -45,6 +41,8 @@ def command_runs(h: Hpcdet, tmp: Path, hosts: Collection[str]) -> None:
     said = re.search(r"prep on (\S+) COMMAND \['prep.py'\]", done.stdout)
     assert said and said.group(1) in hosts, done.stdout
     task_id = int(re.search(r"Launched command (\d+)", done.stdout).group(1))  # type: ignore[union-attr]
+    # The command's end is its trial's; the task's state follows at the daemon's next pass.
+    h.wait_state(task_id, {"ERROR", "COMPLETED"})
     listed = tasks(h, "cmd")[task_id]
     assert (listed["kind"], listed["exit_code"], listed["state"]) == ("command", 3, "ERROR")
     assert listed["job_id"] and task_id in tasks(h)
@@ -149,25 +147,6 @@ def _as_another_user(url: str, service: Path) -> str:
     return done.stdout.strip() or done.stderr
 
 
-@contextmanager
-def door(h: Hpcdet) -> Iterator[tuple[str, str]]:
-    """`hpcdet ui --port 0` running: (its base URL, its token)."""
-    proc = subprocess.Popen([h.python, "-m", "hpcdet.cli.main", "ui", "--port", "0"],
-                            env=h.env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
-    assert proc.stdout is not None
-    said = ""
-    while "then open:" not in said and proc.poll() is None:
-        said += proc.stdout.readline()
-    port, secret = re.search(r"127\.0\.0\.1:(\d+)", said), re.search(r"token=(\S+)", said)
-    assert port and secret, said
-    try:
-        yield f"http://127.0.0.1:{port.group(1)}", secret.group(1)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-
-
 def notebook_in_chromium(h: Hpcdet, tmp: Path, jupyter_python: str, hosts: Collection[str],
                          shots: Path) -> None:
     """A JupyterLab started with `notebook start` runs a cell in Chromium through the door:
@@ -190,10 +169,10 @@ def notebook_in_chromium(h: Hpcdet, tmp: Path, jupyter_python: str, hosts: Colle
     assert (run_dir / "service.json").stat().st_mode & 0o077 == 0
     node = f"http://{service['host']}:{service['port']}{service['base_url']}api/status"
     assert httpx.get(node, timeout=10).status_code == 403  # JupyterLab's own token guards it
-    with door(h) as (base, token), sync_playwright() as p:
+    with ui_server(h) as (base, token), sync_playwright() as p:
         assert httpx.get(base + path, timeout=10).status_code == 401
         assert _as_another_user(base + path, run_dir / "service.json") == "401 unreadable"
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 900})
             errors: list[str] = []

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hpcdet.errors import NotFoundError, StateError, UsageError
@@ -93,13 +94,23 @@ _LIST = {None: "task list", "command": "cmd list", "notebook": "notebook list",
          "shell": "shell list"}
 
 
-def _live_run_dir(paths: StatePaths, row: TaskRow) -> Any:
-    """The run directory of the task's job, or None before it is submitted or once ended
-    (whether it runs yet, its files say: the scheduler's word comes at the next poll)."""
+def _live_run_dir(paths: StatePaths, reads: Reads, task_id: int, kind: str
+                  ) -> tuple[TaskRow, Path | None]:
+    """The task, and its job's run directory, or None before it is submitted (whether it runs
+    yet, its files say: the scheduler's word comes at the next poll).
+
+    Raises:
+        NotFoundError: no such task of that kind.
+        StateError: it has ended.
+    """
+    row = task_row(reads, task_id, kind)
+    if row.task.ended is not None:
+        raise StateError(f"{kind} {task_id} has ended ({row.task.state}); start another "
+                         f"with `hpcdet {kind} start`")
     run, trial = row.run, row.trial
     if run is None or trial is None or run.ended is not None:
-        return None
-    return paths.run(row.id, trial.id, run.run_id)
+        return row, None
+    return row, paths.run(row.id, trial.id, run.run_id)
 
 
 @dataclass(frozen=True)
@@ -119,11 +130,7 @@ def notebook_service(paths: StatePaths, reads: Reads, task_id: int) -> Service |
         NotFoundError: no such notebook.
         StateError: it has ended.
     """
-    row = task_row(reads, task_id, "notebook")
-    if row.task.ended is not None:
-        raise StateError(f"notebook {task_id} has ended ({row.task.state}); start another "
-                         "with `hpcdet notebook start`")
-    run_dir = _live_run_dir(paths, row)
+    _, run_dir = _live_run_dir(paths, reads, task_id, "notebook")
     if run_dir is None:
         return None
     try:
@@ -161,11 +168,7 @@ def shell_target(paths: StatePaths, reads: Reads, task_id: int) -> ShellTarget |
         NotFoundError: no such shell.
         StateError: it has ended.
     """
-    row = task_row(reads, task_id, "shell")
-    if row.task.ended is not None:
-        raise StateError(f"shell {task_id} has ended ({row.task.state}); start another with "
-                         "`hpcdet shell start`")
-    run_dir = _live_run_dir(paths, row)
+    row, run_dir = _live_run_dir(paths, reads, task_id, "shell")
     if run_dir is None or not shell_rc(run_dir).exists():
         return None
     return ShellTarget(row.job_id, str(shell_rc(run_dir)))

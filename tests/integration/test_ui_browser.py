@@ -8,9 +8,7 @@ in $HPCDET_UI_SHOTS (default test-artifacts/ui)."""
 from __future__ import annotations
 
 import os
-import re
 import shutil
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,12 +16,17 @@ from typing import Any
 
 import pytest
 
-from tests.support import FIXTURES, REPO, Hpcdet, copy_examples
+from tests.support import (
+    CHROMIUM,
+    CHROMIUM_FLAGS,
+    FIXTURES,
+    REPO,
+    Hpcdet,
+    copy_examples,
+    ui_server,
+)
 
-CHROMIUM = "/usr/bin/chromium"
-# Chromium's own network traffic (updates, sync) has nowhere to go on these machines.
-FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
+FLAGS = CHROMIUM_FLAGS
 SHOTS = Path(os.environ.get("HPCDET_UI_SHOTS", REPO / "test-artifacts" / "ui"))
 
 playwright_api = pytest.importorskip("playwright.sync_api")
@@ -47,27 +50,17 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         "hyperparameters: {lr: 0.1, layers: 3}\n"
         "searcher: {name: single, metric: validation_loss, max_length: 3000}\n")
     live = h.create(root / "live.yaml", live_ctx)
-    proc = subprocess.Popen([h.python, "-m", "hpcdet.cli.main", "ui", "--port", "0"],
-                            env=h.env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
-    assert proc.stdout is not None
-    said = ""
-    while "then open:" not in said and proc.poll() is None:
-        said += proc.stdout.readline()
-    port, secret = re.search(r"127\.0\.0\.1:(\d+)", said), re.search(r"token=(\S+)", said)
-    assert port and secret, said
-    h.wait_state(asha, {"COMPLETED"})
-    with playwright_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        try:
-            yield {"h": h, "asha": asha, "live": live, "browser": browser,
-                   "base": f"http://127.0.0.1:{port.group(1)}", "token": secret.group(1)}
-        finally:
-            browser.close()
-            h.run("experiment", "kill", str(live), check=False)
-            proc.terminate()
-            proc.wait(timeout=30)
-            h.stop()
+    with ui_server(h) as (base, token):
+        h.wait_state(asha, {"COMPLETED"})
+        with playwright_api.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+            try:
+                yield {"h": h, "asha": asha, "live": live, "browser": browser,
+                       "base": base, "token": token}
+            finally:
+                browser.close()
+                h.run("experiment", "kill", str(live), check=False)
+    h.stop()
 
 
 class Page:
