@@ -65,20 +65,27 @@ def same_decisions_as_one_job_per_trial(packed: Hpcdet, plain: Hpcdet, tmp: Path
         assert both and all(metrics[k] == theirs[request][1][k] for k in both), request
 
 
+def _checkpointing(h: Hpcdet, where: Path, step_seconds: float, config: str) -> int:
+    """An experiment of the tutorial's stage 2 (a checkpoint every 10 of its 100 steps),
+    ``step_seconds`` a step, with ``config`` after its entrypoint."""
+    ctx = copy_examples(where)
+    script = ctx / "2_checkpoints.py"
+    script.write_text(script.read_text().replace("time.sleep(0.1)",
+                                                 f"time.sleep({step_seconds})"))
+    (where / "exp.yaml").write_text("name: packed\nentrypoint: python3 2_checkpoints.py\n"
+                                    + config)
+    return h.create(where / "exp.yaml", ctx)
+
+
 def killed_allocation(h: Hpcdet, tmp: Path, cancel: list[str]) -> None:
     """Four 30-s trials two to a pilot in two pilots; the first pilot is canceled once its
     trials have checkpointed: they go on from their checkpoints in another pilot, and every
     trial ends with x = 100 and each step's metrics reported."""
-    ctx = copy_examples(tmp / "kill")
-    script = ctx / "2_checkpoints.py"
-    script.write_text(script.read_text().replace("time.sleep(0.1)", "time.sleep(0.3)"))
-    (tmp / "kill.yaml").write_text(
-        "name: killed\nentrypoint: python3 2_checkpoints.py\n"
+    exp = _checkpointing(h, tmp / "kill", 0.3, (
         "hyperparameters: {tag: {type: int, minval: 1, maxval: 9}}\n"
         "searcher: {name: random, metric: x, max_trials: 4, max_length: 100}\n"
         "resources:\n  slots_per_trial: 1\n"
-        "  packing: {slots: 2, walltime: '20:00', allocations: 2}\n")
-    exp = h.create(tmp / "kill.yaml", ctx)
+        "  packing: {slots: 2, walltime: '20:00', allocations: 2}\n"))
 
     def first_pilots_trials_checkpointed() -> bool:
         d = h.describe(exp)
@@ -114,15 +121,10 @@ def killed_allocation(h: Hpcdet, tmp: Path, cancel: list[str]) -> None:
 def across_allocations(h: Hpcdet, tmp: Path) -> None:
     """A trial longer than its allocation's walltime checkpoints as the pilot nears it, and
     goes on from that checkpoint in the next pilot."""
-    ctx = copy_examples(tmp / "long")
-    script = ctx / "2_checkpoints.py"
-    script.write_text(script.read_text().replace("time.sleep(0.1)", "time.sleep(0.5)"))
-    (tmp / "long.yaml").write_text(
-        "name: long\nentrypoint: python3 2_checkpoints.py\n"
+    exp = _checkpointing(h, tmp / "long", 0.5, (
         "searcher: {name: single, metric: x, max_length: 100}\n"
         "resources:\n  slots_per_trial: 1\n"
-        "  packing: {slots: 1, walltime: '00:00:45', allocations: 1}\n")
-    exp = h.create(tmp / "long.yaml", ctx)
+        "  packing: {slots: 1, walltime: '00:00:45', allocations: 1}\n"))
     d = h.wait_state(exp, {"COMPLETED", "ERROR"}, timeout=300)
     assert d["experiment"]["state"] == "COMPLETED", json.dumps(d)[-3000:]
     runs = d["runs"]
