@@ -52,7 +52,7 @@ class ExperimentRecord:
     actions_done: int
     searcher_done: bool
     error: str
-    task: str  # "" for an experiment; command, notebook or shell (``hpcdet.tasks``)
+    task: str  # "" for an experiment; command, notebook or shell (hpcdet.config.task)
     config_source: ConfigSource = field(repr=False, compare=False)
 
     @property

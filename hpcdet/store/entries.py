@@ -33,7 +33,7 @@ class ExperimentCreated(Entry):
     priority: int | None = None
     weight: float = 1.0
     request_id: str | None = None  # the create request that made it, to answer it again
-    task: str = ""  # "" for an experiment; command, notebook or shell (``hpcdet.tasks``)
+    task: str = ""  # "" for an experiment; command, notebook or shell (hpcdet.config.task)
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,9 @@ class Experiment(SQLModel, table=True):
     # The create request that made it (chosen by the CLI, or by a laptop that may send it
     # again after a dropped connection): a request carried out twice answers the same.
     request_id: str = Field(default="", index=True, sa_column_kwargs={"server_default": ""})
-    task: str = ""  # "" for an experiment; command, notebook or shell (``hpcdet.tasks``)
+    # "" for an experiment; command, notebook or shell (hpcdet.config.task). A server default
+    # too: rows inserted in bulk (the benches' seeds) name only the columns they set.
+    task: str = Field(default="", sa_column_kwargs={"server_default": ""})
 
 
 class Trial(SQLModel, table=True):
