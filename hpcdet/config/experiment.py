@@ -15,7 +15,7 @@ import json
 import re
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -303,6 +303,15 @@ class ExperimentConfig:
     def to_dict(self) -> dict[str, Any]:
         """The full config with defaults filled in (a deep copy of ``raw``), JSON-compatible."""
         return copy.deepcopy(self.raw)
+
+    def filled(self, section: str, **values: Any) -> ExperimentConfig:
+        """The config with ``values`` set in ``section``, typed and raw alike: hpcdet's fill-ins
+        after the one validation of a create (the interpreter chosen, the checkpoint a warm
+        start resumes). The keys are the section's own, so no parse is needed again."""
+        raw = copy.deepcopy(self.raw)
+        raw[section].update(values)
+        part = replace(getattr(self, section), **values)
+        return replace(self, raw=raw, **{section: part})
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> ExperimentConfig:

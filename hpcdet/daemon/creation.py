@@ -108,21 +108,13 @@ class Creation:
         if task and task not in TASK_KINDS:
             raise UsageError(f"there is no kind of task {task!r}; it is one of "
                              f"{', '.join(TASK_KINDS)}")
-        given = ExperimentConfig.from_dict(config)
-        raw = given.to_dict()
-        storage = raw.get("checkpoint_storage") or {}
-        if "type" not in storage:  # none, or only GC settings: over the default storage
-            raw["checkpoint_storage"] = {
-                "type": "shared_fs", "host_path": str(self.paths.default_checkpoints()),
-                **storage,
-            }
-        if not given.environment.has_image:
-            self._choose_python(raw["environment"], python)
-        cfg = ExperimentConfig.from_dict(raw)
+        cfg = ExperimentConfig.from_dict(self._over_default_storage(config))
+        if not cfg.environment.has_image:
+            cfg = cfg.filled("environment", python=self._choose_python(cfg.environment.python,
+                                                                        python))
         source = self._warm_start(cfg)
         if source is not None and source != cfg.searcher.source_checkpoint_uuid:
-            raw["searcher"]["source_checkpoint_uuid"] = source  # what the trials start from
-            cfg = ExperimentConfig.from_dict(raw)
+            cfg = cfg.filled("searcher", source_checkpoint_uuid=source)  # the trials' start
         problems = container_problems(cfg, self.submission.cluster)
         if problems:
             raise ConfigError(problems)
@@ -218,16 +210,25 @@ class Creation:
                 f"checkpoint_storage as experiment {source.experiment_id}"])
         return source.uuid
 
-    def _choose_python(self, environment: dict[str, Any], submitted: str) -> None:
-        """Fill in ``environment.python`` of a config without an image: the config's own, the
-        cluster config's, or the ``python3`` on PATH where the experiment was created.
+    def _over_default_storage(self, config: dict[str, Any]) -> dict[str, Any]:
+        """The config as given, over the state directory's checkpoint storage when it names
+        none (or only GC settings), before its one parse fills in that storage's defaults."""
+        storage = config.get("checkpoint_storage")
+        if storage is not None and (not isinstance(storage, dict) or "type" in storage):
+            return config  # its own storage, or a shape the validation names
+        default = {"type": "shared_fs", "host_path": str(self.paths.default_checkpoints())}
+        return {**config, "checkpoint_storage": {**default, **(storage or {})}}
+
+    def _choose_python(self, configured: str | None, submitted: str) -> str:
+        """``environment.python`` of a config without an image: the config's own, the cluster
+        config's, or the ``python3`` on PATH where the experiment was created.
 
         Raises:
             ConfigError: when there is none, or it cannot run (before anything is stored).
         """
         cluster = self.submission.cluster
         chosen, said = next(
-            ((p, field) for p, field in ((environment.get("python"), "environment.python"),
+            ((p, field) for p, field in ((configured, "environment.python"),
                                          (cluster.python, "python (cluster config)"),
                                          (submitted, "environment.python"),
                                          # a client that sent none: the daemon's own PATH
@@ -238,7 +239,7 @@ class Creation:
             raise ConfigError(["environment.python: there was no python3 on PATH where the "
                                "experiment was created; set it to the interpreter your trials "
                                "run with, e.g. /opt/venvs/train/bin/python3"])
-        environment["python"] = trialside.probe(chosen, said).path
+        return trialside.probe(chosen, said).path
 
     def _create_reply(self, exp_id: int, cfg: ExperimentConfig, container: ContainerSpec | None,
                       waiting: str, reserved: str = "") -> dict[str, Any]:

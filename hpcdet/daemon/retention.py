@@ -6,44 +6,16 @@ from __future__ import annotations
 import shutil
 
 from hpcdet.checkpoint_gc import (
-    CheckpointRecord,
-    GCPolicy,
     RetentionPolicy,
-    ValidationRecord,
-    checkpoints_to_delete,
 )
-from hpcdet.config import ExperimentConfig
 from hpcdet.daemon.configs import Configs
 from hpcdet.daemon.journal import Journal
 from hpcdet.errors import StateError
 from hpcdet.paths import StatePaths
 from hpcdet.records import CheckpointRecord as Checkpoint
 from hpcdet.records import ExperimentRecord as Experiment
-from hpcdet.states import FINAL_TRIAL_STATES
 from hpcdet.store.entries import CheckpointDeleted
-from hpcdet.store.queries import Queries
 from hpcdet.store.repository import Store
-
-
-def doomed_checkpoints(store: Queries, exp_id: int, cfg: ExperimentConfig, policy: GCPolicy
-                       ) -> list[Checkpoint]:
-    """The checkpoints of the experiment's ended trials that ``policy`` does not keep (also
-    what `experiment set gc-policy` shows before it asks). A checkpoint registered as a model
-    version is kept whatever the policy says."""
-    ended = {t.id for t in store.trials(exp_id) if t.state in FINAL_TRIAL_STATES}
-    ckpts = [c for c in store.checkpoints(exp_id=exp_id) if c.trial_id in ended]
-    if not ckpts:
-        return []
-    validations = [
-        ValidationRecord(m.trial_id, m.steps_completed, m.metrics)
-        for trial_id in ended for m in store.metrics(trial_id, "validation")
-    ]
-    doomed = checkpoints_to_delete(
-        [CheckpointRecord(c.uuid, c.trial_id, c.steps_completed, c.reported) for c in ckpts],
-        validations, policy, cfg.searcher.metric, cfg.searcher.smaller_is_better,
-    )
-    registered = store.registered(doomed)
-    return [c for c in ckpts if c.uuid in doomed and c.uuid not in registered]
 
 
 class Retention:
@@ -57,7 +29,7 @@ class Retention:
     def collect(self, exp: Experiment) -> None:
         """Apply the GC policy to the checkpoints of the experiment's ended trials."""
         cfg = self.configs.get(exp)
-        for ckpt in doomed_checkpoints(self.store, exp.id, cfg,
+        for ckpt in self.store.doomed_checkpoints(exp.id, cfg,
                                        cfg.checkpoint_storage or RetentionPolicy()):
             self.delete(ckpt)
 

@@ -18,6 +18,9 @@ from sqlalchemy.orm import defer
 from sqlalchemy.orm.attributes import set_committed_value
 from sqlmodel import col, func, select
 
+from hpcdet.checkpoint_gc import CheckpointRecord as Kept
+from hpcdet.checkpoint_gc import GCPolicy, ValidationRecord, checkpoints_to_delete
+from hpcdet.config import ExperimentConfig
 from hpcdet.errors import NotFoundError, StoreError
 from hpcdet.records import (
     ArrayRecord,
@@ -297,6 +300,23 @@ class Queries(Database):
             raise NotFoundError(f"model {name!r} not found; `hpcdet model list` shows the "
                                 "models, `hpcdet model create NAME` makes one")
         return found[0]
+
+    def doomed_checkpoints(self, exp_id: int, cfg: ExperimentConfig, policy: GCPolicy
+                           ) -> list[CheckpointRecord]:
+        """The checkpoints of the experiment's ended trials that ``policy`` does not keep: what
+        retention deletes, and what `experiment set gc-policy` shows before it asks. A
+        checkpoint registered as a model version is kept whatever the policy says."""
+        ended = {t.id for t in self.trials(exp_id) if t.state in FINAL_TRIAL_STATES}
+        ckpts = [c for c in self.checkpoints(exp_id=exp_id) if c.trial_id in ended]
+        if not ckpts:
+            return []
+        validations = [ValidationRecord(m.trial_id, m.steps_completed, m.metrics)
+                       for trial_id in ended for m in self.metrics(trial_id, "validation")]
+        doomed = checkpoints_to_delete(
+            [Kept(c.uuid, c.trial_id, c.steps_completed, c.reported) for c in ckpts],
+            validations, policy, cfg.searcher.metric, cfg.searcher.smaller_is_better)
+        registered = self.registered(doomed)
+        return [c for c in ckpts if c.uuid in doomed and c.uuid not in registered]
 
     def registered(self, uuids: Collection[str]) -> dict[str, list[ModelVersionRecord]]:
         """The model versions each of ``uuids`` is registered as (only those that are)."""

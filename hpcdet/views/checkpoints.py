@@ -175,6 +175,4 @@ def _config(exp: Experiment) -> ExperimentConfig:
 def doomed_checkpoints(store: Queries, exp_id: int, policy: GCPolicy) -> list[Checkpoint]:
     """The checkpoints a new GC policy would delete now (`experiment set gc-policy` shows
     them before it asks): what the daemon's retention will delete."""
-    from hpcdet.daemon import retention
-
-    return retention.doomed_checkpoints(store, exp_id, _config(store.experiment(exp_id)), policy)
+    return store.doomed_checkpoints(exp_id, _config(store.experiment(exp_id)), policy)

@@ -58,6 +58,7 @@ def test_the_contracts_hold(tree: Path) -> None:
     ("store-only-sql", "hpcdet/paths.py", "import sqlite3"),
     # Issue 40: the faces over the views.
     ("cli-over-views", "hpcdet/cli/trial.py", "import hpcdet.store.repository"),
+    ("store-writers", "hpcdet/views/lookups.py", "import hpcdet.store.repository"),
     ("cli-over-views", "hpcdet/cli/daemon.py", "import hpcdet.daemon.loop"),
     ("ui-over-views", "hpcdet/ui/api.py", "import hpcdet.store.reads"),
     ("store-importers", "hpcdet/link/files.py", "import hpcdet.store.repository"),

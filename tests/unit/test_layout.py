@@ -79,3 +79,22 @@ def test_rows_and_stored_json_stay_in_the_store(path: Path) -> None:
 def test_no_module_is_over_500_lines() -> None:
     long = {_name(p) for p in SOURCES if len(p.read_text().splitlines()) > 500}
     assert long <= LONG_MODULES, f"over 500 lines: {sorted(long - LONG_MODULES)}"
+
+
+# Daemon modules tested through others rather than by a file of their own, and why.
+THROUGH_OTHERS = {
+    "loop": "the loop that every integration test runs (tests/integration/)",
+    "configs": "the parsed-config cache, behind every service test's world (services/support.py)",
+    "requests": "the request files' serving, tested with their format in tests/unit/protocol/",
+    "packing": "Submission's pilots, tested in tests/unit/test_packing.py and "
+               "tests/integration/test_packing_local.py",
+}
+
+
+def test_every_daemon_module_has_a_test_file_of_its_own() -> None:
+    modules = {p.stem for p in (ROOT / "hpcdet" / "daemon").glob("*.py")} - {
+        "__init__", "__main__"}
+    tested = {p.stem.removeprefix("test_")
+              for p in (ROOT / "tests" / "unit" / "daemon").rglob("test_*.py")}
+    assert sorted(modules - tested - THROUGH_OTHERS.keys()) == []
+    assert sorted(THROUGH_OTHERS.keys() - modules) == []  # a module gone: its excuse goes too

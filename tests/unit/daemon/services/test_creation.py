@@ -1,5 +1,6 @@
-"""A create the CLI stopped waiting for (issue 10, item 8): answered later with its context
-whole, or withdrawn with nothing left behind."""
+"""`Creation`: the config's one parse and hpcdet's fill-ins; a create the CLI stopped waiting
+for (issue 10, item 8), answered later with its context whole, or withdrawn with nothing left
+behind."""
 
 from __future__ import annotations
 
@@ -160,3 +161,42 @@ def test_a_create_answered_as_the_cli_gives_up_shows_the_answer(tmp_path: Path) 
     outcome = client_files.give_up(paths, rid, staging, KeyboardInterrupt())
     assert outcome == {"experiment_id": 7}
     assert list(paths.requests.iterdir()) == []
+
+
+def _created(tmp_path: Path, config: dict[str, Any]) -> tuple[Daemon, dict[str, Any]]:
+    paths = StatePaths(tmp_path / "state")
+    daemon = _daemon(paths)
+    staging = paths.requests / "one.context"
+    context = tmp_path / "context"
+    context.mkdir(exist_ok=True)
+    snapshot(context, staging)
+    reply = daemon.handle("create", {"config": config, "staging": str(staging),
+                                     "python": sys.executable, "request_id": ""})
+    return daemon, daemon.store.experiment(reply["experiment_id"]).config.to_dict()
+
+
+def test_the_fill_ins_are_stored_with_the_default_storage_s_own_defaults(
+    tmp_path: Path,
+) -> None:
+    daemon, stored = _created(tmp_path, {**CONFIG, "checkpoint_storage": {"save_trial_best": 3}})
+    storage = stored["checkpoint_storage"]
+    assert storage["type"] == "shared_fs" and storage["save_trial_best"] == 3
+    assert storage["host_path"] == str(daemon.paths.default_checkpoints())
+    assert storage["save_experiment_best"] == 0  # filled by the one parse, not left out
+    assert stored["environment"]["python"] == str(Path(sys.executable))
+    record = json.loads(daemon.paths.experiment_record(1).read_text())
+    assert record["config"] == stored
+
+
+def test_a_config_naming_its_own_storage_and_python_keeps_them(tmp_path: Path) -> None:
+    own = tmp_path / "ckpts"
+    _, stored = _created(tmp_path, {
+        **CONFIG, "checkpoint_storage": {"type": "shared_fs", "host_path": str(own)},
+        "environment": {"python": sys.executable}})
+    assert stored["checkpoint_storage"]["host_path"] == str(own)
+    assert stored["environment"]["python"] == str(Path(sys.executable))
+
+
+def test_a_bad_storage_section_is_named_by_the_validation(tmp_path: Path) -> None:
+    with pytest.raises(HpcdetError, match="checkpoint_storage"):
+        _created(tmp_path, {**CONFIG, "checkpoint_storage": "somewhere"})
