@@ -4,6 +4,7 @@ metrics as one job per trial, in few allocations, and an allocation killed mid-s
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -14,14 +15,17 @@ ASHA = """name: {name}
 entrypoint: python3 3_hpsearch_v038.py
 hyperparameters:
   increment_by: {{type: int, minval: 1, maxval: 8}}
-searcher: {{name: adaptive_asha, metric: x, max_trials: 8, time_metric: batches, max_time: 100,
-           max_concurrent_trials: 1}}
+searcher: {{name: adaptive_asha, metric: x, max_trials: {trials}, time_metric: batches,
+           max_time: 100, max_concurrent_trials: 1}}
 reproducibility: {{experiment_seed: 11}}
 max_restarts: 0
 resources:
   slots_per_trial: 1
 {packing}"""
 PACKING = "  packing: {slots: 2, walltime: '20:00', allocations: 2}\n"
+# The equivalence's size: 8 in the suite; issue 45's acceptance size (60) is run by hand with
+# HPCDET_PACKING_TRIALS=60.
+TRIALS = int(os.environ.get("HPCDET_PACKING_TRIALS", "8"))
 
 
 def pilots(h: Hpcdet, exp: int) -> list[Path]:
@@ -45,18 +49,19 @@ def same_decisions_as_one_job_per_trial(packed: Hpcdet, plain: Hpcdet, tmp: Path
     script = ctx / "3_hpsearch_v038.py"
     script.write_text(script.read_text().replace("time.sleep(0.1)", "time.sleep(0.01)"))
     for name, packing in (("packed", PACKING), ("plain", "")):
-        (tmp / f"{name}.yaml").write_text(ASHA.format(name=name, packing=packing))
+        (tmp / f"{name}.yaml").write_text(ASHA.format(name=name, packing=packing,
+                                                      trials=TRIALS))
     exps = {"packed": packed.create(tmp / "packed.yaml", ctx),
             "plain": plain.create(tmp / "plain.yaml", ctx)}
     for h, name in ((packed, "packed"), (plain, "plain")):
-        d = h.wait_state(exps[name], {"COMPLETED", "ERROR"}, timeout=600)
+        d = h.wait_state(exps[name], {"COMPLETED", "ERROR"}, timeout=600 + TRIALS * 20)
         assert d["experiment"]["state"] == "COMPLETED", d
     ran_in = {r["job_id"] for r in packed.describe(exps["packed"])["runs"]}
     assert all("+" in job for job in ran_in), ran_in  # every run in a pilot
     assert 1 <= len(pilots(packed, exps["packed"])) <= 2
     assert len({job.split("+")[0] for job in ran_in}) <= 2
     mine, theirs = _decisions(packed, exps["packed"]), _decisions(plain, exps["plain"])
-    assert mine.keys() == theirs.keys()
+    assert mine.keys() == theirs.keys() and len(mine) == TRIALS
     for request, (decided, metrics) in mine.items():
         assert decided == theirs[request][0], request
         # A stopped trial runs on until it reads the stop, for as long as that takes: the
