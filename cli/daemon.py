@@ -122,6 +122,15 @@ def _print_faults(status: dict[str, Any]) -> None:
                       f"round; the other experiments go on: {fault.error}", markup=False)
 
 
+def _print_webhook_failures(status: dict[str, Any]) -> None:
+    from hpcdet.views.webhooks import failures_in
+
+    for f in failures_in(status):
+        fate = "given up" if f.gave_up else "retried"
+        console.print(f"webhook failing: {f.name} ({f.host}): {f.error} at {when(f.when)}, "
+                      f"{f.attempts} attempts, {fate}", markup=False)
+
+
 @app.command()
 def status() -> None:
     """Where the daemon runs, since when, how it is supervised, its last tick and decision,
@@ -166,6 +175,7 @@ def status() -> None:
                       f"{st['scheduler_calls']}")
         console.print(f"live jobs: {' '.join(st['live_jobs']) or 'none'}")
         _print_faults(st)
+        _print_webhook_failures(st)
         if st.get("submissions_held"):
             console.print(f"submissions held: the scheduler refused one for now "
                           f"({st['submissions_held']}); it is tried again shortly")

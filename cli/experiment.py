@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional, Union
 
 import typer
 
-from hpcdet.cli import checkpoint, experiment_set
+from hpcdet.cli import checkpoint, experiment_set, usage
 from hpcdet.cli.common import (
     ExperimentId,
     RequestId,
@@ -81,6 +81,7 @@ def create(
         "--test", "--test-mode", "-t", help="Run one trial of length 1 first, as a check, "
         "and say whether it worked; nothing else is created.")] = False,
     request_id: RequestId = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help=usage.YES_HELP)] = False,
 ) -> None:
     """Create an experiment from CONFIG_FILE with CONTEXT as its code."""
     from hpcdet.config import load_experiment_config, smoke_config
@@ -91,6 +92,8 @@ def create(
     raw = smoke_config(cfg.raw) if test else cfg.raw
     if test:
         console.print("Experiment configuration validation succeeded!")
+    else:
+        usage.confirm(cfg, yes)
     p = paths()
     created = _create(raw, context, paused, includes or [], cfg.environment.has_image,
                       "test " if test else "", request_id)
@@ -270,6 +273,7 @@ def _describe_json(reads: "Union[Reads, Queries]", experiment_id: int) -> dict[s
         "trials": [{**stored_form(t.trial), **trial_dict(t.trial)} for t in view.trials],
         "runs": [stored_form(r) for r in view.runs],
         "arrays": [stored_form(a) for a in view.arrays],
+        **usage.describe_json(view),  # slot-hours and idle GPUs
         # what the running daemon skips now for an I/O error and retries every round
         "faults": [f.to_dict() for f in daemon_faults(paths(), experiment_id)],
     }
@@ -300,6 +304,7 @@ def _describe_text(reads: "Union[Reads, Queries]", experiment_id: int,
     if view.best is not None:
         console.print(f"best trial: {view.best.trial_id} ({view.best.metric} = "
                       f"{view.best.value})")
+    usage.print_usage(view)
     table(
         ["Trial ID", "Request", "State", "Status", "Hyperparameters", "Restarts", "Searcher",
          "Ckpt Steps", "Best Validation", "Latest Checkpoint", "Reason"],
@@ -310,9 +315,9 @@ def _describe_text(reads: "Union[Reads, Queries]", experiment_id: int,
     )
     table(
         ["Trial ID", "Run", "Job ID", "State", "Reason", "Exit Code", "Submitted", "Ended",
-         "Outcome"],
+         "Outcome", usage.used_header(view)],
         [[r.trial_id, r.run_id, r.job_id, r.state, r.reason, r.exit_code, when(r.submitted),
-          when(r.ended), r.outcome] for r in view.runs],
+          when(r.ended), r.outcome, usage.used_cell(view, r)] for r in view.runs],
         title="Jobs",
     )
     if workloads_from is not None:

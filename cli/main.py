@@ -14,6 +14,7 @@ from hpcdet.cli import (
     checkpoint,
     cluster,
     daemon,
+    doctor,
     experiment,
     job,
     local,
@@ -22,6 +23,7 @@ from hpcdet.cli import (
     task,
     trial,
     ui,
+    webhook,
 )
 from hpcdet.cli.common import visible
 from hpcdet.errors import HpcdetError
@@ -61,6 +63,7 @@ for group, name, about in (
     (task.notebook_app, "notebook", "JupyterLab in a batch job: start, open, list, logs, kill."),
     (task.shell_app, "shell", "Shells in an allocation: start, open, list, kill."),
     (task.task_app, "task", "Every interactive task: list."),
+    (webhook.app, "webhook", "Webhooks: create, list, delete (experiment states, alerts)."),
 ):
     app.add_typer(group, name=name, help=about)
 app.command("submit")(experiment.submit)
@@ -71,6 +74,7 @@ app.command("shim-path")(local.shim_path)
 app.add_typer(relay.app, name="relay", hidden=True)
 app.add_typer(daemon.app, name="daemon", help="The per-user daemon.")
 app.add_typer(cluster.app, name="cluster", help="Cluster settings and what the scheduler says.")
+app.command("doctor")(doctor.doctor)
 
 
 def _version_line() -> str:

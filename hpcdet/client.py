@@ -210,6 +210,8 @@ class Trial:
         self.state = TrialState(row["state"])
         self.metadata: dict[str, Any] = row["metadata"]
         self.summary_metrics: dict[str, Any] = row["summary_metrics"]
+        # hpcdet's: the slot-hours (GPU-hours) of its ended runs, {unit, hours, sources, running}
+        self.usage: dict[str, Any] = row.get("usage", {})
 
     def iter_metrics(self, group: str | None = None) -> Iterator[TrialMetrics]:
         """Its reports, in order (``group``: "training", "validation" or another)."""
@@ -259,6 +261,8 @@ class Experiment:
         self.description: str = row["description"]
         self.archived: bool = row["archived"]
         self.progress: float = row["progress"]
+        # hpcdet's: the slot-hours (GPU-hours) of its ended runs, {unit, hours, sources, running}
+        self.usage: dict[str, Any] = row.get("usage", {})
 
     def wait(self, interval: float = 5.0) -> ExperimentState:
         """Until it ends; returns its final state.

@@ -135,6 +135,12 @@ class StatePaths:
     def registry_journal(self) -> Path:
         return self.registry / "journal.jsonl"
 
+    @property
+    def notify(self) -> Path:
+        """The webhooks (``webhooks.json``) and the posts waiting to go (``outbox.json``),
+        the daemon's alone (``hpcdet.notify``)."""
+        return self.root / "notify"
+
     def trial(self, exp_id: int, trial_id: int) -> Path:
         return self.experiment(exp_id) / "trials" / str(trial_id)
 

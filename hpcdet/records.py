@@ -53,6 +53,7 @@ class ExperimentRecord:
     searcher_done: bool
     error: str
     task: str  # "" for an experiment; command, notebook or shell (hpcdet.config.task)
+    advice: str  # the daemon's advice once its first runs ended (hpcdet.short_jobs)
     config_source: ConfigSource = field(repr=False, compare=False)
 
     @property
@@ -114,6 +115,11 @@ class RunRecord:
     searcher_seq: int
     first_op: int
     ops_decided: int
+    started: float | None
+    used_seconds: float | None
+    used_gpus: int | None
+    used_cpus: int | None
+    usage_by: str
 
 
 @dataclass(frozen=True)

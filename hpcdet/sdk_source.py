@@ -12,6 +12,7 @@ from hpcdet.link import connect
 from hpcdet.paths import StatePaths, state_dir
 from hpcdet.records import CheckpointRecord as CheckpointRow
 from hpcdet.store.queries import Queries
+from hpcdet.views import usage
 from hpcdet.views.access import read_store
 from hpcdet.views.checkpoints import (
     checkpoint_listing,
@@ -65,10 +66,13 @@ class Local:
     """The SDK's data from this machine's daemon and database."""
 
     def experiment(self, exp_id: int) -> dict[str, Any]:
-        row = _store().experiment(exp_id)
+        store = _store()
+        row = store.experiment(exp_id)
+        runs = store.runs([t.id for t in store.trials(exp_id)])
         return {"name": row.name, "state": str(row.state), "config": row.stored_config,
                 "labels": list(row.labels), "description": row.description,
-                "archived": row.archived, "progress": row.progress}
+                "archived": row.archived, "progress": row.progress,
+                "usage": usage.total(runs, usage.slots_of(row.stored_config)).to_dict()}
 
     def experiments(self) -> list[dict[str, Any]]:
         return [{"id": r.experiment.id, "labels": list(r.experiment.labels),
@@ -76,10 +80,13 @@ class Local:
                 for r in experiment_rows(_store())]
 
     def trial(self, trial_id: int) -> dict[str, Any]:
-        row = _store().trial(trial_id)
+        store = _store()
+        row = store.trial(trial_id)
         facts = trial_dict(row)
+        slots = usage.slots_of(store.experiment(row.experiment_id).stored_config)
         return {"experiment_id": row.experiment_id, "hparams": facts["hparams"],
                 "state": str(row.state), "metadata": facts["metadata"],
+                "usage": usage.total(store.runs([trial_id]), slots).to_dict(),
                 "summary_metrics": {"best_validation": row.best_validation,
                                     "steps_completed": row.steps_completed}}
 

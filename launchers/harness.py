@@ -45,6 +45,7 @@ from hpcdet.containers import (
     with_workdir,
 )
 from hpcdet.errors import ImageError
+from hpcdet.launch import gpu_watch
 from hpcdet.launch.host_step import PREFIX_ENV, HostSteps, container_record
 from hpcdet.node_env import NodeEnv
 from hpcdet.private import hpcdet_command, tighten_umask
@@ -351,6 +352,7 @@ def main(argv: list[str]) -> int:
         write(f"[hpcdet] {line}")
 
     steps: HostSteps | None = None
+    watch: gpu_watch.GpuWatch | None = None
 
     try:
         shutil.copytree(spec.context_dir, workdir, symlinks=True)
@@ -373,6 +375,7 @@ def main(argv: list[str]) -> int:
         tail: deque[str] = deque(maxlen=TAIL_LINES)
         pump = threading.Thread(target=_pump, args=(child.stdout, sinks, tail), daemon=True)
         pump.start()
+        watch = gpu_watch.start(run_dir, rank, env, say)
         rc = child.wait()
         pump.join(timeout=5)
         rc = 128 - rc if rc < 0 else rc
@@ -388,6 +391,8 @@ def main(argv: list[str]) -> int:
     finally:
         if steps is not None:
             steps.stop()
+        if watch is not None:
+            watch.stop()
         for sink in sinks:
             sink.close()
         shutil.rmtree(node_dir, ignore_errors=True)

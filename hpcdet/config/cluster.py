@@ -33,6 +33,7 @@ from hpcdet.config.schema import (
     At,
     Custom,
     Int,
+    Number,
     Problems,
     Spec,
     Str,
@@ -112,6 +113,7 @@ FILE_SPECS: dict[str, Spec] = {
     "min_job_minutes": Int(None, minimum=1),
     "share_with_group": Custom(_share_with_group),
     "daemon_lease": Int(None, minimum=10),
+    "ask_above_slot_hours": Number(None, minimum=0),
 }
 _PATH_KEYS = ("template_dir", "image_dir", "image_cache", "python")
 
@@ -148,6 +150,8 @@ class ClusterConfig:
     share_with_group: bool | str = False
     # Seconds without a heartbeat after which another host's daemon takes over (lease.py).
     daemon_lease: int = 120
+    # `experiment create` asks before a search estimated above this many slot-hours (GPU-hours).
+    ask_above_slot_hours: float | None = None
     site_path: str | None = None
     user_path: str | None = None
     sources: dict[str, str] = field(default_factory=dict, compare=False)

@@ -43,6 +43,7 @@ from hpcdet.config.sections import (
     check_bind_mounts,
     check_checkpoint_storage,
     check_environment,
+    check_integrations,
     check_resources,
 )
 from hpcdet.config.source import apply_overrides, parse_yaml, read_config_file
@@ -164,7 +165,7 @@ TOP_SPECS: dict[str, Spec] = {
     "profiling": Opaque({}),
     "optimizations": Opaque({}),
     "tensorboard_storage": Opaque(None),
-    "integrations": Opaque(None),
+    "integrations": Custom(check_integrations),
     "security": Opaque(None),
     "internal": Opaque(None),
     "data_layer": Opaque(None),

@@ -437,3 +437,36 @@ class BindMount:
     @classmethod
     def from_raw(cls, raw: dict[str, Any]) -> BindMount:
         return cls(**raw)
+
+
+# ------------------------------------------------------------------------------ integrations
+
+
+def _webhook_ids(value: Any, at: At) -> list[int] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(is_int(v) and v > 0 for v in value):
+        at.error(f"must be a list of webhook ids (`hpcdet webhook list`), got {show(value)}")
+        return None
+    return list(value)
+
+
+_WEBHOOKS_SPECS: dict[str, Spec] = {
+    "webhook_id": Custom(_webhook_ids),
+    "webhook_name": StrList(None),
+    "exclude": Bool(False),
+}
+
+
+def _webhooks(value: Any, at: At) -> dict[str, Any] | None:
+    return None if value is None else check_mapping(value, at, _WEBHOOKS_SPECS)
+
+
+_INTEGRATIONS_SPECS: dict[str, Spec] = {"webhooks": Custom(_webhooks), "pachyderm": Opaque(None)}
+
+
+def check_integrations(value: Any, at: At) -> dict[str, Any] | None:
+    """Determined's ``integrations``: ``webhooks`` names the webhooks of mode SPECIFIC (and
+    those an alert goes to) this experiment's events are sent to, or excludes it from all
+    (``hpcdet.notify``); ``pachyderm`` is kept, not applied."""
+    return None if value is None else check_mapping(value, at, _INTEGRATIONS_SPECS)

@@ -38,7 +38,7 @@ NOT_APPLIED: tuple[tuple[str, str], ...] = (
     ("tensorboard_storage", "TensorBoard files stay where the trial writes them"),
     ("log_policies", _NOT_KEPT),
     ("retention_policy", _NOT_KEPT),
-    ("integrations", _NOT_KEPT),
+    ("integrations.pachyderm", _NOT_KEPT),
     ("security", _NOT_KEPT),
     ("data_layer", _NOT_KEPT),
     ("workspace", "hpcdet has no workspaces or projects; it is stored with the experiment, and"

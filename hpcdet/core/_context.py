@@ -116,8 +116,9 @@ class Context:
 
     def alert(self, title: str = "", description: str = "", level: str = "warn") -> None:
         """Raise an alert about this trial: it is logged in the trial's log, and the chief's is
-        kept with the trial (``hpcdet trial describe`` lists them). Determined sends alerts to
-        webhooks; hpcdet has none to send them to.
+        kept with the trial (``hpcdet trial describe`` lists them) and, as Determined's, sent
+        to the webhooks with a CUSTOM trigger that the experiment's ``integrations.webhooks``
+        names (``hpcdet.notify``).
 
         Raises:
             ValueError: ``level`` is not one of debug, info, warn, error, critical.

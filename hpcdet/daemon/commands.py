@@ -22,6 +22,7 @@ from hpcdet.daemon.retention import Retention
 from hpcdet.daemon.submission import Submission
 from hpcdet.errors import NotFoundError, StateError, UsageError
 from hpcdet.ids import check_id
+from hpcdet.notify import Notifier
 from hpcdet.paths import StatePaths, hostname
 from hpcdet.private import private_dir, sharing
 from hpcdet.protocol.messages import (
@@ -34,8 +35,10 @@ from hpcdet.protocol.messages import (
     Create,
     Created,
     CreateModel,
+    CreateWebhook,
     DeleteCheckpoint,
     DeleteExperiment,
+    DeleteWebhook,
     Handlers,
     Kill,
     KillTrial,
@@ -78,6 +81,7 @@ class Commands:
         self, store: Store, journal: Journal, paths: StatePaths, configs: Configs,
         controls: Controls, submission: Submission, retention: Retention, queue: Queue,
         creation: Creation, finisher: Finisher, shutdown: Callable[[], None],
+        notifier: Notifier | None = None,
     ) -> None:
         self.store = store
         self.journal = journal
@@ -91,6 +95,7 @@ class Commands:
         self.finisher = finisher
         self._shutdown = shutdown
         self.registry = Registry(store, journal, configs, paths)
+        self.notifier = notifier or Notifier.of(paths)
         self.handlers = self._handlers()
 
     def handle(self, op: object, args: object) -> object:
@@ -120,7 +125,10 @@ class Commands:
                 .on(UpdateJobs, lambda r: self.queue.update_jobs(r.updates))
                 .on(CreateModel, lambda r: self.registry.create_model(
                     r.name, r.description, r.metadata or {}))
-                .on(RegisterVersion, lambda r: self.registry.register_version(r.model, r.uuid)))
+                .on(RegisterVersion, lambda r: self.registry.register_version(r.model, r.uuid))
+                .on(CreateWebhook, lambda r: self.notifier.create(
+                    r.url, r.triggers, r.type, r.name, r.mode))
+                .on(DeleteWebhook, lambda r: self.notifier.delete(r.webhook)))
 
     def create(self, request: Create) -> Created:
         return Created.from_reply(self.creation.create(

@@ -10,9 +10,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from hpcdet import images, trialside
+from hpcdet import images, short_jobs, trialside
 from hpcdet.config import ExperimentConfig
-from hpcdet.config.cluster import ClusterConfig
 from hpcdet.config.task import TASK_KINDS
 from hpcdet.config.unapplied import not_applied, other_sections
 from hpcdet.containers import ContainerSpec
@@ -51,17 +50,6 @@ SHARED_ENVIRONMENT = (
     "a private overlay of it, so that what a startup hook or the trial installs stays out of "
     "hpcdet's packages; keep the two apart by installing hpcdet on its own (`pipx install "
     "hpcdet`) and naming your training environment's python in environment.python")
-
-
-def pack_advice(cfg: ExperimentConfig, cluster: ClusterConfig) -> str:
-    """What to say of a search that runs a job per trial on a site that asks for long jobs."""
-    if (not cluster.min_job_minutes or cfg.resources.packing is not None
-            or cfg.searcher.name == "single"):
-        return ""
-    return (f"this site asks for jobs of at least {cluster.min_job_minutes} minutes, and each "
-            "trial of this search runs as a job of its own; if they are shorter, run them "
-            "packed in a few allocations: resources.packing: {slots: 4, walltime: '4:00:00', "
-            "allocations: 2} (the slots of one node each)")
 
 
 class Creation:
@@ -255,7 +243,7 @@ class Creation:
         if cfg.environment.python and trialside.probe(cfg.environment.python).is_hpcdets:
             reasons.append(SHARED_ENVIRONMENT.format(python=cfg.environment.python))
         reasons += container_warnings(cfg, self.submission.cluster)
-        reasons.append(pack_advice(cfg, self.submission.cluster))
+        reasons.append(short_jobs.at_create(cfg, self.submission.cluster))
         warning = "\n".join([r for r in reasons if r] + not_applied(cfg.raw, cfg.is_trial_class)
                              + other_sections(cfg.raw, section, self.backend))
         return {"experiment_id": exp_id, "trial_ids": [t.id for t in trials],

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from hpcdet.config import ExperimentConfig
 from hpcdet.daemon.configs import Configs
@@ -36,6 +36,8 @@ from hpcdet.store.ingest import BestOf
 from hpcdet.store.repository import Store
 
 log = logging.getLogger(__name__)
+# Told of the alerts (core_context.alert) an ingest stored: experiment, trial id, the events.
+AlertListener = Callable[[Experiment, int, list[Event]], None]
 
 
 class Ingestion:
@@ -48,6 +50,7 @@ class Ingestion:
         self.guard = guard
         # (trial, run): the last event this daemon has considered feeding to the searcher
         self.considered: dict[tuple[int, int], int] = {}
+        self.on_alerts: AlertListener | None = None
 
     def ingest_all(self, runs: list[LiveRun]) -> None:
         """Store the new events of every run given (the live ones, each tick), in one
@@ -91,6 +94,7 @@ class Ingestion:
         def feed(run: LiveRun) -> None:
             exp, cfg, _ = of_exp[run.experiment_id]
             exp = exps.get(exp.id, exp)
+            self._tell_alerts(exp, run, new[(run.trial_id, run.run_id)])
             exps[exp.id] = self._feed_trial_events(exp, cfg, run, logs[(run.trial_id, run.run_id)],
                                                    new[(run.trial_id, run.run_id)])
 
@@ -108,10 +112,16 @@ class Ingestion:
         offset = -1
         while True:
             new = self.store.ingest_events(run.trial_id, run.run_id, path, best)
+            self._tell_alerts(exp, run, new)
             exp = exps[exp.id] = self._feed_trial_events(exp, cfg, run, path, new)
             if new.end_offset == offset:  # nothing more to read (a torn last line at most)
                 return
             offset = new.end_offset
+
+    def _tell_alerts(self, exp: Experiment, run: Run | LiveRun, new: EventBatch) -> None:
+        alerts = [ev for ev in new.others if ev.type == "alert"]
+        if alerts and self.on_alerts is not None:
+            self.on_alerts(exp, run.trial_id, alerts)
 
     def _due(self, run: Run | LiveRun, path: str) -> bool:
         """Whether the run's log has grown since ``run`` was read, or the searcher has not

@@ -137,6 +137,30 @@ class Jobs:
             raise
         return self.scheduler.parse_job_id(done.stdout)
 
+    def usage(self, job_id: str) -> tuple[JobStatus, str] | None:
+        """The scheduler's account of an ended job (its elapsed seconds, GPUs and CPUs) and
+        the command that gave it: the last poll's, when that holds one of a final state
+        (PBS's qstat), or else one accounting query (Slurm's sacct; none where the site keeps
+        no accounting). None where the scheduler says nothing, and for a packed run, whose
+        job is its pilot's and held other trials too."""
+        if pilot_of(job_id):
+            return None
+        polled = self.statuses.get(job_id)
+        if polled is not None and polled.used_seconds is not None and polled.state.is_final:
+            return polled, self.scheduler.status_command([job_id])[0]
+        cmd = self.scheduler.final_status_command([job_id])
+        if cmd is not None:
+            try:
+                found = self.scheduler.parse_final_status(self._ask(cmd).stdout).get(job_id)
+            except (SchedulerCommandError, ValueError) as e:
+                log.warning("accounting query for job %s failed: %s", job_id, e)
+                found = None
+            if found is not None and found.used_seconds is not None:
+                return found, cmd[0]
+        if polled is not None and polled.used_seconds is not None:
+            return polled, self.scheduler.status_command([job_id])[0]
+        return None
+
     def cancel(self, job_ids: Collection[str]) -> None:
         """Cancel the jobs, a command per CANCEL_BATCH of them; a job asked before, or a task
         of an array asked before, is not asked again."""

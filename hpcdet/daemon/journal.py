@@ -16,6 +16,7 @@ could leave, which the next daemon carries on from as it would from that.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -25,10 +26,15 @@ from hpcdet.paths import StatePaths
 from hpcdet.private import open_private, private_dir
 from hpcdet.records import RunRecord as Run
 from hpcdet.rundir.atomic import append_lines, report_skipped, whole_lines
+from hpcdet.schedulers.base import JobStatus
 from hpcdet.states import Decision, JobState
 from hpcdet.store.entries import Entry, RunEnded, encode
 from hpcdet.store.journal_apply import UnappliableEntry
 from hpcdet.store.repository import Store
+
+log = logging.getLogger(__name__)
+# Told of each experiment's entries once they are applied (the webhooks: hpcdet.notify).
+Listener = Callable[[int, Sequence[Entry]], None]
 
 
 class Journal:
@@ -38,6 +44,7 @@ class Journal:
         self.paths = paths
         self.store = store
         self.recorded = 0  # entries this daemon has journaled
+        self.listeners: list[Listener] = []
 
     def record(self, exp_id: int, entry: Entry) -> None:
         self.record_all(exp_id, [entry])
@@ -64,6 +71,11 @@ class Journal:
                 os.truncate(path, start)
             raise
         self.recorded += len(entries)
+        for listener in self.listeners:
+            try:
+                listener(exp_id, entries)
+            except Exception:  # the decision stands; only what it would have told is lost
+                log.exception("a listener of experiment %d's journal failed", exp_id)
 
     def replay(self, exp_id: int, written_at: int = -1) -> int:
         """Apply what the database has not seen of one experiment's journal; returns entries.
@@ -149,11 +161,16 @@ class Journal:
 
     def run_ended(
         self, exp_id: int, run: Run, decision: Decision, *, job_state: JobState, outcome: str,
-        exit_code: int | None = None,
+        exit_code: int | None = None, started: float | None = None,
+        used: JobStatus | None = None, usage_by: str = "",
     ) -> None:
-        """A run's end and what its trial does next: one decision, one entry."""
+        """A run's end and what its trial does next: one decision, one entry (with when its
+        first node started and the scheduler's account of it, ``used``, from ``usage_by``)."""
         self.record(exp_id, RunEnded(
             trial_id=run.trial_id, run_id=run.run_id, exit_code=exit_code, job_state=job_state,
             outcome=outcome, trial_state=decision.trial_state, restarts=decision.restarts,
-            reason=decision.reason,
+            reason=decision.reason, started=started,
+            used_seconds=used.used_seconds if used else None,
+            used_gpus=used.used_gpus if used else None,
+            used_cpus=used.used_cpus if used else None, usage_by=usage_by if used else "",
         ))

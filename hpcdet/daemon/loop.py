@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from hpcdet import __version__
@@ -37,14 +38,18 @@ from hpcdet.daemon.run_ends import RunEnds
 from hpcdet.daemon.searching import SearchDriver
 from hpcdet.daemon.site import Site
 from hpcdet.daemon.submission import Submission
+from hpcdet.notify import Notifier
 from hpcdet.paths import StatePaths, hostname
 from hpcdet.protocol.lease import Lease
 from hpcdet.protocol.process import STATUS_FILE
+from hpcdet.records import ExperimentRecord as Experiment
 from hpcdet.records import RunRecord as Run
 from hpcdet.rundir.atomic import write_atomic
+from hpcdet.rundir.events import Event
 from hpcdet.schedulers import Scheduler, make_scheduler
 from hpcdet.schedulers.runner import CommandRunner
 from hpcdet.states import RUNNING_EXPERIMENT_STATES, ExperimentState
+from hpcdet.store.entries import Entry, ExperimentStateChanged
 from hpcdet.store.repository import Store
 
 log = logging.getLogger(__name__)
@@ -127,7 +132,8 @@ class Daemon:
                                  self.guard)
         self.ingestion = Ingestion(self.store, paths, self.configs, self.search, self.guard)
         self.run_ends = RunEnds(self.store, self.journal, paths, self.configs, self.jobs,
-                                self.ingestion, self.controls, self.retention)
+                                self.ingestion, self.controls, self.retention,
+                                cluster.min_job_minutes)
         self.jobs.kill_packed = lambda job_id: kill_packed(paths, job_id)
         self.submission = Submission(self.store, self.journal, paths, cluster, self.configs,
                                      self.jobs, self.site, self.search, self.controls,
@@ -136,9 +142,13 @@ class Daemon:
                            self.controls)
         self.creation = Creation(self.store, self.journal, paths, self.configs, self.search,
                                  self.guard, self.submission)
+        # Webhooks are told of what is journaled and ingested; they only enqueue (notify).
+        self.notifier = Notifier.of(paths)
+        self.journal.listeners.append(self._tell_states)
+        self.ingestion.on_alerts = self._tell_alerts
         self.commands = Commands(self.store, self.journal, paths, self.configs, self.controls,
                                  self.submission, self.retention, self.queue, self.creation,
-                                 self.finisher, self.stop)
+                                 self.finisher, self.stop, self.notifier)
         self.run_bell = RunBell(paths)
         self.started = time.time()
         self.next_sweep = 0.0
@@ -155,10 +165,12 @@ class Daemon:
 
     def serve(self) -> None:
         doorbell = RequestBell(self.paths)
+        self.notifier.deliverer.start()
         try:
             self._serve(doorbell)
         finally:
             doorbell.close()
+            self.notifier.deliverer.stop()
         self.write_status()
 
     def _serve(self, doorbell: RequestBell) -> None:
@@ -212,6 +224,17 @@ class Daemon:
                           self.deposed)
                 self.stopping = True
         return self.deposed is None
+
+    def _tell_states(self, exp_id: int, entries: Sequence[Entry]) -> None:
+        states = [e.state for e in entries if isinstance(e, ExperimentStateChanged)]
+        if states and self.notifier.registry.hooks:
+            self.notifier.experiment_states(self.store.experiment(exp_id), states)
+
+    def _tell_alerts(self, exp: Experiment, trial_id: int, events: list[Event]) -> None:
+        try:
+            self.notifier.trial_alerts(exp, trial_id, [ev.body for ev in events])
+        except Exception:  # an alert that cannot be sent must not fail the ingest
+            log.exception("alerts of trial %d were not sent to the webhooks", trial_id)
 
     def handle(self, op: str, args: dict[str, Any]) -> Any:
         """One request of the CLI's (``hpcdet.daemon.requests``)."""
@@ -363,7 +386,7 @@ class Daemon:
             "database": str(self.store.path), "state_dir": str(self.paths.root),
             "stopping": self.stopping,
             "submissions_held": self.submission.held_reason, "version": __version__,
-            "faults": self._faults(),
+            "faults": self._faults(), "webhook_failures": self.notifier.deliverer.failures(),
         }
         # Rewritten every sweep, and at every start: not worth forcing to disk each time.
         write_atomic(self.local_dir / STATUS_FILE, status, durable=False, mode=0o600)

@@ -3,11 +3,15 @@ from the scheduler) and deciding, once, what its trial does next."""
 
 from __future__ import annotations
 
+import logging
 import os
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from hpcdet import short_jobs
+from hpcdet.config import ExperimentConfig
 from hpcdet.daemon.configs import Configs
 from hpcdet.daemon.controls import Controls
 from hpcdet.daemon.ingestion import Ingestion
@@ -15,21 +19,28 @@ from hpcdet.daemon.jobs import Jobs
 from hpcdet.daemon.journal import Journal
 from hpcdet.daemon.retention import Retention
 from hpcdet.paths import StatePaths
-from hpcdet.records import LiveRun
+from hpcdet.records import ExperimentRecord, LiveRun
 from hpcdet.rundir import layout
 from hpcdet.rundir.atomic import read_json
 from hpcdet.states import FINAL_TRIAL_STATES, JobState, RunEnd, RunState, TrialState, decide_run_end
+from hpcdet.store.entries import ExperimentAdvised
 from hpcdet.store.repository import Store
+
+log = logging.getLogger(__name__)
 
 # How long a signalled run's end waits for the scheduler's final state before it is decided
 # from the exit code alone (the scheduler stopped answering, or lists no end).
 SCHEDULER_WORD_GRACE = 120.0
+# The advice on short trials is looked for at the first ended runs of an experiment only: each
+# look reads all its runs.
+ADVICE_LOOKS = 10
 
 
 class RunEnds:
     def __init__(self, store: Store, journal: Journal, paths: StatePaths, configs: Configs,
                  jobs: Jobs, ingestion: Ingestion, controls: Controls,
-                 retention: Retention) -> None:
+                 retention: Retention, site_minutes: int | None = None) -> None:
+        """``site_minutes``: the cluster config's ``min_job_minutes``."""
         self.store = store
         self.journal = journal
         self.paths = paths
@@ -38,6 +49,8 @@ class RunEnds:
         self.ingestion = ingestion
         self.controls = controls
         self.retention = retention
+        self.site_minutes = site_minutes
+        self.advice_looks: Counter[int] = Counter()
 
     def check(self, run: LiveRun) -> None:
         exp_id = run.experiment_id
@@ -73,17 +86,34 @@ class RunEnds:
             hook_failed=layout.hook_failure(run_dir),
             launch_failed=layout.launch_failure(run_dir),
         )
-        decision = decide_run_end(end, exp.state, trial.restarts,
-                                  self.configs.get(exp).max_restarts)
+        cfg = self.configs.get(exp)
+        decision = decide_run_end(end, exp.state, trial.restarts, cfg.max_restarts)
+        accounted = self.jobs.usage(run.job_id)
         self.journal.run_ended(exp_id, current, decision, job_state=job_state,
                                outcome=decision.reason or decision.trial_state,
-                               exit_code=exit_code)
+                               exit_code=exit_code, started=first_node_started(run_dir),
+                               used=accounted[0] if accounted else None,
+                               usage_by=accounted[1] if accounted else "")
         key = (trial.id, run.run_id)
         self.controls.forget(key)
         self.ingestion.forget(key)
         if decision.trial_state in FINAL_TRIAL_STATES:
             self.retention.collect(exp)
+        self._advise(exp, cfg)
         self.ingestion.report_exits()
+
+    def _advise(self, exp: ExperimentRecord, cfg: ExperimentConfig) -> None:
+        """Advise packing once a search's first runs show its trials are short jobs."""
+        if exp.advice or self.advice_looks[exp.id] >= ADVICE_LOOKS:
+            return
+        self.advice_looks[exp.id] += 1
+        runs = self.store.runs([t.id for t in self.store.trials(exp.id)])
+        seconds = [r.ended - r.started for r in runs
+                   if r.ended is not None and r.started is not None]
+        advice = short_jobs.from_runs(seconds, cfg, self.site_minutes)
+        if advice:
+            self.journal.record(exp.id, ExperimentAdvised(advice=advice))
+            log.info("experiment %d: %s", exp.id, advice)
 
 
 def awaits_scheduler(exit_info: dict[str, Any], job_ended: bool,
@@ -98,6 +128,17 @@ def awaits_scheduler(exit_info: dict[str, Any], job_ended: bool,
     if not isinstance(ended, (int, float)):
         return False  # an exit file without its time (older harnesses): as before
     return (time.time() if now is None else now) < ended + SCHEDULER_WORD_GRACE
+
+
+def first_node_started(run_dir: Path) -> float | None:
+    """When the run's first harness started: the oldest file in its ``nodes/`` (each node's
+    address and info are written as it enters the rendezvous; its exit files come later).
+    None for a run that never started."""
+    try:
+        times = [entry.stat().st_mtime for entry in os.scandir(run_dir / layout.NODES_DIR)]
+    except OSError:
+        return None
+    return min(times, default=None)
 
 
 def read_exit(path: str) -> dict[str, Any] | None:

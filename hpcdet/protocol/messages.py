@@ -269,6 +269,27 @@ class UpdateJobs(Said):
                     for u in updates])
 
 
+@dataclass(frozen=True)
+class CreateWebhook(Said):
+    """`hpcdet webhook create`: ``triggers`` as written (experiment-state:COMPLETED,ERROR,
+    custom); ``type`` default or slack; ``mode`` workspace or specific (hpcdet.notify)."""
+
+    NAME: ClassVar[str] = "create_webhook"
+    url: str
+    triggers: list[str]
+    type: str = "default"
+    name: str = ""
+    mode: str = "workspace"
+
+
+@dataclass(frozen=True)
+class DeleteWebhook(Said):
+    """By id or name."""
+
+    NAME: ClassVar[str] = "delete_webhook"
+    webhook: str
+
+
 # --------------------------------------------------------------------------------------- wire
 
 
@@ -323,7 +344,8 @@ class Handlers:
 
 __all__ = [
     "ID_FIELDS", "REQUESTS", "Activate", "Cancel", "Continue", "ContinueTrial", "CopyDatabase",
-    "Create", "CreateModel", "Created", "Creates", "DeleteCheckpoint", "DeleteExperiment",
+    "Create", "CreateModel", "CreateWebhook", "Created", "Creates", "DeleteCheckpoint",
+    "DeleteExperiment", "DeleteWebhook",
     "Handlers", "JobUpdate", "Kill", "KillTrial", "Pause", "Ping", "Pong", "RegisterVersion",
     "Request", "Said", "SetExperiment", "Shutdown", "UpdateJobs", "decode", "encode",
 ]

@@ -36,6 +36,12 @@ class JobStatus:
     position: int | None = None
     # The scheduler took it but says it can never start as asked (PBS: "Can Never Run").
     never_runs: bool = False
+    # Its own account, where it keeps one: seconds run so far (all, once ended) and the GPUs
+    # and CPUs allocated (sacct's ElapsedRaw and AllocTRES; PBS's resources_used.walltime and
+    # Resource_List). None where it does not say.
+    used_seconds: float | None = None
+    used_gpus: int | None = None
+    used_cpus: int | None = None
 
 
 @dataclass(frozen=True)

@@ -280,6 +280,9 @@ def _status(attrs: Mapping[str, Any]) -> JobStatus:
         start=_epoch(start) if start else None,
         workdir=_text(_nested(attrs, "Variable_List", "PBS_O_WORKDIR")),
         never_runs=never_runs,
+        used_seconds=_seconds(_nested(attrs, "resources_used", "walltime")),
+        used_gpus=_int(_nested(attrs, "Resource_List", "ngpus")),
+        used_cpus=_int(_nested(attrs, "Resource_List", "ncpus")),
     )
 
 

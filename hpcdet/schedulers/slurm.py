@@ -263,7 +263,7 @@ class SlurmScheduler(Scheduler):
         if not self.limits.accounting or not job_ids:
             return None
         return ["sacct", "-X", "-P", "-n", "-j", ",".join(sorted(job_ids)),
-                "-o", "JobID,State,ExitCode"]
+                "-o", "JobID,State,ExitCode,ElapsedRaw,AllocTRES"]
 
     def parse_final_status(self, stdout: str) -> dict[str, JobStatus]:
         result = {}
@@ -277,7 +277,13 @@ class SlurmScheduler(Scheduler):
             rc, _, sig = code.partition(":")
             exit_code = 128 + int(sig) if sig.isdigit() and int(sig) else (
                 int(rc) if rc.isdigit() else None)
-            result[job_id] = JobStatus(state, "", native, exit_code)
+            elapsed, tres = (parts[3], parts[4]) if len(parts) >= 5 else ("", "")
+            allocated = _tres(tres)
+            result[job_id] = JobStatus(
+                state, "", native, exit_code,
+                used_seconds=float(elapsed) if elapsed.isdigit() else None,
+                used_gpus=allocated.get("gres/gpu", 0 if tres else None),
+                used_cpus=allocated.get("cpu"))
         return result
 
     def info_commands(self) -> list[list[str]]:
@@ -337,6 +343,25 @@ def _gpus(gres: str) -> int:
         if parts[0] == "gpu":
             total += _leading_int(parts[-1]) if len(parts) > 1 else 1
     return total
+
+
+def _tres(text: str) -> dict[str, int]:
+    """sacct's AllocTRES, ``billing=4,cpu=4,gres/gpu:a100=2,gres/gpu=2,mem=16G,node=1``
+    (sacct(1): the trackable resources allocated to the job), as counts: ``cpu`` and
+    ``gres/gpu`` (typed GPUs only, when no untyped total is listed, summed into it)."""
+    counts: dict[str, int] = {}
+    typed = 0
+    for item in text.split(","):
+        key, _, value = item.partition("=")
+        if not value.isdigit():
+            continue
+        if key.startswith("gres/gpu:"):
+            typed += int(value)
+        else:
+            counts[key] = int(value)
+    if typed and "gres/gpu" not in counts:
+        counts["gres/gpu"] = typed
+    return counts
 
 
 def parse_sinfo(stdout: str) -> list[dict[str, str]]:

@@ -127,7 +127,7 @@ def experiment(row: Row) -> ExperimentRecord:
         backend=row["backend"], searcher=row["searcher"], created=row["created"],
         ended=row["ended"], journal_offset=row["journal_offset"], progress=row["progress"],
         actions_done=row["actions_done"], searcher_done=bool(row["searcher_done"]),
-        error=row["error"], task=row["task"],
+        error=row["error"], task=row["task"], advice=row["advice"],
         config_source=StoredConfig(row["id"], row["config_json"]))
 
 
@@ -158,7 +158,9 @@ def run(row: Row) -> RunRecord:
         exit_code=row["exit_code"], preempt_acked=bool(row["preempt_acked"]),
         outcome=row["outcome"], event_offset=row["event_offset"], event_seq=row["event_seq"],
         searcher_seq=row["searcher_seq"], first_op=row["first_op"],
-        ops_decided=row["ops_decided"])
+        ops_decided=row["ops_decided"], started=row["started"],
+        used_seconds=row["used_seconds"], used_gpus=row["used_gpus"],
+        used_cpus=row["used_cpus"], usage_by=row["usage_by"])
 
 
 def array(row: Row) -> ArrayRecord:

@@ -71,6 +71,15 @@ class ExperimentErrorSet(Entry):
 
 
 @dataclass(frozen=True)
+class ExperimentAdvised(Entry):
+    """Advice on how the search runs that the daemon found once its first runs ended (to pack
+    short trials: hpcdet.short_jobs)."""
+
+    kind: ClassVar[str] = "experiment_advice"
+    advice: str
+
+
+@dataclass(frozen=True)
 class ExperimentConfigChanged(Entry):
     kind: ClassVar[str] = "experiment_config"
     config: dict[str, Any]
@@ -187,6 +196,13 @@ class RunEnded(Entry):
     trial_state: str | None = None
     restarts: int | None = None
     reason: str = ""
+    # What it used (hpcdet.views.usage): when its first node started, and the scheduler's
+    # account where it keeps one (``usage_by`` names it).
+    started: float | None = None
+    used_seconds: float | None = None
+    used_gpus: int | None = None
+    used_cpus: int | None = None
+    usage_by: str = ""
 
 
 @dataclass(frozen=True)
@@ -248,7 +264,8 @@ class ArrayAbandoned(Entry):
 
 ENTRY_CLASSES: tuple[type[Entry], ...] = (
     ExperimentCreated, ExperimentStateChanged, ExperimentFailed, ExperimentQueueUpdated,
-    ExperimentErrorSet, ExperimentConfigChanged, ExperimentMetaChanged, TrialCreated,
+    ExperimentErrorSet, ExperimentAdvised, ExperimentConfigChanged, ExperimentMetaChanged,
+    TrialCreated,
     TrialContinued, TrialStateChanged, OpIssued, TrialClosed, TrialStopped, SearcherShutdown,
     SearcherEventFed, RunSubmitting, RunSubmitted, RunEnded, CheckpointDeleted, ArraySubmitting,
     ArraySubmitted, ArrayAbandoned, ModelCreated, ModelVersionRegistered,

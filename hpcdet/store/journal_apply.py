@@ -132,6 +132,13 @@ def _experiment_error(s: Session, e: en.ExperimentErrorSet, at: Stamp) -> None:
         s.add(exp)
 
 
+def _experiment_advised(s: Session, e: en.ExperimentAdvised, at: Stamp) -> None:
+    exp = s.get(Experiment, at.exp_id)
+    if exp is not None:
+        exp.advice = e.advice
+        s.add(exp)
+
+
 def _experiment_meta(s: Session, e: en.ExperimentMetaChanged, at: Stamp) -> None:
     exp = s.get(Experiment, at.exp_id)
     if exp is None:
@@ -306,6 +313,8 @@ def _run_ended(s: Session, e: en.RunEnded, at: Stamp) -> None:
         run.exit_code = e.exit_code
         run.outcome = e.outcome
         run.ended = at.time
+        run.started, run.used_seconds = e.started, e.used_seconds
+        run.used_gpus, run.used_cpus, run.usage_by = e.used_gpus, e.used_cpus, e.usage_by
         s.add(run)
     trial = s.get(Trial, e.trial_id)
     if trial is not None and e.trial_state is not None:
@@ -384,6 +393,7 @@ APPLIERS: dict[type[en.Entry], Callable[[Session, Any, Stamp], None]] = {
     en.ExperimentConfigChanged: _experiment_config,
     en.ExperimentMetaChanged: _experiment_meta,
     en.ExperimentErrorSet: _experiment_error,
+    en.ExperimentAdvised: _experiment_advised,
     en.ExperimentFailed: _experiment_failed,
     en.ExperimentQueueUpdated: _experiment_queue,
     en.TrialContinued: _trial_continued,

@@ -38,6 +38,8 @@ class Experiment(SQLModel, table=True):
     # "" for an experiment; command, notebook or shell (hpcdet.config.task). A server default
     # too: rows inserted in bulk (the benches' seeds) name only the columns they set.
     task: str = Field(default="", sa_column_kwargs={"server_default": ""})
+    # What the daemon advises once the first runs ended (hpcdet.short_jobs), "" for nothing.
+    advice: str = Field(default="", sa_column_kwargs={"server_default": ""})
 
 
 class Trial(SQLModel, table=True):
@@ -86,6 +88,14 @@ class Run(SQLModel, table=True):
     searcher_seq: int = 0  # the last event of this run fed to the searcher
     first_op: int = 0  # index into the trial's ops of this run's first operation
     ops_decided: int = 0  # this run's completed operations the searcher has decided on
+    # When its first node started (the run tree's nodes/ files), and the scheduler's own
+    # account of it where the backend keeps one (``usage_by``: "sacct", "qstat"): its
+    # elapsed seconds and the GPUs and CPUs it held (hpcdet.views.usage).
+    started: Optional[float] = None
+    used_seconds: Optional[float] = None
+    used_gpus: Optional[int] = None
+    used_cpus: Optional[int] = None
+    usage_by: str = ""
 
 
 class Metric(SQLModel, table=True):

@@ -31,7 +31,8 @@ if TYPE_CHECKING:
 EXPERIMENT_COLUMNS = (
     "id", "name", "state", "config_json", "description", "labels_json", "archived",
     "resource_pool", "priority", "weight", "position", "backend", "searcher", "created", "ended",
-    "journal_offset", "progress", "actions_done", "searcher_done", "error", "request_id", "task")
+    "journal_offset", "progress", "actions_done", "searcher_done", "error", "request_id", "task",
+    "advice")
 TRIAL_COLUMNS = (
     "id", "experiment_id", "request_id", "ops_json", "ops_completed", "closed",
     "stop_requested", "early_exit", "exit_reported", "state", "hparams_json", "trial_seed",
@@ -40,7 +41,7 @@ TRIAL_COLUMNS = (
 RUN_COLUMNS = (
     "id", "trial_id", "run_id", "job_id", "state", "reason", "submitted", "ended", "exit_code",
     "preempt_acked", "outcome", "event_offset", "event_seq", "searcher_seq", "first_op",
-    "ops_decided")
+    "ops_decided", "started", "used_seconds", "used_gpus", "used_cpus", "usage_by")
 ARRAY_COLUMNS = (
     "id", "experiment_id", "index", "job_id", "offset", "count", "throttle", "submitted")
 
@@ -164,6 +165,23 @@ class Reads:
             f"SELECT {_columns(RUN_COLUMNS, 'run')} FROM run JOIN trial ON "
             "trial.id = run.trial_id WHERE trial.experiment_id = ? ORDER BY run.trial_id, "
             "run.run_id", (exp_id,))
+
+    def runs_between(self, first: int, last: int) -> dict[int, tuple[int, list[RunRecord]]]:
+        """Per experiment with an id from ``first`` to ``last`` (a listing's page): its
+        trials' resources.slots_per_trial and its runs, in one query (hpcdet.views.usage)."""
+        names = ("experiment_id", "slots", *RUN_COLUMNS)
+        rows = self._rows(
+            "SELECT trial.experiment_id, json_extract(experiment.config_json, "
+            f"'$.resources.slots_per_trial'), {_columns(RUN_COLUMNS, 'run')} FROM run "
+            "JOIN trial ON trial.id = run.trial_id JOIN experiment ON experiment.id = "
+            "trial.experiment_id WHERE trial.experiment_id BETWEEN ? AND ? "
+            "ORDER BY run.trial_id, run.run_id", (first, last))
+        found: dict[int, tuple[int, list[RunRecord]]] = {}
+        for row in rows:
+            values = dict(zip(names, row))
+            slots = values["slots"] if isinstance(values["slots"], int) else 1
+            found.setdefault(values["experiment_id"], (slots, []))[1].append(decode.run(values))
+        return found
 
     def arrays(self, exp_id: int) -> list[ArrayRecord]:
         """The experiment's submitted job arrays (those with a job id), in submission order."""

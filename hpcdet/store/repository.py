@@ -43,7 +43,7 @@ JournalLine = tuple[int, int, "dict[str, Any] | None"]
 
 # Raised whenever a table changes. The database is an index of the run tree: one of another
 # version is set aside and the daemon rebuilds it from the journals and event logs.
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 11
 
 log = logging.getLogger(__name__)
 

@@ -21,6 +21,7 @@ from hpcdet.link import connect
 from hpcdet.paths import StatePaths
 from hpcdet.protocol.messages import Activate, Cancel, JobUpdate, Kill, Pause, UpdateJobs
 from hpcdet.views import curves as plots
+from hpcdet.views import usage
 from hpcdet.views.checkpoints import ranked_checkpoints
 from hpcdet.views.cluster import cluster_view, daemon_view, site_scheduler
 from hpcdet.views.experiments import describe_experiment, experiment_dict, experiment_rows
@@ -53,6 +54,7 @@ def api_routes(paths: StatePaths, store: Callable[[], Queries]) -> list[Route]:
             "config": view.config,
             "searcher": view.searcher,
             "best": asdict(view.best) if view.best else None,
+            "usage": view.used.to_dict(),
             "metric_names": store().metric_names([t.trial.id for t in view.trials]),
             "trials": [{**trial_dict(t.trial), "searcher": t.searcher} for t in view.trials],
         })
@@ -74,7 +76,10 @@ def api_routes(paths: StatePaths, store: Callable[[], Queries]) -> list[Route]:
 
     def trial(request: Request) -> Response:
         view = describe_trial(store(), request.path_params["trial_id"])
-        return JSONResponse({**view.to_dict(),
+        slots = usage.slots_of(store().experiment(view.trial.experiment_id).stored_config)
+        idle = usage.idle_gpus(paths, view.trial.experiment_id, view.runs)
+        return JSONResponse({**view.to_dict(), "usage": usage.total(view.runs, slots).to_dict(),
+                             "idle_gpus": [g.to_dict() for g in idle],
                              "metric_names": store().metric_names([view.trial.id])})
 
     def trial_curves(request: Request) -> Response:

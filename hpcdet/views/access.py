@@ -52,3 +52,14 @@ def open_reads(p: StatePaths) -> Reads:
     """The database, read-only, for the views that read it without the ORM (listings and
     `describe`); the daemon is started if there is none yet."""
     return Reads(*_database(p))
+
+
+def reads_here(p: StatePaths) -> Reads | None:
+    """The database as this host has it, asking nothing of a daemon and starting none: None
+    when it lives on another host or does not exist yet (for what can do without it, such as
+    `experiment create`'s estimate, which must not hold up the create)."""
+    current = process.info(p)
+    database = p.database()
+    if (current.alive and not current.here) or not database.exists():
+        return None
+    return Reads(database, False)

@@ -11,6 +11,7 @@ from hpcdet.paths import StatePaths
 from hpcdet.protocol import process
 from hpcdet.records import ArrayRecord, ExperimentRecord, RunRecord, TrialRecord, stored_form
 from hpcdet.store.reads import Reads, reading
+from hpcdet.views import usage
 
 if TYPE_CHECKING:
     from hpcdet.store.queries import Queries
@@ -28,6 +29,7 @@ class ExperimentRow:
     experiment: ExperimentRecord
     progress: float  # 0..1: the searcher's, or else the share of its trials' work done
     best: BestTrial | None = None
+    used: usage.Usage | None = None  # its runs' slot-hours (hpcdet.views.usage)
 
     def to_dict(self) -> dict[str, Any]:
         """The stable form of ``experiment list --json``."""
@@ -36,7 +38,8 @@ class ExperimentRow:
                 "description": e.description, "labels": list(e.labels),
                 "archived": e.archived, "searcher": e.searcher, "backend": e.backend,
                 "resource_pool": e.resource_pool, "priority": e.priority, "weight": e.weight,
-                "started": e.created, "ended": e.ended, "error": e.error}
+                "started": e.created, "ended": e.ended, "error": e.error,
+                "usage": self.used.to_dict() if self.used else None}
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,18 @@ class ExperimentView:
         searcher: dict[str, Any] = self.config.get("searcher", {})
         return searcher
 
+    @property
+    def used(self) -> usage.Usage:
+        """The slot-hours of its ended runs, and where the figures came from."""
+        return usage.total(self.runs, usage.slots_of(self.config))
+
+    def trial_used(self, trial_id: int) -> usage.Usage:
+        return usage.total([r for r in self.runs if r.trial_id == trial_id],
+                           usage.slots_of(self.config))
+
+    def run_used(self, run: RunRecord) -> usage.RunUsage | None:
+        return usage.run_usage(run, usage.slots_of(self.config))
+
 
 def experiment_rows(source: Reads | Queries, with_best: bool = False, archived: bool = True,
                     labels: Collection[str] = (), offset: int = 0, limit: int | None = None
@@ -71,6 +86,7 @@ def experiment_rows(source: Reads | Queries, with_best: bool = False, archived: 
                                         offset=offset, limit=limit)
         # Only the trials of the experiments listed: a page of a long list reads its own.
         work = reads.trial_work(experiments[0].id, experiments[-1].id) if experiments else {}
+        runs = reads.runs_between(experiments[0].id, experiments[-1].id) if experiments else {}
         by_exp: dict[int, list[TrialRecord]] = {}
         for t in reads.trials() if with_best and experiments else []:
             by_exp.setdefault(t.experiment_id, []).append(t)
@@ -82,7 +98,9 @@ def experiment_rows(source: Reads | Queries, with_best: bool = False, archived: 
             searcher = exp.stored_config.get("searcher", {})
             best = best_trial(by_exp.get(exp.id, []), searcher.get("metric", ""),
                               searcher.get("smaller_is_better", True))
-        rows.append(ExperimentRow(exp, exp.progress or done / max(1, count), best))
+        slots, exp_runs = runs.get(exp.id, (1, []))
+        rows.append(ExperimentRow(exp, exp.progress or done / max(1, count), best,
+                                  usage.total(exp_runs, slots)))
     return rows
 
 

@@ -98,3 +98,15 @@ def test_every_daemon_module_has_a_test_file_of_its_own() -> None:
               for p in (ROOT / "tests" / "unit" / "daemon").rglob("test_*.py")}
     assert sorted(modules - tested - THROUGH_OTHERS.keys()) == []
     assert sorted(THROUGH_OTHERS.keys() - modules) == []  # a module gone: its excuse goes too
+
+
+def test_every_package_is_installed() -> None:
+    """setuptools installs only the packages pyproject.toml lists: one left out works in the
+    tree and is missing from the wheel."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "packages"])
+    found = {".".join(p.parent.relative_to(ROOT).parts)
+             for p in (ROOT / "hpcdet").rglob("__init__.py") if "__pycache__" not in p.parts}
+    assert sorted(found - listed) == []

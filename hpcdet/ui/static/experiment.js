@@ -99,10 +99,17 @@
       ["searcher", `${exp.searcher.name} on ${exp.searcher.metric}` +
         (exp.searcher.smaller_is_better === false ? " (larger is better)" : "")],
       ["best", exp.best ? `${number(exp.best.value)} (trial ${exp.best.trial_id})` : "none yet"],
-      ["trials", String(exp.trials.length)], ["labels", exp.labels.join(", ")],
+      ["trials", String(exp.trials.length)], ["used", usedText(exp.usage)],
+      ["labels", exp.labels.join(", ")],
       ["description", e.description || ""], ["priority", String(e.priority ?? "")]];
+    if (e.advice) facts.push(["advice", e.advice]);
     replace("facts", el("dl", { class: "facts" },
       facts.flatMap(([k, v]) => [el("dt", {}, k), el("dd", { "data-fact": k }, v)])));
+  }
+
+  function usedText(u) {
+    const from = u.sources.length ? ` (from ${u.sources.join(", ")})` : "";
+    return `${u.hours.toFixed(2)} ${u.unit}${from}` + (u.running ? `; ${u.running} running` : "");
   }
 
   function overall() {

@@ -42,6 +42,10 @@
       ["steps completed", trial.steps_completed], ["best validation", number(trial.best_validation)],
       ["restarts", trial.restarts], ["started", when(trial.started)], ["ended", when(trial.ended)],
       ["end reason", trial.end_reason || ""], ["metadata", JSON.stringify(trial.metadata)],
+      ["used", `${trial.usage.hours.toFixed(2)} ${trial.usage.unit}` +
+        (trial.usage.sources.length ? ` (from ${trial.usage.sources.join(", ")})` : "")],
+      ["idle GPUs", trial.idle_gpus.map((g) => `GPU ${g.index} on ${g.host} ${g.until ? "was " : ""}idle since ${when(g.idle_since)}`).join("; ")],
+      ["alerts", trial.alerts.map((a) => `${a.level}: ${a.title}${a.description ? ` (${a.description})` : ""}`).join("; ")],
       ["runs", trial.runs.map((r) => `${r.run_id}: ${r.state}${r.job_id ? ` (job ${r.job_id})` : ""}`).join("; ")]];
     replace("facts", el("dl", { class: "facts" },
       facts.flatMap(([k, v]) => [el("dt", {}, k), el("dd", { "data-fact": k }, v)])));

@@ -217,6 +217,7 @@ def test_describe_rows(tmp_path: Path) -> None:
         "template_dir", "container_runtime", "image_dir", "image_cache", "slot_type", "python",
         "min_poll_interval",
         "submissions_per_minute", "max_jobs", "min_job_minutes", "share_with_group", "daemon_lease",
+        "ask_above_slot_hours",
     ]
     table = {key: (value, source) for key, value, source in rows}
     assert table["walltime"] == ("01:30:00", "user")

@@ -20,6 +20,10 @@ SAMPLES: list[m.Request[Any]] = [
     m.SetExperiment(8, "labels_add", "a"), m.DeleteExperiment(9), m.KillTrial(10),
     m.UpdateJobs.of([m.JobUpdate(1, "priority", 3)]), m.CreateModel("mnist"),
     m.CreateModel("mnist", "a cnn", {"task": "digits"}), m.RegisterVersion("mnist", "c1"),
+    m.CreateWebhook("https://h.example/x", ["custom"]),
+    m.CreateWebhook("https://h.example/x", ["experiment-state:COMPLETED"], "slack", "n",
+                    "specific"),
+    m.DeleteWebhook("n"),
 ]
 # A reply of each kind, as a handler makes it.
 REPLIES: dict[type[m.Request[Any]], object] = {
@@ -31,7 +35,7 @@ REPLIES: dict[type[m.Request[Any]], object] = {
 def test_the_samples_hold_every_request_type() -> None:
     """A request type added without a sample here fails this test, so each one round-trips."""
     assert {type(r) for r in SAMPLES} == set(m.REQUESTS.values())
-    assert len(m.REQUESTS) == 17
+    assert len(m.REQUESTS) == 19
 
 
 @pytest.mark.parametrize("request_", SAMPLES, ids=lambda r: type(r).__name__)

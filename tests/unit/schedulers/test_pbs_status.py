@@ -103,7 +103,7 @@ RUNNING_STATUS = JobStatus(
     state=JobState.RUNNING,
     reason="Job run at Tue Nov 24 at 10:00 on (pbs-a:ncpus=4)+(pbs-b:ncpus=4)",
     native="R", exit_code=None, nodes="pbs-a+pbs-b", name="hpcdet-e1-t2-r3", priority=0,
-    partition="workq", start=local(10), workdir=RUN_DIR,
+    partition="workq", start=local(10), workdir=RUN_DIR, used_seconds=242, used_cpus=8,
 )
 
 # qsub -J 0-3 %4: subjob 0 done, 1 running, 2 waiting, 3 failed.
@@ -557,7 +557,7 @@ def test_array_parent_and_subjobs() -> None:
               "workdir": "/shared/runs/exp-4/array"}
     assert jobs["20[].pbs-head"] == JobStatus(
         state=JobState.RUNNING, reason="Job Array Began at Tue Nov 24 at 09:59", native="B",
-        start=local(9, 59, 41), **common)
+        start=local(9, 59, 41), used_cpus=4, **common)
     assert jobs["20[0].pbs-head"] == JobStatus(
         state=JobState.COMPLETED,
         reason="Job run at Tue Nov 24 at 09:59 on (pbs-a:ncpus=4) and finished", native="X",
@@ -582,18 +582,19 @@ def test_finished_jobs() -> None:
         state=JobState.COMPLETED,
         reason="Job run at Tue Nov 24 at 10:00 on (pbs-a:ncpus=4) and finished", native="F",
         exit_code=0, nodes="pbs-a", name="hpcdet-e1-t3-r1", priority=0, partition="workq",
-        start=local(10), workdir="/shared/runs/exp-1/trials/3/run-1")
+        start=local(10), workdir="/shared/runs/exp-1/trials/3/run-1", used_seconds=760)
     assert jobs["14.pbs-head"] == JobStatus(
         state=JobState.CANCELED,
         reason="deleted (Job run at Tue Nov 24 at 10:00 on (pbs-b:ncpus=4))", native="F",
         exit_code=143, nodes="pbs-b", name="hpcdet-e1-t4-r1", priority=0, partition="workq",
-        start=local(10), workdir="/shared/runs/exp-1/trials/4/run-1")
+        start=local(10), workdir="/shared/runs/exp-1/trials/4/run-1", used_seconds=1203)
     assert jobs["15.pbs-head"] == JobStatus(
         state=JobState.TIMEOUT,
         reason="Job run at Tue Nov 24 at 10:00 on (pbs-a:ncpus=4) and failed; exit status -29"
                " (JOB_EXEC_KILL_WALLTIME: killed: it exceeded its walltime)",
         native="F", exit_code=None, nodes="pbs-a", name="hpcdet-e1-t5-r1", priority=0,
-        partition="workq", start=local(10), workdir="/shared/runs/exp-1/trials/5/run-1")
+        partition="workq", start=local(10), workdir="/shared/runs/exp-1/trials/5/run-1",
+        used_seconds=3607)
     assert jobs["16.pbs-head"] == JobStatus(
         state=JobState.CANCELED,
         reason="deleted (waiting for nodes or CPUs/GPUs to become free"
@@ -699,7 +700,7 @@ def test_plain_text_fallback() -> None:
         state=JobState.CANCELED,
         reason="deleted (Job run at Tue Nov 24 at 10:00 on (pbs-b:ncpus=4))", native="F",
         exit_code=143, nodes="pbs-b", name="hpcdet-e1-t4-r1", priority=0, partition="workq",
-        start=local(10), workdir="/shared/runs/exp-1/trials/4/run-1")
+        start=local(10), workdir="/shared/runs/exp-1/trials/4/run-1", used_seconds=1203)
     assert parse_qstat_text("") == {}
     with pytest.raises(ValueError, match="qstat: Unknown Job Id"):
         parse_qstat_text("qstat: Unknown Job Id 99.pbs-head\n")

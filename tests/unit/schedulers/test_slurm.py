@@ -128,7 +128,8 @@ def test_accounting_is_asked_only_when_it_exists() -> None:
     slurm = SlurmScheduler()
     slurm.limits = slurm.parse_limits("AccountingStorageType = accounting_storage/slurmdbd\n")
     cmd = slurm.final_status_command(["7", "5"])
-    assert cmd == ["sacct", "-X", "-P", "-n", "-j", "5,7", "-o", "JobID,State,ExitCode"]
+    assert cmd == ["sacct", "-X", "-P", "-n", "-j", "5,7", "-o",
+                   "JobID,State,ExitCode,ElapsedRaw,AllocTRES"]
 
 
 def test_parse_sacct() -> None:
@@ -138,6 +139,21 @@ def test_parse_sacct() -> None:
     assert (st["7"].state, st["7"].exit_code) == (JobState.CANCELED, 143)
     assert st["8"].state is JobState.TIMEOUT
     assert st["9"].exit_code == 2
+    assert st["5"].used_seconds is None  # asked without ElapsedRaw and AllocTRES
+
+
+def test_parse_sacct_usage() -> None:
+    # sacct(1): ElapsedRaw is the job's elapsed seconds; AllocTRES the trackable resources
+    # allocated to it, typed GPUs beside their untyped total.
+    out = ("5|COMPLETED|0:0|125|billing=4,cpu=4,gres/gpu:a100=2,gres/gpu=2,mem=16G,node=1\n"
+           "6|COMPLETED|0:0|60|billing=2,cpu=2,mem=2G,node=1\n"
+           "7|FAILED|1:0|30|cpu=8,gres/gpu:a100=1,gres/gpu:v100=2,node=2\n"
+           "8|CANCELLED by 1000|0:15|0|\n")
+    st = SlurmScheduler().parse_final_status(out)
+    assert (st["5"].used_seconds, st["5"].used_gpus, st["5"].used_cpus) == (125, 2, 4)
+    assert (st["6"].used_seconds, st["6"].used_gpus, st["6"].used_cpus) == (60, 0, 2)
+    assert (st["7"].used_gpus, st["7"].used_cpus) == (3, 8)
+    assert (st["8"].used_seconds, st["8"].used_gpus, st["8"].used_cpus) == (0, None, None)
 
 
 def test_parse_partitions_adds_up_node_groups() -> None:

@@ -245,7 +245,8 @@ def test_an_entry_its_kind_cannot_use_applies_nothing_of_the_call(j: Journaled) 
 def test_every_kind_the_journal_writes_reads_as_a_class_with_an_applier() -> None:
     assert set(KINDS) >= {
         "experiment_created", "experiment_state", "experiment_failed", "experiment_queue",
-        "experiment_error", "experiment_config", "trial_created", "trial_continued",
+        "experiment_error", "experiment_advice", "experiment_config", "trial_created",
+        "trial_continued",
         "trial_state", "op_issued", "trial_closed", "trial_stop", "searcher_shutdown",
         "searcher_event", "run_submitting", "run_submitted", "run_ended",
         "checkpoint_deleted", "array_submitting", "array_submitted", "array_abandoned",

@@ -3,6 +3,7 @@ disappearance."""
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -10,7 +11,7 @@ from hpcdet.daemon.controls import Controls
 from hpcdet.daemon.ingestion import Ingestion
 from hpcdet.daemon.run_ends import RunEnds
 from hpcdet.rundir.atomic import write_atomic
-from hpcdet.rundir.layout import EXIT_FILE
+from hpcdet.rundir.layout import EXIT_FILE, NODES_DIR, node_info
 from tests.unit.daemon.services.support import World, one_run, squeue_line
 
 
@@ -92,3 +93,72 @@ def test_a_signalled_run_is_decided_alone_when_the_scheduler_says_nothing_in_tim
     assert not awaits_scheduler(killed, job_ended=False, now=1000.0 + SCHEDULER_WORD_GRACE)
     assert not awaits_scheduler({"exit_code": 3, "ended": 1000.0}, job_ended=False, now=1001.0)
     assert not awaits_scheduler({"exit_code": 143}, job_ended=False, now=1001.0)
+
+
+def test_a_run_keeps_when_it_started_and_the_schedulers_account(tmp_path: Path) -> None:
+    w, run_dir = one_run(tmp_path)
+    w.scheduler.limits = w.scheduler.parse_limits(
+        "AccountingStorageType = accounting_storage/slurmdbd\n")
+    ends = _run_ends(w)
+    (run_dir / NODES_DIR).mkdir()
+    for rank, started in ((0, 1000.0), (1, 1003.0)):
+        info = node_info(run_dir, rank)
+        info.write_text("{}")
+        os.utime(info, (started, started))
+    w.runner.sacct = "101|COMPLETED|0:0|125|billing=4,cpu=4,gres/gpu=2,mem=8G,node=1\n"
+    write_atomic(run_dir / EXIT_FILE, {"exit_code": 0})
+    ends.check(w.store.live_runs()[0])
+    [run] = w.store.runs()
+    assert (run.started, run.used_seconds, run.used_gpus, run.used_cpus, run.usage_by) == (
+        1000.0, 125, 2, 4, "sacct")
+    assert w.runner.commands("sacct")[-1][-1] == "JobID,State,ExitCode,ElapsedRaw,AllocTRES"
+
+
+def test_without_accounting_a_run_keeps_only_when_it_started(tmp_path: Path) -> None:
+    w, run_dir = one_run(tmp_path)
+    ends = _run_ends(w)
+    write_atomic(run_dir / EXIT_FILE, {"exit_code": 0})
+    ends.check(w.store.live_runs()[0])  # no nodes/: it never started
+    [run] = w.store.runs()
+    assert (run.started, run.used_seconds, run.usage_by) == (None, None, "")
+    assert w.runner.commands("sacct") == []
+
+
+def _short_runs(w: World, ends: RunEnds, trial_ids: range) -> None:
+    """Trials whose one run started 40 s before it ended."""
+    for trial_id in trial_ids:
+        w.trial(1, trial_id)
+        run_dir = w.run(1, trial_id, job_id=str(100 + trial_id))
+        (run_dir / NODES_DIR).mkdir()
+        info = node_info(run_dir, 0)
+        info.write_text("{}")
+        os.utime(info, (time.time() - 40, time.time() - 40))
+        write_atomic(run_dir / EXIT_FILE, {"exit_code": 0})
+        ends.check(w.store.live_runs([(trial_id, 1)])[0])
+
+
+SEARCH = {"name": "random", "metric": "loss", "max_trials": 9, "max_length": 1}
+
+
+def test_a_search_of_short_jobs_is_advised_once_its_first_three_runs_ended(
+        tmp_path: Path) -> None:
+    w = World(tmp_path)
+    w.experiment(1, searcher=SEARCH)
+    ends = _run_ends(w)
+    _short_runs(w, ends, range(1, 3))
+    assert w.store.experiment(1).advice == ""  # two runs say too little
+    _short_runs(w, ends, range(3, 5))
+    advice = w.store.experiment(1).advice
+    assert "run 40 s each" in advice and "median of 3" in advice, advice
+    assert "resources.packing" in advice
+    journal = w.paths.journal(1).read_text()
+    assert journal.count('"experiment_advice"') == 1
+
+
+def test_a_packed_search_is_not_advised(tmp_path: Path) -> None:
+    w = World(tmp_path)
+    w.experiment(1, searcher=SEARCH, resources={
+        "slots_per_trial": 1, "packing": {"slots": 2, "walltime": "1:00:00", "allocations": 1}})
+    ends = _run_ends(w)
+    _short_runs(w, ends, range(1, 5))
+    assert w.store.experiment(1).advice == ""
