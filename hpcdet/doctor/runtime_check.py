@@ -19,16 +19,13 @@ _TMP_VARIABLES = ("APPTAINER_TMPDIR", "SINGULARITY_TMPDIR", "APPTAINER_CACHEDIR"
                   "SINGULARITY_CACHEDIR", "TMPDIR")
 
 
-def runtime(name: str, chosen: bool, runner: CommandRunner) -> tuple[Finding, str]:
-    """The runtime and its version; ``chosen``: the cluster config names it (missing: a
-    failure, else a warning, as trials without an image need none). Also its path ("")."""
+def ask_version(name: str, runner: CommandRunner) -> tuple[str, str, str]:
+    """Where ``name`` is on PATH here ("" for nowhere), the version it tells
+    (``containers.version_argvs``, through the command runner; "" for none) and what failed
+    on the way, said, never raised."""
     path = shutil.which(name)
     if path is None:
-        return Finding(
-            "container runtime", Status.FAIL if chosen else Status.WARN,
-            f"{name} not found on PATH" + ("" if chosen else " (the default runtime)"),
-            f"install {name} or load its module, or set container_runtime: in cluster.yaml to"
-            " one this site has; experiments without environment.image need none"), ""
+        return "", "", ""
     problems = []
     for cmd in version_argvs(name, path):
         try:
@@ -38,11 +35,26 @@ def runtime(name: str, chosen: bool, runner: CommandRunner) -> tuple[Finding, st
             continue
         version = parse_version(name, result.stdout) if result.exit_code == 0 else None
         if version:
-            return Finding("container runtime", Status.OK, f"{version} at {path}"), path
+            return path, version, "; ".join(problems)
         said = (result.stderr.strip() or result.stdout.strip() or "no output").splitlines()
         problems.append(f"`{' '.join(cmd[1:])}` exited {result.exit_code}: {said[-1]}")
+    return path, "", "; ".join(problems)
+
+
+def runtime(name: str, chosen: bool, runner: CommandRunner) -> tuple[Finding, str]:
+    """The runtime and its version; ``chosen``: the cluster config names it (missing: a
+    failure, else a warning, as trials without an image need none). Also its path ("")."""
+    path, version, problems = ask_version(name, runner)
+    if not path:
+        return Finding(
+            "container runtime", Status.FAIL if chosen else Status.WARN,
+            f"{name} not found on PATH" + ("" if chosen else " (the default runtime)"),
+            f"install {name} or load its module, or set container_runtime: in cluster.yaml to"
+            " one this site has; experiments without environment.image need none"), ""
+    if version:
+        return Finding("container runtime", Status.OK, f"{version} at {path}"), path
     return Finding("container runtime", Status.FAIL, f"{name} at {path} did not tell its "
-                   f"version: {'; '.join(problems)}",
+                   f"version: {problems}",
                    f"run `{name} --version` here and fix what it says"), path
 
 
@@ -63,4 +75,4 @@ def image_dirs(cache: Path, env: Mapping[str, str] = os.environ) -> Finding:
     return Finding("image cache", Status.OK, seen)
 
 
-__all__ = ["image_dirs", "runtime"]
+__all__ = ["ask_version", "image_dirs", "runtime"]

@@ -4,12 +4,11 @@ container runtime found here."""
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass
 from typing import Any
 
 from hpcdet.config.cluster import load_cluster_config
-from hpcdet.containers import parse_version, version_argvs
+from hpcdet.doctor.runtime_check import ask_version
 from hpcdet.errors import SchedulerCommandError
 from hpcdet.paths import StatePaths
 from hpcdet.schedulers import Scheduler, make_scheduler
@@ -65,22 +64,7 @@ def daemon_view(paths: StatePaths) -> dict[str, Any]:
 def runtime_view(name: str, runner: CommandRunner) -> RuntimeView:
     """Where ``name`` is on PATH here and the version it tells (``containers.version_argvs``),
     through the command runner; what failed is said, never raised."""
-    path = shutil.which(name)
-    if path is None:
-        return RuntimeView(name, "", "", "")
-    problems = []
-    for cmd in version_argvs(name, path):
-        try:
-            result = runner.run(cmd, check=False)
-        except SchedulerCommandError as e:
-            problems.append(str(e))
-            continue
-        version = parse_version(name, result.stdout) if result.exit_code == 0 else None
-        if version:
-            return RuntimeView(name, path, version, "; ".join(problems))
-        said = (result.stderr.strip() or result.stdout.strip() or "no output").splitlines()
-        problems.append(f"`{' '.join(cmd[1:])}` exited {result.exit_code}: {said[-1]}")
-    return RuntimeView(name, path, "", "; ".join(problems))
+    return RuntimeView(name, *ask_version(name, runner))
 
 
 def cluster_view(scheduler: Scheduler, runtime: str | None = None) -> ClusterView:
