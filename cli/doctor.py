@@ -23,14 +23,28 @@ def doctor(
     storage: Annotated[Optional[Path], typer.Option(
         "--storage", help="The checkpoint storage to check (default: <state>/checkpoints).")]
     = None,
+    preemption: Annotated[bool, typer.Option(
+        "--preemption", help="Also run the preemption drill: a one-trial experiment (label "
+        "hpcdet-doctor) through your daemon, sent the site's preemption signal after its "
+        "first checkpoint; it must checkpoint, stop and resume.")] = False,
+    drill_timeout: Annotated[float, typer.Option(
+        "--drill-timeout", min=10, help="Seconds the preemption drill gets; its experiment "
+        "is killed if it has not ended by then.")] = 180.0,
 ) -> None:
     """Check that this cluster can run hpcdet's experiments: the batch system, its partitions,
     limits and preemption, the container runtime, the shared filesystem and the network seen
-    from compute nodes. Exit code 1 when a check fails."""
+    from compute nodes; with --preemption, that a trial checkpoints and resumes when the site
+    preempts its job. Exit code 1 when a check fails."""
     from hpcdet.views.doctor import any_failed, doctor_findings
 
-    findings = doctor_findings(paths(), quick, timeout, partition,
-                               storage.absolute() if storage else None)
+    p = paths()
+    link = None
+    if preemption:
+        from hpcdet.link import connect
+
+        link = connect(p)
+    findings = doctor_findings(p, quick, timeout, partition,
+                               storage.absolute() if storage else None, link, drill_timeout)
     if as_json:
         print(json.dumps({"ok": not any_failed(findings),
                           "findings": [f.as_json() for f in findings]}, indent=2))

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import shutil
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from hpcdet.config.cluster import ClusterConfig
-from hpcdet.doctor import node_checks, runtime_check, site_checks
+from hpcdet.doctor import drill, node_checks, runtime_check, site_checks
 from hpcdet.doctor.findings import Finding, Status, failed
 from hpcdet.doctor.node_jobs import Outcome, ProbeJob, Prober, fs_script, net_script
 from hpcdet.errors import SchedulerCommandError
@@ -29,6 +30,9 @@ class Options:
     timeout: float = DEFAULT_TIMEOUT  # for all the probe jobs together
     pool: str | None = None  # else the cluster config's default pool, else the site's
     storage: Path | None = None  # checkpoint storage; else <state>/checkpoints
+    # The preemption drill (opt-in; it runs an experiment through the daemon, which only the
+    # views reach): given the site's probe, the chosen pool and the runner.
+    drill: Callable[[SiteProbe, str | None, CommandRunner], Finding] | None = None
 
 
 def diagnose(cluster: ClusterConfig, paths: StatePaths, options: Options,
@@ -57,7 +61,27 @@ def diagnose(cluster: ClusterConfig, paths: StatePaths, options: Options,
                      for c in _NODE_CHECKS]
     else:
         findings += _on_nodes(cluster, paths, options, runner, probe, wanted, runtime_path)
-    return [*findings, node_checks.registry(), node_checks.preemption_drill()]
+    return [*findings, node_checks.registry(),
+            _drill(options, facts, probe, wanted, runner, findings)]
+
+
+# A trial cannot run, or cannot resume, where one of these failed.
+_DRILL_NEEDS = ("partition", "queue", "state directory", "checkpoint storage")
+
+
+def _drill(options: Options, facts: SiteFacts, probe: SiteProbe, pool: str | None,
+           runner: CommandRunner, findings: list[Finding]) -> Finding:
+    if options.drill is None:
+        return drill.not_asked()
+    if options.quick:
+        return Finding(drill.CHECK, Status.SKIPPED, "--quick: no jobs submitted")
+    if facts.version is None:
+        return Finding(drill.CHECK, Status.SKIPPED, "the scheduler did not answer")
+    blocking = [f.check for f in findings if f.check in _DRILL_NEEDS and f.status is Status.FAIL]
+    if blocking:
+        return Finding(drill.CHECK, Status.SKIPPED, f"not run: the {' and '.join(blocking)} "
+                       "check failed", "change what that check says, then run the drill")
+    return options.drill(probe, pool, runner)
 
 
 def _ask(probe: SiteProbe, runner: CommandRunner) -> tuple[SiteFacts, dict[str, str]]:

@@ -118,18 +118,10 @@ def network(work: Path, outcome: Outcome) -> Finding:
     return Finding("network", Status.OK, seen)
 
 
-def preemption_drill() -> Finding:
-    return Finding("preemption drill", Status.SKIPPED,
-                   "not done by this version: a trial sent the site's preemption signal that "
-                   "checkpoints and resumes",
-                   "run an experiment and send its job the signal (`scancel --signal=B:USR2 "
-                   "JOB`; PBS: `qsig -s TERM JOB`): the trial must checkpoint and resume")
-
-
 def registry() -> Finding:
     return Finding("registry from nodes", Status.SKIPPED,
                    "not done by this version: whether a compute node reaches the image registry",
                    "pull an image in a batch job (`apptainer pull docker://busybox`)")
 
 
-__all__ = ["filesystem", "network", "node_runtime", "not_run", "preemption_drill", "registry"]
+__all__ = ["filesystem", "network", "node_runtime", "not_run", "registry"]

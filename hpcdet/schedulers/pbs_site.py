@@ -88,5 +88,12 @@ class PbsSite(SiteProbe):
         # pbsdsh.1B: once on each vnode of the job's node list (one per chunk here).
         return "pbsdsh --"
 
+    # PBS warns of nothing before the walltime; a preemption or qdel sends SIGTERM.
+    preempt_signal: ClassVar[str] = "TERM"
+
+    def signal_command(self, job_id: str, signal: str) -> list[str]:
+        # qsig.1B: -s takes a name with or without SIG, or a number.
+        return ["qsig", "-s", signal, job_id]
+
 
 __all__ = ["PbsSite", "parse_queues"]

@@ -109,5 +109,12 @@ class SlurmSite(SiteProbe):
     def on_each_node(self) -> str:
         return "srun --kill-on-bad-exit=1"
 
+    # templates/slurm.sbatch.j2: --signal=B:USR2@grace, to the batch shell only.
+    preempt_signal: ClassVar[str] = "USR2"
+
+    def signal_command(self, job_id: str, signal: str) -> list[str]:
+        # scancel(1) --batch: the batch shell only, as --signal=B: sends it.
+        return ["scancel", f"--signal={signal}", "--batch", job_id]
+
 
 __all__ = ["SlurmSite", "gpus_in", "parse_partition_lines", "parse_sinfo_pools"]

@@ -1,10 +1,12 @@
-"""`hpcdet doctor` on the real two-node Slurm: once as the cluster is (green, but for the
-accounting it lacks), once with a partition that does not exist and a runtime that is not
-installed. Each run is shared by its assertions (about 2 s each)."""
+"""`hpcdet doctor` on the real two-node Slurm: once as the cluster is, with the preemption
+drill (green, but for the accounting it lacks; about 20 s, the drill's experiment most of
+it), once with a partition that does not exist and a runtime that is not installed (about
+2 s). Each run is shared by its assertions."""
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import time
@@ -27,6 +29,7 @@ def _doctor(h: Hpcdet, *args: str) -> tuple[int, dict[str, dict[str, Any]]]:
 def _hpcdet(tmp: pytest.TempPathFactory, name: str) -> Iterator[Hpcdet]:
     h = Hpcdet(tmp.mktemp(name) / "user", "slurm")
     yield h
+    h.stop()  # the preemption drill's experiment started the user's daemon
     left = slurm_jobs_under(h.root)
     if left:
         subprocess.run(["scancel", *sorted(left)], check=False, capture_output=True)
@@ -61,7 +64,7 @@ def _wait_for_idle_cpus(nodes: tuple[str, ...], seconds: float) -> None:
 def green(green_hpcdet: Hpcdet, slurm_cluster: SlurmTestCluster
           ) -> tuple[int, dict[str, dict[str, Any]]]:
     _wait_for_idle_cpus(slurm_cluster.nodes, 15)
-    return _doctor(green_hpcdet, "--timeout", "40")
+    return _doctor(green_hpcdet, "--timeout", "40", "--preemption", "--drill-timeout", "60")
 
 
 @pytest.fixture(scope="module")
@@ -77,9 +80,9 @@ def test_the_test_cluster_is_green_but_for_accounting(
     code, found = green
     assert code == 0
     status = {check: f["status"] for check, f in found.items()}
-    # No slurmdbd on the test cluster: honestly a warning. Two checks are not done yet.
+    # No slurmdbd on the test cluster: honestly a warning. One check is not done yet.
     assert status.pop("job history") == "warn"
-    assert status.pop("registry from nodes") == status.pop("preemption drill") == "skipped"
+    assert status.pop("registry from nodes") == "skipped"
     assert set(status.values()) == {"ok"}, found
     assert found["backend"]["seen"].startswith("slurm 22.05")
     assert found["partition"]["seen"].startswith("debug (default): up")
@@ -91,6 +94,28 @@ def test_the_test_cluster_is_green_but_for_accounting(
     assert "interface eth0 / eth0" in net
     assert {a for a in slurm_cluster.node_addresses if a in net} == set(
         slurm_cluster.node_addresses)
+
+
+def test_the_preemption_drill_checkpoints_stops_and_resumes(
+        green: tuple[int, dict[str, dict[str, Any]]], green_hpcdet: Hpcdet) -> None:
+    drill = green[1]["preemption drill"]
+    assert drill["status"] == "ok", drill
+    seen = re.fullmatch(r"experiment (\d+): after its first checkpoint, at step \d+, "
+                        r"`scancel --signal=USR2 --batch (\d+)`: job \2 checkpointed and "
+                        r"stopped \(preempted\), job (\d+) resumed from step (\d+) and "
+                        r"completed( \(before it: .*\))?", drill["seen"])
+    assert seen, drill["seen"]
+    d = green_hpcdet.describe(int(seen[1]))
+    assert d["experiment"]["name"] == "hpcdet doctor: preemption drill"
+    assert d["config"]["labels"] == ["hpcdet-doctor"]
+    # Other tests on this cluster may fail a node under an earlier run: judged from the
+    # signaled job on.
+    runs = [(r["job_id"], r["outcome"]) for r in d["runs"]]
+    assert runs[runs.index((seen[2], "preempted")):] == [
+        (seen[2], "preempted"), (seen[3], "COMPLETED")]
+    first_resumed = [r for r in green_hpcdet.metrics(d["trials"][0]["id"])
+                     if r["group"] == "training" and r["run_id"] == len(runs)][0]
+    assert first_resumed["metrics"]["resumed_from"] == int(seen[4]) > 0
 
 
 def test_a_missing_partition_and_runtime_fail_saying_what_to_change(
@@ -105,6 +130,8 @@ def test_a_missing_partition_and_runtime_fail_saying_what_to_change(
     assert "Invalid partition name specified" in found["network"]["seen"]
     assert found["state directory"]["status"] == "fail"
     assert found["checkpoint storage"]["status"] == "skipped"
+    assert found["preemption drill"]["status"] == "skipped"
+    assert found["preemption drill"]["change"] == "run `hpcdet doctor --preemption`"
     assert not slurm_jobs_under(broken_hpcdet.root)
     # A failed run keeps its scripts for a look.
     [kept] = (broken_hpcdet.state / "doctor").iterdir()

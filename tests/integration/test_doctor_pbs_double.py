@@ -28,7 +28,9 @@ def _doctor(tmp_path: Path, hosts: list[str], *args: str
     env = {"PATH": f"{DOUBLE / 'bin'}{os.pathsep}{os.environ['PATH']}",
            "PBS_DOUBLE_HOME": str(home)}
     h = Hpcdet(tmp_path / "user", "pbs", extra_env=env)
-    p = h.run("doctor", "--json", *args, check=False, timeout=60)
+    p = h.run("doctor", "--json", *args, check=False, timeout=120)
+    if "--preemption" in args:
+        h.stop()  # the drill's experiment started the user's daemon
     found = json.loads(p.stdout)
     return p.returncode, {f["check"]: f for f in found["findings"]}, {**os.environ, **env}
 
@@ -59,3 +61,20 @@ def test_a_job_that_can_never_start_times_out_and_is_canceled(tmp_path: Path) ->
     left = subprocess.run([str(DOUBLE / "bin" / "qstat")], env=env, capture_output=True,
                           text=True, check=True).stdout
     assert "hpcdet-doct" not in left
+
+
+def test_the_preemption_drill_on_pbs_catches_a_trial_killed_by_sigterm(tmp_path: Path) -> None:
+    """`qsig -s TERM`, what a PBS preemption or qdel sends: the double, as the MoM does,
+    signals every process of the job's session, so the trial (no handler of its own) dies
+    of it before it can checkpoint, and the drill says so. This is hpcdet's behaviour today
+    (reported with the drill): once the harness shields the trial from the job's signals,
+    the drill must pass here and this test must say ``ok``."""
+    code, found, _ = _doctor(tmp_path, ["pbs-a", "pbs-b"], "--preemption", "--timeout", "20",
+                             "--drill-timeout", "60")
+    drill = found["preemption drill"]
+    assert code == 1 and drill["status"] == "fail", drill
+    assert "`qsig -s TERM " in drill["seen"]
+    assert "the trial did not stop as preempted" in drill["seen"]
+    assert "exited with code 143" in drill["seen"]
+    assert "traps USR2 and TERM" in drill["change"]
+    assert "hpcdet experiment describe 1" in drill["change"]
