@@ -21,7 +21,10 @@ from hpcdet.schedulers.site_probe import SiteFacts, SiteProbe, probe_for
 
 DEFAULT_TIMEOUT = 120.0
 NET_PROBE = Path(__file__).with_name("net_probe.py")
-_NODE_CHECKS = ("state directory", "checkpoint storage", "runtime on nodes", "network")
+_NODE_CHECKS = ("state directory", "checkpoint storage", "runtime on nodes",
+                "registry from nodes", "network")
+# Where `docker://` images come from (hpcdet.images converts them with the runtime).
+REGISTRY = ("registry-1.docker.io", 443)
 
 
 @dataclass(frozen=True)
@@ -61,8 +64,7 @@ def diagnose(cluster: ClusterConfig, paths: StatePaths, options: Options,
                      for c in _NODE_CHECKS]
     else:
         findings += _on_nodes(cluster, paths, options, runner, probe, wanted, runtime_path)
-    return [*findings, node_checks.registry(),
-            _drill(options, facts, probe, wanted, runner, findings)]
+    return [*findings, _drill(options, facts, probe, wanted, runner, findings)]
 
 
 # A trial cannot run, or cannot resume, where one of these failed.
@@ -112,7 +114,7 @@ def _on_nodes(cluster: ClusterConfig, paths: StatePaths, options: Options,
     seconds = max(10, int(options.timeout))
     jobs = [
         ProbeJob("fs", fs_script({work: state_result, storage: storage_result},
-                                 cluster.container_runtime), 1,
+                                 cluster.container_runtime, REGISTRY), 1,
                  (state_result, storage_result)),
         ProbeJob("net", net_script(probe.on_each_node(), cluster.python or "python3",
                                    work / NET_PROBE.name, work, seconds), 2,
@@ -144,7 +146,8 @@ def _fs_findings(fs: Outcome, options: Options, pool: str | None, paths: StatePa
     if failure is not None:
         return [failure,
                 Finding("checkpoint storage", Status.SKIPPED, "the probe job did not run"),
-                Finding("runtime on nodes", Status.SKIPPED, "the probe job did not run")]
+                Finding("runtime on nodes", Status.SKIPPED, "the probe job did not run"),
+                Finding("registry from nodes", Status.SKIPPED, "the probe job did not run")]
     database = paths.database()
     return [
         node_checks.filesystem("state directory", work, state_result, fs,
@@ -152,6 +155,7 @@ def _fs_findings(fs: Outcome, options: Options, pool: str | None, paths: StatePa
         node_checks.filesystem("checkpoint storage", storage, storage_result, fs,
                                fstype_of(storage), database),
         node_checks.node_runtime(state_result, cluster.container_runtime, runtime_path),
+        node_checks.registry(state_result, REGISTRY),
     ]
 
 

@@ -118,10 +118,23 @@ def network(work: Path, outcome: Outcome) -> Finding:
     return Finding("network", Status.OK, seen)
 
 
-def registry() -> Finding:
-    return Finding("registry from nodes", Status.SKIPPED,
-                   "not done by this version: whether a compute node reaches the image registry",
-                   "pull an image in a batch job (`apptainer pull docker://busybox`)")
+def registry(result: Path, registry: tuple[str, int]) -> Finding:
+    """Whether the probe job's node opened a TCP connection to the image registry."""
+    where = f"{registry[0]}:{registry[1]}"
+    try:
+        lines = (result.read_text().splitlines() + ["", "", "", ""])[:4]
+    except OSError:
+        return Finding("registry from nodes", Status.SKIPPED,
+                       "the probe job's result is missing")
+    host, reach = lines[0], lines[3].strip()
+    if reach == "reachable":
+        return Finding("registry from nodes", Status.OK,
+                       f"{host} opened a connection to {where}: jobs can pull images")
+    return Finding("registry from nodes", Status.WARN,
+                   f"{host} could not connect to {where} within 5 s",
+                   "compute nodes cannot pull: hpcdet converts an image on the login node at "
+                   "`experiment create`, so keep image_cache (cluster.yaml) on a filesystem "
+                   "the nodes see; an image it has not converted fails its trials")
 
 
 __all__ = ["filesystem", "network", "node_runtime", "not_run", "registry"]

@@ -129,13 +129,19 @@ def write_private(path: Path, text: str) -> None:
         f.write(text)
 
 
-def fs_script(targets: dict[Path, Path], runtime: str) -> str:
+def fs_script(targets: dict[Path, Path], runtime: str, registry: tuple[str, int]) -> str:
     """Each target directory -> the result file the job writes there: its host, the
-    filesystem type as the node sees the directory (``stat -f -c %T``), and where the runtime
-    is on the node's PATH (empty if not)."""
-    lines = ["#!/bin/bash", "set -u", "probe() {",
-             f'  {{ hostname; stat -f -c %T "$1"; command -v {shlex.quote(runtime)} || echo; }}'
-             ' > "$2.tmp" && mv "$2.tmp" "$2"', "}"]
+    filesystem type as the node sees the directory (``stat -f -c %T``), where the runtime is
+    on the node's PATH (empty if not), and whether a TCP connection to the image registry
+    (host, port) opened within 5 s ("reachable" or "unreachable")."""
+    host, port = registry
+    lines = ["#!/bin/bash", "set -u",
+             # bash's /dev/tcp: nothing to install on the node; DNS and connect both count.
+             f"if timeout 5 bash -c {shlex.quote(f'exec 3<>/dev/tcp/{host}/{port}')} "
+             "2>/dev/null; then reach=reachable; else reach=unreachable; fi",
+             "probe() {",
+             f'  {{ hostname; stat -f -c %T "$1"; command -v {shlex.quote(runtime)} || echo; '
+             'echo "$reach"; } > "$2.tmp" && mv "$2.tmp" "$2"', "}"]
     lines += [f"probe {shlex.quote(str(d))} {shlex.quote(str(f))}" for d, f in targets.items()]
     return "\n".join(lines) + "\n"
 

@@ -41,7 +41,8 @@ def test_doctor_on_two_pbs_hosts(tmp_path: Path) -> None:
     status = {check: f["status"] for check, f in found.items()}
     assert status.pop("network") == "warn"
     assert "both ends ran on one host" in found["network"]["seen"]
-    assert status.pop("registry from nodes") == status.pop("preemption drill") == "skipped"
+    assert status.pop("registry from nodes") == "warn"  # no registry is reachable here
+    assert status.pop("preemption drill") == "skipped"
     assert set(status.values()) == {"ok"}, found
     assert found["backend"]["seen"] == "pbs 23.06.06, server pbsdouble"
     assert found["job history"]["seen"] == "qstat -x (job_history_enable = True)"

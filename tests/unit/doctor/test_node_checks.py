@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 from pathlib import Path
 
@@ -77,20 +78,37 @@ def test_network_findings(tmp_path: Path) -> None:
     assert bad.status is Status.FAIL and "client on node2: ConnectionError" in bad.seen
 
 
-def test_the_fs_script_quotes_paths_and_writes_host_type_runtime(tmp_path: Path) -> None:
+def _fs_probe(tmp_path: Path, registry: tuple[str, int]) -> Path:
     odd = tmp_path / "it's $HOME"
-    odd.mkdir()
+    odd.mkdir(exist_ok=True)
     script = tmp_path / "fs.sh"
-    script.write_text(fs_script({odd: odd / "r"}, "sh"))
+    script.write_text(fs_script({odd: odd / "r"}, "sh", registry))
     subprocess.run(["bash", str(script)], check=True, timeout=10)
-    host, fstype, runtime = (odd / "r").read_text().splitlines()
-    assert host and fstype and runtime.endswith("/sh")
+    return odd / "r"
+
+
+def test_the_fs_script_quotes_paths_and_writes_host_type_runtime_registry(
+        tmp_path: Path) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as server:  # a registry that listens
+        result = _fs_probe(tmp_path, ("127.0.0.1", server.getsockname()[1]))
+    host, fstype, runtime, reach = result.read_text().splitlines()
+    assert host and fstype and runtime.endswith("/sh") and reach == "reachable"
     assert "'/x y' 2" in net_script("srun", "python3", Path("/p.py"), Path("/x y"), 2)
 
 
-def test_checks_not_done_yet_say_so() -> None:
-    found = node_checks.registry()
-    assert found.status is Status.SKIPPED and "not done by this version" in found.seen
+def test_a_registry_the_node_cannot_reach_is_a_warning_that_says_what_follows(
+        tmp_path: Path) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        closed = ("127.0.0.1", server.getsockname()[1])  # nothing listens once it is closed
+    result = _fs_probe(tmp_path, closed)
+    assert result.read_text().splitlines()[3] == "unreachable"
+    found = node_checks.registry(result, closed)
+    assert found.status is Status.WARN and f"127.0.0.1:{closed[1]}" in found.seen
+    assert "login node" in found.change
+    result.write_text("node1\nnfs\n/usr/bin/apptainer\nreachable\n")
+    assert node_checks.registry(result, closed).status is Status.OK
+    result.unlink()
+    assert node_checks.registry(result, closed).status is Status.SKIPPED
 
 
 def test_an_ended_job_is_judged_by_each_file_it_wrote(tmp_path: Path) -> None:
@@ -100,12 +118,12 @@ def test_an_ended_job_is_judged_by_each_file_it_wrote(tmp_path: Path) -> None:
 
     work, storage = tmp_path / "work", tmp_path / "storage"
     work.mkdir()
-    (work / "fs-state").write_text("node1\nnfs\n/usr/bin/apptainer\n")
+    (work / "fs-state").write_text("node1\nnfs\n/usr/bin/apptainer\nunreachable\n")
     out = tmp_path / "fs.out"
     out.write_text("bash: /storage/r.tmp: Permission denied\n")
     found = _fs_findings(Outcome("7", ended=True, output=out), Options(), None,
                          StatePaths(tmp_path), work, storage, work / "fs-state",
                          storage / "r", ClusterConfig(), "/usr/bin/apptainer", "")
-    assert [f.status for f in found] == [Status.OK, Status.FAIL, Status.OK]
+    assert [f.status for f in found] == [Status.OK, Status.FAIL, Status.OK, Status.WARN]
     assert found[1].seen == (f"job 7 ran but {storage / 'r'} is not visible here; its output: "
                              "bash: /storage/r.tmp: Permission denied")
