@@ -95,7 +95,8 @@ class Run(SQLModel, table=True):
     used_seconds: Optional[float] = None
     used_gpus: Optional[int] = None
     used_cpus: Optional[int] = None
-    usage_by: str = ""
+    # A server default: rows inserted naming only some columns (the benches' seeds) still go in.
+    usage_by: str = Field(default="", sa_column_kwargs={"server_default": ""})
 
 
 class Metric(SQLModel, table=True):
