@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hpcdet.doctor.findings import Finding, Status
+from hpcdet.states import ExperimentState
 
 CHECK = "preemption drill"
 NAME = "hpcdet doctor: preemption drill"
@@ -147,7 +148,7 @@ def judge(seen: Seen) -> Finding:
         return Finding(CHECK, Status.FAIL, f"{sent}; the trial did not stop as preempted "
                        f"(job {first.job_id if first else '?'}: {said}); the experiment "
                        f"ended {seen.state}{before}", _SIGNAL_LOST + look)
-    if seen.state != "COMPLETED" or len(runs) != 2 or seen.restarts:
+    if seen.state != ExperimentState.COMPLETED or len(runs) != 2 or seen.restarts:
         return Finding(CHECK, Status.FAIL, f"{sent}; {_outcomes(runs)}, {seen.restarts} "
                        f"restart(s); the experiment ended {seen.state}{before}",
                        _NO_RESUME + look)
