@@ -75,6 +75,8 @@ def laptop_for(h: Hpcdet, tmp_path: Path, totp: str | None = None) -> Iterator[L
     try:
         yield lap
     finally:
+        if (home / ".hpcdet").exists():  # a `-c local` command started the laptop's own daemon
+            lap.run("-c", "local", "daemon", "stop")
         if (lap.keeper / "keeper.pid").exists():
             try:
                 os.kill(lap.keeper_pid(), signal.SIGTERM)
