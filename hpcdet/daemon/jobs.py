@@ -48,6 +48,10 @@ class Jobs:
         self.watched: set[str] = set()
         # Ends a packed run alone (hpcdet.daemon.packing.kill_packed); True if it was one.
         self.kill_packed: Callable[[str], bool] = lambda job_id: False
+        # The accounting answers since the last poll, and the arrays (or jobs) they were asked
+        # for: the tasks of an array that end in one sweep cost one query, not one each.
+        self.accounted: dict[str, JobStatus] = {}
+        self.accounted_for: set[str] = set()
 
     def poll(self) -> bool:
         """One status query for all of the user's live jobs, and what it says stored in their
@@ -72,6 +76,7 @@ class Jobs:
             self.unreachable_since, self.failed_polls, self.unreachable_error = None, 0, ""
         self.polls += 1
         self.statuses = statuses
+        self.accounted, self.accounted_for = {}, set()
         gone = [j for j in asked if j not in self.statuses]
         final_cmd = self.scheduler.final_status_command(gone)
         if final_cmd is not None:
@@ -140,21 +145,24 @@ class Jobs:
     def usage(self, job_id: str) -> tuple[JobStatus, str] | None:
         """The scheduler's account of an ended job (its elapsed seconds, GPUs and CPUs) and
         the command that gave it: the last poll's, when that holds one of a final state
-        (PBS's qstat), or else one accounting query (Slurm's sacct; none where the site keeps
-        no accounting). None where the scheduler says nothing, and for a packed run, whose
-        job is its pilot's and held other trials too."""
+        (PBS's qstat), or else an accounting query (Slurm's sacct; none where the site keeps
+        no accounting), one per array and poll. None where the scheduler says nothing, and
+        for a packed run, whose job is its pilot's and held other trials too."""
         if pilot_of(job_id):
             return None
         polled = self.statuses.get(job_id)
         if polled is not None and polled.used_seconds is not None and polled.state.is_final:
             return polled, self.scheduler.status_command([job_id])[0]
-        cmd = self.scheduler.final_status_command([job_id])
+        whole = self.scheduler.array_of(job_id)  # its array's other tasks are asked with it
+        cmd = self.scheduler.final_status_command([whole])
         if cmd is not None:
-            try:
-                found = self.scheduler.parse_final_status(self._ask(cmd).stdout).get(job_id)
-            except (SchedulerCommandError, ValueError) as e:
-                log.warning("accounting query for job %s failed: %s", job_id, e)
-                found = None
+            if whole not in self.accounted_for:
+                self.accounted_for.add(whole)
+                try:
+                    self.accounted.update(self.scheduler.parse_final_status(self._ask(cmd).stdout))
+                except (SchedulerCommandError, ValueError) as e:
+                    log.warning("accounting query for job %s failed: %s", whole, e)
+            found = self.accounted.get(job_id)
             if found is not None and found.used_seconds is not None:
                 return found, cmd[0]
         if polled is not None and polled.used_seconds is not None:

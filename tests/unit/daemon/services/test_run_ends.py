@@ -162,3 +162,21 @@ def test_a_packed_search_is_not_advised(tmp_path: Path) -> None:
     ends = _run_ends(w)
     _short_runs(w, ends, range(1, 5))
     assert w.store.experiment(1).advice == ""
+
+
+def test_the_tasks_of_an_array_ending_in_one_sweep_cost_one_accounting_query(
+        tmp_path: Path) -> None:
+    w = World(tmp_path)
+    w.experiment(1, searcher=SEARCH)
+    w.scheduler.limits = w.scheduler.parse_limits(
+        "AccountingStorageType = accounting_storage/slurmdbd\n")
+    ends = _run_ends(w)
+    w.runner.sacct = "".join(f"100_{t}|COMPLETED|0:0|{60 + t}|cpu=1,node=1\n" for t in (1, 2, 3))
+    for t in (1, 2, 3):
+        w.trial(1, t)
+        write_atomic(w.run(1, t, job_id=f"100_{t}") / EXIT_FILE, {"exit_code": 0})
+    for t in (1, 2, 3):
+        ends.check(w.store.live_runs([(t, 1)])[0])
+    assert [r.used_seconds for r in w.store.runs()] == [61, 62, 63]
+    assert len(w.runner.commands("sacct")) == 1
+    assert "100" in w.runner.commands("sacct")[0]  # the array, not one task
