@@ -5,7 +5,8 @@ meets the others through files in ``RUN_DIR/nodes/``, writes the cluster info th
 ``det.get_cluster_info()`` reads, copies the context snapshot into a node-local working
 directory, runs ``startup-hook.sh`` and the entrypoint, and keeps the node's log in the run
 tree. SIGUSR2 and SIGTERM become a preemption request (the file ``RUN_DIR/preempt``), which
-the trial sees as ``should_preempt() == True``; the exit code is the entrypoint's.
+the trial sees as ``should_preempt() == True``, unless the daemon is killing the run
+(``RUN_DIR/kill``); the exit code is the entrypoint's.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ from hpcdet.node_env import NodeEnv
 from hpcdet.private import hpcdet_command, tighten_umask
 from hpcdet.rundir import layout
 from hpcdet.rundir.atomic import dumps, write_atomic, write_text_atomic
-from hpcdet.rundir.layout import PREEMPT_FILE
+from hpcdet.rundir.layout import KILL_FILE, PREEMPT_FILE
 from hpcdet.rundir.spec import CLUSTER_INFO_ENV, RUN_DIR_ENV, ClusterInfoRecord, RunSpec
 
 RENDEZVOUS_TIMEOUT = 300.0
@@ -102,13 +103,20 @@ def rendezvous(run_dir: Path, rank: int, address: str, num_nodes: int) -> list[s
 
 # Determined sources startup-hook.sh in bash and stops the trial when a command in it fails;
 # what it exports reaches the entrypoint. $1 is the file that says the hook has finished.
-_HOOK = 'done=$1; shift\nset -eE\n. ./startup-hook.sh\nset +eE\n: > "$done"\nexec "$@"\n'
+# A shell between the harness and the trial must outlive the SIGTERM a preemption or qdel
+# sends every process of the job: dying of it (143) it would end the run while the trial,
+# which takes it as a request to checkpoint (hpcdet.core._preempt), is still saving. What the
+# shell runs starts with the default action all the same.
+_SURVIVE_TERM = "trap : TERM\n"
+_HOOK = (_SURVIVE_TERM
+         + 'done=$1; shift\nset -eE\n. ./startup-hook.sh\nset +eE\n: > "$done"\nexec "$@"\n')
 
 
 def entrypoint_argv(entrypoint: str | list[str], hook_done: Path | None) -> list[str]:
     """Determined's rule: a string runs through `sh -c`, a list runs as argv; with a startup
     hook (``hook_done``: the file written once it has finished), the hook runs first."""
-    argv = ["sh", "-c", entrypoint] if isinstance(entrypoint, str) else list(entrypoint)
+    argv = (["sh", "-c", _SURVIVE_TERM + entrypoint] if isinstance(entrypoint, str)
+            else list(entrypoint))
     if hook_done is None:
         return argv
     return ["bash", "-c", _HOOK, "startup-hook", str(hook_done), *argv]
@@ -317,7 +325,8 @@ def main(argv: list[str]) -> int:
     rank = node.node_rank
 
     def preempt_notice(signum: int, _frame: object) -> None:
-        (run_dir / PREEMPT_FILE).touch()
+        if not (run_dir / KILL_FILE).exists():  # the daemon's kill: the trial ends at once
+            (run_dir / PREEMPT_FILE).touch()
 
     signal.signal(signal.SIGUSR2, preempt_notice)
     signal.signal(signal.SIGTERM, preempt_notice)

@@ -305,6 +305,12 @@ def kill_running_experiment(h: Hpcdet, tmp: Path) -> None:
     assert time.monotonic() - start < 30
     assert d["trials"][0]["state"] == "CANCELED"
     assert d["trials"][0]["steps_completed"] < 100
+    # Unlike a preemption's SIGTERM, the kill's ends the trial at once: it dies of it (143)
+    # instead of checkpointing, and nothing asks it to checkpoint.
+    [run_dir] = (h.state / "runs" / f"exp-{exp}" / "trials").glob("*/run-*")
+    h.wait_for("the batch script's end", lambda: (run_dir / "exit.json").exists(), timeout=30)
+    assert json.loads((run_dir / "exit.json").read_text())["exit_code"] == 143
+    assert (run_dir / "kill").exists() and not (run_dir / "preempt").exists()
 
 
 def unreadable_run_is_its_experiments_fault(h: Hpcdet, tmp: Path) -> None:

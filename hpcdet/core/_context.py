@@ -20,7 +20,13 @@ from hpcdet.core._checkpoint import CheckpointContext, DummyCheckpointContext, r
 from hpcdet.core._distributed import DistributedContext, DummyDistributedContext
 from hpcdet.core._events import RunEvents
 from hpcdet.core._info import ClusterInfo, get_cluster_info
-from hpcdet.core._preempt import DummyPreemptContext, PreemptContext, PreemptMode, PreemptWatcher
+from hpcdet.core._preempt import (
+    DummyPreemptContext,
+    PreemptContext,
+    PreemptMode,
+    PreemptWatcher,
+    TermAsPreemption,
+)
 from hpcdet.core._searcher import (
     ConfigOps,
     ControlOps,
@@ -267,7 +273,8 @@ def init(
     return Context(
         CheckpointContext(distributed, base, events),
         distributed=distributed,
-        preempt=PreemptContext(distributed, watcher, events, preempt_mode),
+        preempt=PreemptContext(distributed, watcher, events, preempt_mode,
+                               TermAsPreemption(run_dir)),
         train=TrainContext(
             events,
             control_path=run_dir / CONTROL_FILE,

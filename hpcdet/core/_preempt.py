@@ -4,19 +4,29 @@ Two sources ask a trial to stop: the harness creates ``RUN_DIR/preempt`` when th
 signals (SIGUSR2 before the walltime, SIGTERM), and the daemon sets ``"preempt": true`` in
 ``RUN_DIR/control.json`` (pause, cancel, searcher stop). A watcher thread checks both every
 half second with one ``stat`` each; once either asks, ``should_preempt()`` stays true.
+
+A scheduler that preempts or deletes a job (Slurm's preemption with a GraceTime, PBS's qdel
+and preemption) sends SIGTERM to every process of the job, the trial's own included, and
+SIGKILL a grace period later. So that the trial can checkpoint in that period, every worker
+takes a SIGTERM as a preemption request too, unless the daemon is killing the run
+(``RUN_DIR/kill``): that ends it at once, as SIGTERM would have.
 """
 
 from __future__ import annotations
 
 import enum
 import logging
+import os
+import signal
 import threading
 from pathlib import Path
+from types import FrameType
 
 from hpcdet.core._distributed import DistributedContext
 from hpcdet.core._events import RunEvents
 from hpcdet.rundir.control import read_control
 from hpcdet.rundir.filewatch import FileWatch
+from hpcdet.rundir.layout import KILL_FILE, PREEMPT_FILE
 
 logger = logging.getLogger("hpcdet.core")
 
@@ -97,6 +107,47 @@ class PreemptWatcher:
             self._requested.set()
 
 
+class TermAsPreemption:
+    """While installed, a SIGTERM to this process asks the trial to checkpoint and exit
+    (``RUN_DIR/preempt``, which the chief's watcher sees) instead of ending it; after the
+    daemon's kill it ends the process as the default action would.
+
+    Installed only from the main thread (the only one Python lets set a handler) and only
+    over the default action: a script's own SIGTERM handler stays the script's.
+    """
+
+    def __init__(self, run_dir: Path) -> None:
+        self._preempt_file = run_dir / PREEMPT_FILE
+        self._kill_file = run_dir / KILL_FILE
+        self._installed = False
+
+    def install(self) -> None:
+        if (threading.current_thread() is not threading.main_thread()
+                or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL):
+            return
+        signal.signal(signal.SIGTERM, self._on_term)
+        self._installed = True
+
+    def uninstall(self) -> None:
+        if self._installed and signal.getsignal(signal.SIGTERM) == self._on_term:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        self._installed = False
+
+    def _on_term(self, signum: int, frame: FrameType | None) -> None:
+        if self._kill_file.exists():
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
+        # Not the logging module: a handler runs between two bytecodes of whatever the main
+        # thread was doing, which may be logging.
+        os.write(2, b"[hpcdet] SIGTERM: the job is ending; asking the trial to checkpoint "
+                    b"and exit (should_preempt() is now true)\n")
+        try:
+            self._preempt_file.touch()
+        except OSError as e:
+            os.write(2, f"[hpcdet] could not ask for a checkpoint: {e}\n".encode())
+
+
 class PreemptContext:
     """Tells the trial when to checkpoint and exit so it can be resumed later.
 
@@ -105,6 +156,7 @@ class PreemptContext:
         watcher: Watches this run's preemption sources.
         events: The run's event log, which receives ``preempt_ack``.
         preempt_mode: See :class:`PreemptMode`.
+        term: Makes a SIGTERM a preemption request on every worker while started.
     """
 
     def __init__(
@@ -113,8 +165,10 @@ class PreemptContext:
         watcher: PreemptWatcher,
         events: RunEvents,
         preempt_mode: PreemptMode = PreemptMode.WorkersAskChief,
+        term: TermAsPreemption | None = None,
     ) -> None:
         self._dist = dist
+        self._term = term
         self._mode = PreemptMode(preempt_mode)
         self._events = events
         watches = dist.rank == 0 or self._mode == PreemptMode.WorkersAskMaster
@@ -124,12 +178,16 @@ class PreemptContext:
 
     def start(self) -> None:
         """Start watching; ``core.init()``'s context manager calls this."""
+        if self._term is not None:
+            self._term.install()
         if self._watcher is not None:
             self._watcher.start()
         self._started = True
 
     def close(self) -> None:
         """Stop watching."""
+        if self._term is not None:
+            self._term.uninstall()
         if self._watcher is not None:
             self._watcher.close()
 

@@ -9,7 +9,8 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 
 from hpcdet.errors import SchedulerCommandError
-from hpcdet.rundir.layout import pilot_of
+from hpcdet.rundir.atomic import write_text_atomic
+from hpcdet.rundir.layout import KILL_FILE, packed_run, pilot_of
 from hpcdet.schedulers import JobStatus, Scheduler
 from hpcdet.schedulers.runner import CommandRunner, Result
 from hpcdet.states import JobState, RunState
@@ -46,8 +47,8 @@ class Jobs:
         self.unreachable_error = ""
         # Jobs polled though no run names them: pilot allocations (hpcdet.daemon.packing).
         self.watched: set[str] = set()
-        # Ends a packed run alone (hpcdet.daemon.packing.kill_packed); True if it was one.
-        self.kill_packed: Callable[[str], bool] = lambda job_id: False
+        # A run's directory (hpcdet.paths.StatePaths.run), where a cancel marks the run killed.
+        self.run_dir: Callable[[int, int, int], Path] | None = None
         # The accounting answers since the last poll, and the arrays (or jobs) they were asked
         # for: the tasks of an array that end in one sweep cost one query, not one each.
         self.accounted: dict[str, JobStatus] = {}
@@ -172,7 +173,8 @@ class Jobs:
     def cancel(self, job_ids: Collection[str]) -> None:
         """Cancel the jobs, a command per CANCEL_BATCH of them; a job asked before, or a task
         of an array asked before, is not asked again."""
-        packed = {j for j in job_ids if self.kill_packed(j)}  # ended by their pilots
+        self._mark_killed(job_ids)
+        packed = {j for j in job_ids if packed_run(j)}  # their pilots end them
         job_ids = sorted({j for j in job_ids if j not in self.canceled and j not in packed
                           and self.scheduler.array_of(j) not in self.canceled})
         for i in range(0, len(job_ids), CANCEL_BATCH):
@@ -185,6 +187,19 @@ class Jobs:
                     continue  # those had already ended
                 self.canceled.difference_update(batch)  # asked again by whoever still wants it
                 log.warning("cancel of %s failed: %s", batch, e)
+
+    def _mark_killed(self, job_ids: Collection[str]) -> None:
+        """``RUN_DIR/kill`` in each run of the jobs (or of their arrays): the SIGTERM the cancel
+        brings then ends the trial at once, where a scheduler's SIGTERM alone (a preemption, a
+        qdel) asks it to checkpoint first (hpcdet.core._preempt); a packed run's pilot ends it."""
+        if self.run_dir is None:
+            return
+        asked = set(job_ids)
+        for exp_id, trial_id, run_id, job_id in self.store.live_run_jobs():
+            if job_id in asked or self.scheduler.array_of(job_id) in asked:
+                run_dir = self.run_dir(exp_id, trial_id, run_id)
+                if run_dir.is_dir():
+                    write_text_atomic(run_dir / KILL_FILE, "")
 
     def find(self, name: str, workdir: Path) -> str:
         """The id of the user's job of that name started in ``workdir``, or "", from the last

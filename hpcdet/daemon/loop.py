@@ -29,7 +29,6 @@ from hpcdet.daemon.guard import Guard
 from hpcdet.daemon.ingestion import Ingestion
 from hpcdet.daemon.jobs import Jobs
 from hpcdet.daemon.journal import Journal
-from hpcdet.daemon.packing import kill_packed
 from hpcdet.daemon.queueing import Queue
 from hpcdet.daemon.request_bell import RequestBell
 from hpcdet.daemon.retention import Retention
@@ -134,7 +133,7 @@ class Daemon:
         self.run_ends = RunEnds(self.store, self.journal, paths, self.configs, self.jobs,
                                 self.ingestion, self.controls, self.retention,
                                 cluster.min_job_minutes)
-        self.jobs.kill_packed = lambda job_id: kill_packed(paths, job_id)
+        self.jobs.run_dir = paths.run
         self.submission = Submission(self.store, self.journal, paths, cluster, self.configs,
                                      self.jobs, self.site, self.search, self.controls,
                                      self.guard)

@@ -140,13 +140,3 @@ class Packing:
         log.info("experiment %d: pilot allocation %d is job %s", exp.id, index, job_id)
         return job_id
 
-
-def kill_packed(paths: StatePaths, job_id: str) -> bool:
-    """End one packed run (its pilot kills its harness); False for any other job id."""
-    run = layout.packed_run(job_id)
-    if run is None:
-        return False
-    run_dir = paths.run(*run)
-    if run_dir.is_dir():
-        write_text_atomic(run_dir / layout.KILL_FILE, "")
-    return True

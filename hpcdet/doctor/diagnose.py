@@ -34,8 +34,9 @@ class Options:
     pool: str | None = None  # else the cluster config's default pool, else the site's
     storage: Path | None = None  # checkpoint storage; else <state>/checkpoints
     # The preemption drill (opt-in; it runs an experiment through the daemon, which only the
-    # views reach): given the site's probe, the chosen pool and the runner.
-    drill: Callable[[SiteProbe, str | None, CommandRunner], Finding] | None = None
+    # views reach): given what sends a job the site's preemption, the chosen pool and the
+    # runner.
+    drill: Callable[[Callable[[str], list[str]], str | None, CommandRunner], Finding] | None = None
 
 
 def diagnose(cluster: ClusterConfig, paths: StatePaths, options: Options,
@@ -83,7 +84,7 @@ def _drill(options: Options, facts: SiteFacts, probe: SiteProbe, pool: str | Non
     if blocking:
         return Finding(drill.CHECK, Status.SKIPPED, f"not run: the {' and '.join(blocking)} "
                        "check failed", "change what that check says, then run the drill")
-    return options.drill(probe, pool, runner)
+    return options.drill(lambda job: probe.preemption_command(job, facts, pool), pool, runner)
 
 
 def _ask(probe: SiteProbe, runner: CommandRunner) -> tuple[SiteFacts, dict[str, str]]:

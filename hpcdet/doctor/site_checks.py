@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from hpcdet.doctor.findings import Finding, Status
 from hpcdet.schedulers.site_probe import Pool, SiteFacts
+from hpcdet.schedulers.slurm_site import sends_user_signal
 
 # Seconds hpcdet's trials get at most to checkpoint before the walltime (daemon/jobspec.py).
 GRACE_SECONDS = 120
@@ -116,6 +117,16 @@ def preemption(facts: SiteFacts, pool: Pool | None) -> Finding:
                        f"{seen}; partition {pool.name} GraceTime={pool.grace_seconds or 0}",
                        f"a preempted job is killed right after SIGTERM, with no time to "
                        f"checkpoint: ask for GraceTime={GRACE_SECONDS} on partition {pool.name}")
+    if not sends_user_signal(facts):
+        # Measured on the test cluster: `scancel --signal=TERM --full` made srun print
+        # "forcing job termination" and SIGKILL its step's tasks at once.
+        return Finding("preemption", Status.WARN,
+                       f"{seen}; PreemptParameters={facts.extra.get('PreemptParameters', '')}",
+                       "a preemption's SIGTERM that reaches srun (it runs the trial's job "
+                       "step) kills the step at once, before the trial checkpoints; ask for "
+                       "PreemptParameters=send_user_signal, so that a preemption sends the "
+                       "job's own --signal (USR2 to the batch shell), on which hpcdet's "
+                       "trials checkpoint")
     return Finding("preemption", Status.OK, seen)
 
 

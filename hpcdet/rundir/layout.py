@@ -10,6 +10,9 @@
         job.sh         the rendered batch script
         control.json   daemon -> trial: carry on, or checkpoint and exit (atomic replace)
         preempt        harness -> trial, created when the scheduler signals preemption
+        kill           daemon -> batch script, harness and trial: the run is being killed, so
+                       the SIGTERM that follows ends it at once instead of asking it to
+                       checkpoint (and, of a packed run, its pilot ends it alone)
         events.jsonl   trial -> daemon event log (append-only, sequence numbers)
         nodes/         per node: its address (<rank>.addr), cluster info (<rank>.json), the
                        harness's exit code (<rank>.exit) and, with a startup-hook.sh, whether
@@ -36,6 +39,7 @@ RUN_SPEC_FILE = "job.json"
 SCRIPT_FILE = "job.sh"
 CONTROL_FILE = "control.json"  # daemon -> trial
 PREEMPT_FILE = "preempt"  # harness -> trial, on SIGUSR2/SIGTERM
+KILL_FILE = "kill"  # daemon -> batch script, harness, trial, pilot: a SIGTERM now is a kill
 ARRAY_CLOSED = "closed"  # daemon -> array tasks still waiting for a slot
 EVENTS_FILE = "events.jsonl"  # trial -> daemon
 NODES_DIR = "nodes"
@@ -183,7 +187,6 @@ def shell_rc(run_dir: Path) -> Path:
 # hands it runs (``take/<E>.<T>.<R>``, the run directory inside), the job id the daemon got
 # for it, and the status it keeps while it runs.
 PILOT_TAKE, PILOT_STATUS, PILOT_JOB = "take", "status.json", "job_id"
-KILL_FILE = "kill"  # daemon -> pilot: end this run alone
 PACKED = "+"
 
 

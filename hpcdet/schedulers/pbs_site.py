@@ -88,12 +88,10 @@ class PbsSite(SiteProbe):
         # pbsdsh.1B: once on each vnode of the job's node list (one per chunk here).
         return "pbsdsh --"
 
-    # PBS warns of nothing before the walltime; a preemption or qdel sends SIGTERM.
-    preempt_signal: ClassVar[str] = "TERM"
-
-    def signal_command(self, job_id: str, signal: str) -> list[str]:
-        # qsig.1B: -s takes a name with or without SIG, or a number.
-        return ["qsig", "-s", signal, job_id]
+    def preemption_command(self, job_id: str, facts: SiteFacts, pool: str | None) -> list[str]:
+        # PBS warns of nothing before the walltime; a preemption or qdel sends SIGTERM to the
+        # job's session, SIGKILL kill_delay later. qsig.1B: -s takes a name or a number.
+        return ["qsig", "-s", "TERM", job_id]
 
 
 __all__ = ["PbsSite", "parse_queues"]

@@ -72,14 +72,9 @@ class SiteProbe(abc.ABC):
     def on_each_node(self) -> str:
         """The shell words that run the rest of the line once on each of the job's nodes."""
 
-    # The signal a site's preemption notice gives hpcdet's jobs (templates/_harness.sh.j2
-    # traps USR2 and TERM), without the SIG prefix.
-    preempt_signal: ClassVar[str]
-
     @abc.abstractmethod
-    def signal_command(self, job_id: str, signal: str) -> list[str]:
-        """Sends ``signal`` (a name without SIG) to job ``job_id`` as the site's preemption
-        notice reaches it."""
+    def preemption_command(self, job_id: str, facts: SiteFacts, pool: str | None) -> list[str]:
+        """Sends job ``job_id``, in ``pool``, what the site's preemption sends it."""
 
 
 def probe_for(backend: str) -> SiteProbe | None:

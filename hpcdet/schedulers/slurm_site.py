@@ -96,7 +96,8 @@ class SlurmSite(SiteProbe):
             # templates/slurm.sbatch.j2 asks for it; _harness.sh.j2 traps USR2 and TERM.
             "SIGUSR2 to the batch shell before the walltime (--signal=B:USR2@grace, grace "
             "10-120 s); SIGTERM on preemption",
-            {k: config[k] for k in ("ClusterName", "JobAcctGatherType", "KillWait")
+            {k: config[k] for k in ("ClusterName", "JobAcctGatherType", "KillWait",
+                                    "PreemptParameters")
              if k in config},
         )
 
@@ -109,12 +110,29 @@ class SlurmSite(SiteProbe):
     def on_each_node(self) -> str:
         return "srun --kill-on-bad-exit=1"
 
-    # templates/slurm.sbatch.j2: --signal=B:USR2@grace, to the batch shell only.
-    preempt_signal: ClassVar[str] = "USR2"
+    def preemption_command(self, job_id: str, facts: SiteFacts, pool: str | None) -> list[str]:
+        # slurm.conf(5), src/slurmctld/preempt.c: a job preempted by REQUEUE or CANCEL gets
+        # SIGCONT and SIGTERM, or with PreemptParameters=send_user_signal its own --signal
+        # (B:USR2, templates/slurm.sbatch.j2), then SIGKILL GraceTime later. `scancel --full`
+        # sends SIGTERM to every process of the job, the batch step's srun included, which is
+        # the worst case (preemption_note). Without preemption the one notice hpcdet's jobs
+        # get is --signal=B:USR2 before the walltime, to the batch shell only (`--batch`).
+        if preempts(facts, pool) and not sends_user_signal(facts):
+            return ["scancel", "--signal=TERM", "--full", job_id]
+        return ["scancel", "--signal=USR2", "--batch", job_id]
 
-    def signal_command(self, job_id: str, signal: str) -> list[str]:
-        # scancel(1) --batch: the batch shell only, as --signal=B: sends it.
-        return ["scancel", f"--signal={signal}", "--batch", job_id]
+
+def preempts(facts: SiteFacts, pool: str | None) -> bool:
+    """Whether jobs in ``pool`` are preempted by REQUEUE or CANCEL (not SUSPEND, not OFF)."""
+    mode = next((p.preempt_mode for p in facts.pools if p.name == pool and p.preempt_mode),
+                facts.preempt_mode).upper()
+    return (facts.preempt_type not in ("", "preempt/none")
+            and ("REQUEUE" in mode or "CANCEL" in mode))
 
 
-__all__ = ["SlurmSite", "gpus_in", "parse_partition_lines", "parse_sinfo_pools"]
+def sends_user_signal(facts: SiteFacts) -> bool:
+    return "send_user_signal" in facts.extra.get("PreemptParameters", "")
+
+
+__all__ = ["SlurmSite", "gpus_in", "parse_partition_lines", "parse_sinfo_pools", "preempts",
+           "sends_user_signal"]

@@ -196,6 +196,15 @@ class Queries(Database):
                 "AND run.job_id != ''", _LIVE_STATES)
             return [(int(exp_id), str(job_id)) for exp_id, job_id in rows]
 
+    def live_run_jobs(self) -> list[tuple[int, int, int, str]]:
+        """(experiment, trial, run, the scheduler's id) of each submitted live run."""
+        with self.engine.connect() as conn:
+            rows = conn.exec_driver_sql(
+                "SELECT trial.experiment_id, run.trial_id, run.run_id, run.job_id FROM run "
+                f"JOIN trial ON trial.id = run.trial_id WHERE run.{_IS_LIVE} "
+                "AND run.job_id != ''", _LIVE_STATES)
+            return [(int(e), int(t), int(r), str(j)) for e, t, r, j in rows]
+
     def best_validation(self, exp_id: int, smaller_is_better: bool) -> float | None:
         """The best of the experiment's trials' best validation values, if any."""
         pick = "min" if smaller_is_better else "max"

@@ -18,7 +18,6 @@ from hpcdet.paths import StatePaths
 from hpcdet.private import open_private, private_dir
 from hpcdet.protocol.messages import Created, Kill
 from hpcdet.schedulers.runner import CommandRunner
-from hpcdet.schedulers.site_probe import SiteProbe
 from hpcdet.states import FINAL_EXPERIMENT_STATES, RunState
 from hpcdet.views.access import read_store
 from hpcdet.views.experiments import describe_experiment
@@ -40,9 +39,10 @@ def doctor_findings(paths: StatePaths, quick: bool, timeout: float, pool: str | 
                     storage: Path | None = None, link: DaemonLink | None = None,
                     drill_timeout: float = drill.DEFAULT_TIMEOUT) -> list[Finding]:
     """``link``: run the preemption drill through it."""
-    def run_drill(probe: SiteProbe, chosen: str | None, runner: CommandRunner) -> Finding:
+    def run_drill(preempt: Callable[[str], list[str]], chosen: str | None,
+                  runner: CommandRunner) -> Finding:
         assert link is not None
-        return preemption_drill(paths, link, probe, chosen, storage, drill_timeout, runner)
+        return preemption_drill(paths, link, preempt, chosen, storage, drill_timeout, runner)
 
     return diagnose(load_cluster_config(), paths, Options(
         quick, timeout, pool, storage, run_drill if link is not None else None))
@@ -53,10 +53,12 @@ def any_failed(findings: list[Finding]) -> bool:
     return failed(findings)
 
 
-def preemption_drill(paths: StatePaths, link: DaemonLink, probe: SiteProbe, pool: str | None,
-                     storage: Path | None, seconds: float, runner: CommandRunner) -> Finding:
-    """A one-trial experiment sent the site's preemption signal after its first checkpoint:
-    it must stop as preempted, be resubmitted and resume from that checkpoint."""
+def preemption_drill(paths: StatePaths, link: DaemonLink, preempt: Callable[[str], list[str]],
+                     pool: str | None, storage: Path | None, seconds: float,
+                     runner: CommandRunner) -> Finding:
+    """A one-trial experiment sent what the site's preemption sends (the command ``preempt``
+    of the job builds) after its first checkpoint: it must stop as preempted, be resubmitted
+    and resume from that checkpoint."""
     from hpcdet.config import load_experiment_config
 
     work = private_dir(paths.root / "doctor" / f"drill-{uuid.uuid4().hex[:12]}")
@@ -75,7 +77,7 @@ def preemption_drill(paths: StatePaths, link: DaemonLink, probe: SiteProbe, pool
         s.checkpoint_step is not None and watch.running or s.state))
     if seen.checkpoint_step is not None and watch.running and not seen.state:
         job = watch.running
-        cmd = probe.signal_command(job, probe.preempt_signal)
+        cmd = preempt(job)
         error = _send(runner, cmd)
         watch.sent, watch.signal_error, watch.job = " ".join(cmd), error, job
         seen = watch.until(deadline, lambda s: bool(s.state) or bool(error))

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import logging
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -13,6 +16,7 @@ from hpcdet import core
 from hpcdet.core._context import RunEvents
 from hpcdet.core._preempt import PreemptWatcher
 from hpcdet.rundir.atomic import write_atomic
+from hpcdet.rundir.spec import CLUSTER_INFO_ENV
 from tests.unit.core.core_fakes import FakeRun
 
 
@@ -140,3 +144,44 @@ def test_off_cluster_never_preempts(off_cluster: Path) -> None:
     with core.init() as ctx:
         assert isinstance(ctx.preempt, core.DummyPreemptContext)
         assert not ctx.preempt.should_preempt()
+
+
+# A trial in its own process: SIGTERM's default action would end pytest's worker.
+_TERMED = """
+import os, signal, sys, time
+from hpcdet import core
+with core.init() as ctx:
+    os.kill(os.getpid(), signal.SIGTERM)
+    deadline = time.monotonic() + 5
+    while not ctx.preempt.should_preempt() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    print("asked" if ctx.preempt.should_preempt() else "not asked", flush=True)
+print("default" if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL else "still ours")
+if len(sys.argv) > 1:  # a handler of the script's own stays the script's
+    signal.signal(signal.SIGTERM, lambda s, f: print("own handler", flush=True))
+    with core.init() as ctx:
+        os.kill(os.getpid(), signal.SIGTERM)
+"""
+
+
+def _termed(run: FakeRun, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", _TERMED, *args],
+                          env={**run.env, CLUSTER_INFO_ENV: str(run.info_path)},
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_sigterm_asks_the_trial_to_checkpoint(fake_run: FakeRun) -> None:
+    """What a preemption or qdel sends every process of the job (hpcdet.core._preempt)."""
+    p = _termed(fake_run, "own")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines() == ["asked", "default", "own handler"]
+    assert "SIGTERM: the job is ending; asking the trial to checkpoint" in p.stderr
+    assert (fake_run.run_dir / "preempt").exists()
+    assert len(fake_run.bodies("preempt_ack")) == 1
+
+
+def test_sigterm_after_the_daemons_kill_ends_the_trial_at_once(fake_run: FakeRun) -> None:
+    (fake_run.run_dir / "kill").touch()
+    p = _termed(fake_run)
+    assert p.returncode == -signal.SIGTERM and p.stdout == ""
+    assert not (fake_run.run_dir / "preempt").exists()

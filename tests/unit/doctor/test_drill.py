@@ -4,6 +4,7 @@ judgement of what became of the experiment."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from hpcdet.doctor import drill
 from hpcdet.doctor.drill import RunSeen, Seen, judge
 from hpcdet.doctor.findings import Status
 from hpcdet.schedulers.pbs_site import PbsSite
+from hpcdet.schedulers.site_probe import Pool, SiteFacts
 from hpcdet.schedulers.slurm_site import SlurmSite
 
 SIGNAL = "scancel --signal=USR2 --batch 41"
@@ -32,12 +34,26 @@ def test_the_script_compiles_and_the_config_is_valid() -> None:
     assert bare["resources"]["resource_pool"] == ""
 
 
-def test_each_backend_sends_the_signal_its_jobs_listen_for() -> None:
-    # templates/slurm.sbatch.j2 asks for --signal=B:USR2; PBS preempts with SIGTERM.
+def test_each_backend_sends_what_its_preemption_sends() -> None:
     slurm, pbs = SlurmSite(), PbsSite()
-    assert slurm.signal_command("41", slurm.preempt_signal) == [
+    # No preemption: the walltime notice templates/slurm.sbatch.j2 asks for, to the batch shell.
+    off = SiteFacts("slurm", preempt_type="preempt/none", preempt_mode="OFF",
+                    pools=(Pool("debug", True, "up", 2, 4, preempt_mode="REQUEUE"),))
+    assert slurm.preemption_command("41", off, "debug") == [
         "scancel", "--signal=USR2", "--batch", "41"]
-    assert pbs.signal_command("9.srv", pbs.preempt_signal) == ["qsig", "-s", "TERM", "9.srv"]
+    # REQUEUE or CANCEL: SIGTERM to every process of the job (slurm.conf(5)); a partition's
+    # own mode wins over the cluster's.
+    on = replace(off, preempt_type="preempt/partition_prio", preempt_mode="REQUEUE,GANG")
+    assert slurm.preemption_command("41", on, None) == [
+        "scancel", "--signal=TERM", "--full", "41"]
+    # With send_user_signal a preemption sends the job's own --signal (src/slurmctld/preempt.c).
+    told = replace(on, extra={"PreemptParameters": "send_user_signal,strict_order"})
+    assert slurm.preemption_command("41", told, None)[1:3] == ["--signal=USR2", "--batch"]
+    suspended = replace(on, pools=(Pool("debug", True, "up", 2, 4, preempt_mode="SUSPEND"),))
+    assert slurm.preemption_command("41", suspended, "debug")[1] == "--signal=USR2"
+    assert slurm.preemption_command("41", suspended, "other")[1] == "--signal=TERM"
+    assert pbs.preemption_command("9.srv", SiteFacts("pbs"), None) == [
+        "qsig", "-s", "TERM", "9.srv"]
 
 
 def test_a_checkpoint_a_stop_and_a_resume_pass() -> None:

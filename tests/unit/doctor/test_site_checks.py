@@ -68,7 +68,13 @@ def test_preemption_without_grace_time_or_by_suspension_warns() -> None:
     pools = {p.name: p for p in facts.pools}
     no_grace = site_checks.preemption(facts, pools["low"])
     assert no_grace.status is Status.WARN and "GraceTime=120 on partition low" in no_grace.change
-    assert site_checks.preemption(facts, pools["late"]).status is Status.OK
+    # srun, which runs the trial's step, ends it at once on a SIGTERM of its own; the job's
+    # --signal instead (send_user_signal) reaches the batch shell alone.
+    late = site_checks.preemption(facts, pools["late"])
+    assert late.status is Status.WARN and "PreemptParameters=send_user_signal" in late.change
+    told = SlurmSite().parse({"config": config + "PreemptParameters = send_user_signal\n",
+                              "sinfo": sinfo, "partitions": parts})
+    assert site_checks.preemption(told, pools["late"]).status is Status.OK
     off = site_checks.preemption(facts, pools["off"])
     assert off.status is Status.OK and "partition off is not preempted" in off.seen
     assert site_checks.preemption(facts, pools["held"]).status is Status.WARN

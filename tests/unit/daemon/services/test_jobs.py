@@ -111,6 +111,28 @@ def test_cancel_of_many_is_a_command_per_batch_and_skips_tasks_of_a_canceled_arr
     assert [len(cmd) - 1 for cmd in w.runner.commands("scancel")[2:]] == [CANCEL_BATCH, 1]
 
 
+def test_a_cancel_marks_the_runs_of_its_jobs_and_arrays_killed(tmp_path: Path) -> None:
+    """The SIGTERM a cancel brings must end the trial, not ask it to checkpoint."""
+    w = _world(tmp_path)
+    w.trial(1, 3, request_id=2)
+    w.trial(1, 4, request_id=3)
+    task = w.run(1, 3, job_id="7_0")
+    untouched = w.run(1, 4, job_id="8_0")
+    jobs = w.jobs()
+    jobs.run_dir = w.paths.run
+    jobs.cancel(["101", "7"])
+    killed = {p.parent.name + "/" + p.parent.parent.name
+              for p in w.paths.experiment(1).rglob("kill")}
+    assert killed == {"run-1/1", "run-1/3"}
+    assert (task / "kill").exists() and not (untouched / "kill").exists()
+    # A packed run's id goes to no scheduler: its pilot, which reads the same file, ends it.
+    w.trial(1, 5, request_id=4)
+    packed = w.run(1, 5, job_id="55+1.5.1")
+    jobs.cancel(["55+1.5.1"])
+    assert (packed / "kill").exists()
+    assert w.runner.commands("scancel") == [["scancel", "101", "7"]]
+
+
 def test_submit_and_find_by_name_and_directory(tmp_path: Path) -> None:
     w = _world(tmp_path)
     jobs = w.jobs()
