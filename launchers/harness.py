@@ -103,19 +103,18 @@ def rendezvous(run_dir: Path, rank: int, address: str, num_nodes: int) -> list[s
 
 # Determined sources startup-hook.sh in bash and stops the trial when a command in it fails;
 # what it exports reaches the entrypoint. $1 is the file that says the hook has finished.
-# A shell between the harness and the trial must outlive the SIGTERM a preemption or qdel
-# sends every process of the job: dying of it (143) it would end the run while the trial,
-# which takes it as a request to checkpoint (hpcdet.core._preempt), is still saving. What the
-# shell runs starts with the default action all the same.
-_SURVIVE_TERM = "trap : TERM\n"
-_HOOK = (_SURVIVE_TERM
-         + 'done=$1; shift\nset -eE\n. ./startup-hook.sh\nset +eE\n: > "$done"\nexec "$@"\n')
+_HOOK = 'done=$1; shift\nset -eE\n. ./startup-hook.sh\nset +eE\n: > "$done"\nexec "$@"\n'
+# A string entrypoint runs through a shell, as Determined's does: bash where the image has it,
+# for bash execs the entrypoint's last command (Debian's sh, dash, keeps waiting for it). The
+# trial is then the process that a scheduler's, or a container runtime's, SIGTERM reaches,
+# where dash would die of it (143) while the trial checkpoints on it (hpcdet.core._preempt).
+_SHELL = 'command -v bash >/dev/null 2>&1 && exec bash -c "$1" "$0"\neval "$1"\n'
 
 
 def entrypoint_argv(entrypoint: str | list[str], hook_done: Path | None) -> list[str]:
     """Determined's rule: a string runs through `sh -c`, a list runs as argv; with a startup
     hook (``hook_done``: the file written once it has finished), the hook runs first."""
-    argv = (["sh", "-c", _SURVIVE_TERM + entrypoint] if isinstance(entrypoint, str)
+    argv = (["sh", "-c", _SHELL, "sh", entrypoint] if isinstance(entrypoint, str)
             else list(entrypoint))
     if hook_done is None:
         return argv

@@ -227,6 +227,8 @@ Waittime=0
 MaxArraySize=$MAX_ARRAY_SIZE
 MaxJobCount=$max_jobs
 SchedulerType=sched/backfill
+PreemptType=preempt/partition_prio
+PreemptMode=REQUEUE
 SchedulerParameters=enable_user_top
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
@@ -250,11 +252,19 @@ EOF
     done
     local nodelist
     nodelist=$(IFS=,; echo "${NODES[*]}")
-    echo "PartitionName=debug Nodes=$nodelist Default=YES MaxTime=INFINITE State=UP"
-    echo "PartitionName=batch Nodes=$nodelist Default=NO MaxTime=INFINITE State=UP"
+    # Only jobs in `preemptible` are ever preempted, and only by jobs in `urgent`: the
+    # preemption tests (PreemptMode=OFF keeps every other partition's jobs running).
+    echo "PartitionName=debug Nodes=$nodelist Default=YES MaxTime=INFINITE State=UP" \
+        "PreemptMode=OFF"
+    echo "PartitionName=batch Nodes=$nodelist Default=NO MaxTime=INFINITE State=UP" \
+        "PreemptMode=OFF"
+    echo "PartitionName=preemptible Nodes=$nodelist Default=NO MaxTime=INFINITE State=UP" \
+        "PriorityTier=1 PreemptMode=REQUEUE GraceTime=30"
+    echo "PartitionName=urgent Nodes=$nodelist Default=NO MaxTime=INFINITE State=UP" \
+        "PriorityTier=10 PreemptMode=OFF"
     # Only root's group may use it: the job-queue tests' refused partition change.
     echo "PartitionName=restricted Nodes=$nodelist Default=NO MaxTime=INFINITE State=UP" \
-        "AllowGroups=root"
+        "AllowGroups=root PreemptMode=OFF"
 }
 
 # Writes slurm.conf; returns 0 if the file changed.

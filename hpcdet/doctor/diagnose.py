@@ -17,7 +17,7 @@ from hpcdet.paths import StatePaths, fstype_of
 from hpcdet.private import private_dir
 from hpcdet.schedulers import detect_backend, make_scheduler
 from hpcdet.schedulers.runner import CommandRunner
-from hpcdet.schedulers.site_probe import SiteFacts, SiteProbe, probe_for
+from hpcdet.schedulers.site_probe import Pool, SiteFacts, SiteProbe, probe_for
 
 DEFAULT_TIMEOUT = 120.0
 NET_PROBE = Path(__file__).with_name("net_probe.py")
@@ -65,7 +65,7 @@ def diagnose(cluster: ClusterConfig, paths: StatePaths, options: Options,
                      for c in _NODE_CHECKS]
     else:
         findings += _on_nodes(cluster, paths, options, runner, probe, wanted, runtime_path)
-    return [*findings, _drill(options, facts, probe, wanted, runner, findings)]
+    return [*findings, _drill(options, facts, probe, wanted, pool, runner, findings)]
 
 
 # A trial cannot run, or cannot resume, where one of these failed.
@@ -73,7 +73,8 @@ _DRILL_NEEDS = ("partition", "queue", "state directory", "checkpoint storage")
 
 
 def _drill(options: Options, facts: SiteFacts, probe: SiteProbe, pool: str | None,
-           runner: CommandRunner, findings: list[Finding]) -> Finding:
+           chosen: Pool | None, runner: CommandRunner, findings: list[Finding]) -> Finding:
+    """``pool``: the one asked for (None: the site's default); ``chosen``: the one found."""
     if options.drill is None:
         return drill.not_asked()
     if options.quick:
@@ -84,7 +85,8 @@ def _drill(options: Options, facts: SiteFacts, probe: SiteProbe, pool: str | Non
     if blocking:
         return Finding(drill.CHECK, Status.SKIPPED, f"not run: the {' and '.join(blocking)} "
                        "check failed", "change what that check says, then run the drill")
-    return options.drill(lambda job: probe.preemption_command(job, facts, pool), pool, runner)
+    where = chosen.name if chosen else pool
+    return options.drill(lambda job: probe.preemption_command(job, facts, where), pool, runner)
 
 
 def _ask(probe: SiteProbe, runner: CommandRunner) -> tuple[SiteFacts, dict[str, str]]:
@@ -99,7 +101,8 @@ def _ask(probe: SiteProbe, runner: CommandRunner) -> tuple[SiteFacts, dict[str, 
             outputs[name] = result.stdout
         else:
             said = (result.stderr.strip() or "no output").splitlines()[-1]
-            asked[name] = f"`{' '.join(cmd)}` exited {result.exit_code}: {said}"
+            if name not in probe.optional:
+                asked[name] = f"`{' '.join(cmd)}` exited {result.exit_code}: {said}"
     return probe.parse(outputs), asked
 
 

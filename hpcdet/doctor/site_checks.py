@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from hpcdet.doctor.findings import Finding, Status
 from hpcdet.schedulers.site_probe import Pool, SiteFacts
-from hpcdet.schedulers.slurm_site import sends_user_signal
 
 # Seconds hpcdet's trials get at most to checkpoint before the walltime (daemon/jobspec.py).
 GRACE_SECONDS = 120
@@ -83,9 +82,16 @@ def limits(facts: SiteFacts) -> Finding:
     jobs = facts.max_jobs
     seen = (f"largest array {array - 1 if array else 'unknown'} (max_array_size "
             f"{array or 'not set'}), at most {jobs or 'unknown'} jobs queued")
-    if facts.backend == "slurm":
-        seen += ("; per-user MaxSubmitJobs lives in the QOS/association (`sacctmgr show qos`)"
-                 if facts.history else "; no accounting, so no per-user MaxSubmitJobs")
+    if facts.max_user_jobs is not None:
+        seen += f"; at most {facts.max_user_jobs} of yours ({facts.max_user_jobs_by})"
+    elif facts.backend == "slurm":
+        seen += ("; no per-user limit in your associations or their QOS" if facts.history
+                 else "; no accounting, so no per-user MaxSubmitJobs")
+    if facts.max_user_jobs is not None and facts.max_user_jobs < 100:
+        return Finding("limits", Status.WARN, seen,
+                       f"hpcdet keeps one job per running trial and an array per search; set "
+                       f"max_jobs: {facts.max_user_jobs} in the cluster config so that it "
+                       "waits instead of having submissions refused")
     if array is not None and array < 100:
         return Finding("limits", Status.WARN, seen,
                        "a search larger than the array limit is split over several arrays; "
@@ -117,16 +123,6 @@ def preemption(facts: SiteFacts, pool: Pool | None) -> Finding:
                        f"{seen}; partition {pool.name} GraceTime={pool.grace_seconds or 0}",
                        f"a preempted job is killed right after SIGTERM, with no time to "
                        f"checkpoint: ask for GraceTime={GRACE_SECONDS} on partition {pool.name}")
-    if not sends_user_signal(facts):
-        # Measured on the test cluster: `scancel --signal=TERM --full` made srun print
-        # "forcing job termination" and SIGKILL its step's tasks at once.
-        return Finding("preemption", Status.WARN,
-                       f"{seen}; PreemptParameters={facts.extra.get('PreemptParameters', '')}",
-                       "a preemption's SIGTERM that reaches srun (it runs the trial's job "
-                       "step) kills the step at once, before the trial checkpoints; ask for "
-                       "PreemptParameters=send_user_signal, so that a preemption sends the "
-                       "job's own --signal (USR2 to the batch shell), on which hpcdet's "
-                       "trials checkpoint")
     return Finding("preemption", Status.OK, seen)
 
 

@@ -49,10 +49,17 @@ class SiteFacts:
     preempt_mode: str = ""
     preempt_signal: str = ""  # what hpcdet's jobs get before they must stop, in words
     extra: dict[str, str] = field(default_factory=dict)
+    # The fewest jobs one user may have queued, where the site says (Slurm: an association's
+    # MaxSubmitJobs or a QOS's MaxSubmitJobsPerUser), and which limit that is.
+    max_user_jobs: int | None = None
+    max_user_jobs_by: str = ""
 
 
 class SiteProbe(abc.ABC):
     backend: ClassVar[str]
+    # Commands that fail where the site lacks what they ask about (Slurm's sacctmgr without
+    # slurmdbd): their failure is no fault of the backend's.
+    optional: ClassVar[frozenset[str]] = frozenset()
 
     @abc.abstractmethod
     def commands(self) -> dict[str, list[str]]:

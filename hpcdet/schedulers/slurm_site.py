@@ -1,13 +1,16 @@
 """Slurm as `hpcdet doctor` asks it: ``scontrol show config`` (version, accounting, limits,
-preemption), ``sinfo`` (node sizes, GPUs, state) and ``scontrol show partition --oneliner``
-(time limits, GraceTime, PreemptMode), and tiny probe jobs through sbatch.
+preemption), ``sinfo`` (node sizes, GPUs, state), ``scontrol show partition --oneliner``
+(time limits, GraceTime, PreemptMode), ``sacctmgr`` (the user's associations and QOS: job
+limits per user; it fails at once without slurmdbd), and tiny probe jobs through sbatch.
 
 Facts: slurm.conf(5) (PreemptType, PreemptMode, GraceTime, AccountingStorageType),
-sinfo(1) (%P %a %l %D %c %G %T), scontrol(1).
+sinfo(1) (%P %a %l %D %c %G %T), scontrol(1), sacctmgr(1) (``--noheader --parsable2``:
+fields split by ``|``; an empty field is no limit).
 """
 
 from __future__ import annotations
 
+import getpass
 from pathlib import Path
 from typing import ClassVar
 
@@ -65,12 +68,17 @@ def _number(value: str | None) -> int | None:
 
 class SlurmSite(SiteProbe):
     backend: ClassVar[str] = "slurm"
+    optional: ClassVar[frozenset[str]] = frozenset({"associations", "qos"})
 
     def commands(self) -> dict[str, list[str]]:
         return {
             "config": ["scontrol", "show", "config"],
             "sinfo": ["sinfo", "--noheader", "-o", _SINFO_FORMAT],
             "partitions": ["scontrol", "show", "partition", "--oneliner"],
+            "associations": ["sacctmgr", "--noheader", "--parsable2", "show", "association",
+                             f"user={getpass.getuser()}", "format=Account,QOS,MaxSubmitJobs"],
+            "qos": ["sacctmgr", "--noheader", "--parsable2", "show", "qos",
+                    "format=Name,MaxSubmitJobsPerUser"],
         }
 
     def parse(self, outputs: dict[str, str]) -> SiteFacts:
@@ -89,6 +97,8 @@ class SlurmSite(SiteProbe):
         history = None if storage is None else not storage.endswith("/none")
         how = (f"sacct ({storage})" if history else
                f"AccountingStorageType={storage}: no sacct" if storage else "")
+        user_jobs, user_jobs_by = user_job_limit(outputs.get("associations", ""),
+                                                 outputs.get("qos", ""))
         return SiteFacts(
             "slurm", config.get("SLURM_VERSION"), history, how, tuple(merged),
             _number(config.get("MaxArraySize")), _number(config.get("MaxJobCount")),
@@ -99,6 +109,7 @@ class SlurmSite(SiteProbe):
             {k: config[k] for k in ("ClusterName", "JobAcctGatherType", "KillWait",
                                     "PreemptParameters")
              if k in config},
+            max_user_jobs=user_jobs, max_user_jobs_by=user_jobs_by,
         )
 
     def submit_command(self, script: Path, *, name: str, nodes: int, pool: str | None,
@@ -113,13 +124,36 @@ class SlurmSite(SiteProbe):
     def preemption_command(self, job_id: str, facts: SiteFacts, pool: str | None) -> list[str]:
         # slurm.conf(5), src/slurmctld/preempt.c: a job preempted by REQUEUE or CANCEL gets
         # SIGCONT and SIGTERM, or with PreemptParameters=send_user_signal its own --signal
-        # (B:USR2, templates/slurm.sbatch.j2), then SIGKILL GraceTime later. `scancel --full`
-        # sends SIGTERM to every process of the job, the batch step's srun included, which is
-        # the worst case (preemption_note). Without preemption the one notice hpcdet's jobs
-        # get is --signal=B:USR2 before the walltime, to the batch shell only (`--batch`).
+        # (B:USR2, templates/slurm.sbatch.j2); GraceTime later it is canceled. Measured on the
+        # test cluster (22.05.8, partition_prio, REQUEUE, GraceTime=30): the first SIGTERM
+        # reaches the job's steps and not the batch step, as `scancel --signal=TERM` sends it;
+        # the cancel signals srun too, which then kills its step. Without preemption the one
+        # notice is --signal=B:USR2 before the walltime, to the batch shell only (`--batch`).
         if preempts(facts, pool) and not sends_user_signal(facts):
-            return ["scancel", "--signal=TERM", "--full", job_id]
+            return ["scancel", "--signal=TERM", job_id]
         return ["scancel", "--signal=USR2", "--batch", job_id]
+
+
+def user_job_limit(associations: str, qos: str) -> tuple[int | None, str]:
+    """The fewest jobs the user may have queued, and the limit that says so, from
+    ``sacctmgr -nP show association user=U format=Account,QOS,MaxSubmitJobs`` and
+    ``sacctmgr -nP show qos format=Name,MaxSubmitJobsPerUser``; (None, "") where none does."""
+    per_qos = {}
+    for line in qos.splitlines():
+        name, _, limit = line.strip().partition("|")
+        if limit.isdigit():
+            per_qos[name] = int(limit)
+    found: list[tuple[int, str]] = []
+    for line in associations.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) != 3:
+            continue
+        account, qos_list, limit = parts
+        if limit.isdigit():
+            found.append((int(limit), f"MaxSubmitJobs of account {account}"))
+        found += [(per_qos[q], f"MaxSubmitJobsPerUser of QOS {q}")
+                  for q in qos_list.split(",") if q in per_qos]
+    return min(found) if found else (None, "")
 
 
 def preempts(facts: SiteFacts, pool: str | None) -> bool:
@@ -135,4 +169,4 @@ def sends_user_signal(facts: SiteFacts) -> bool:
 
 
 __all__ = ["SlurmSite", "gpus_in", "parse_partition_lines", "parse_sinfo_pools", "preempts",
-           "sends_user_signal"]
+           "sends_user_signal", "user_job_limit"]

@@ -88,7 +88,10 @@ def test_the_test_cluster_is_green_but_for_accounting(
     assert found["backend"]["seen"].startswith("slurm 22.05")
     assert found["partition"]["seen"].startswith("debug (default): up")
     assert "largest array 1000" in found["limits"]["seen"]
-    assert "PreemptType=preempt/none" in found["preemption"]["seen"]
+    # Jobs in `debug` are never preempted; only `preemptible`'s are (tests/cluster/
+    # test_preemption.py).
+    assert "PreemptType=preempt/partition_prio" in found["preemption"]["seen"]
+    assert "partition debug is not preempted" in found["preemption"]["seen"]
     assert "written on node" in found["state directory"]["seen"]
     assert "written on node" in found["checkpoint storage"]["seen"]
     net = found["network"]["seen"]
@@ -117,36 +120,6 @@ def test_the_preemption_drill_checkpoints_stops_and_resumes(
     first_resumed = [r for r in green_hpcdet.metrics(d["trials"][0]["id"])
                      if r["group"] == "training" and r["run_id"] == len(runs)][0]
     assert first_resumed["metrics"]["resumed_from"] == int(seen[4]) > 0
-
-
-# The drill with SIGTERM to every process of the trial's job step, as `scancel --signal=TERM`
-# sends it (not to the batch step, where srun would end the step at once on a SIGTERM of its
-# own: the doctor's preemption check says so), which the test cluster's `doctor` does not.
-_TERM_DRILL = """
-import json, sys
-from hpcdet.link import connect
-from hpcdet.paths import StatePaths, state_dir
-from hpcdet.schedulers.runner import CommandRunner
-from hpcdet.views.doctor import preemption_drill
-p = StatePaths(state_dir())
-found = preemption_drill(p, connect(p), lambda job: ["scancel", "--signal=TERM", job],
-                         None, None, float(sys.argv[1]), CommandRunner(timeout=30))
-print(json.dumps(found.as_json()))
-"""
-
-
-def test_sigterm_to_the_trials_job_step_checkpoints_and_resumes(
-        green: tuple[int, dict[str, dict[str, Any]]], green_hpcdet: Hpcdet) -> None:
-    """Before, the shell that runs a string entrypoint died of it (143) while the trial
-    checkpointed; the run ended ERROR."""
-    p = subprocess.run([*green_hpcdet.wrap, green_hpcdet.python, "-c", _TERM_DRILL, "60"],
-                       env=green_hpcdet.env(), capture_output=True, text=True, timeout=120)
-    assert p.returncode == 0, p.stderr
-    drill = json.loads(p.stdout)
-    assert drill["status"] == "ok", drill
-    assert re.search(r"`scancel --signal=TERM (\d+)`: job \1 checkpointed and stopped "
-                     r"\(preempted\), job \d+ resumed from step \d+ and completed",
-                     drill["seen"]), drill
 
 
 def test_a_missing_partition_and_runtime_fail_saying_what_to_change(

@@ -68,8 +68,8 @@ def test_a_job_that_can_never_start_times_out_and_is_canceled(tmp_path: Path) ->
 def test_the_preemption_drill_on_pbs_checkpoints_on_sigterm(tmp_path: Path) -> None:
     """`qsig -s TERM`, what a PBS preemption or qdel sends: the double, as the MoM does,
     signals every process of the job, the trial's own included. The trial takes it as a
-    request to checkpoint (hpcdet.core._preempt), and the shell that runs its entrypoint
-    outlives it; before that, the trial died of it with 143."""
+    request to checkpoint (hpcdet.core._preempt), and no shell is left between the harness
+    and the trial to die of it (bash execs the entrypoint); before, the run ended with 143."""
     code, found, _ = _doctor(tmp_path, ["pbs-a", "pbs-b"], "--preemption", "--timeout", "20",
                              "--drill-timeout", "60")
     drill = found["preemption drill"]

@@ -41,11 +41,10 @@ def test_each_backend_sends_what_its_preemption_sends() -> None:
                     pools=(Pool("debug", True, "up", 2, 4, preempt_mode="REQUEUE"),))
     assert slurm.preemption_command("41", off, "debug") == [
         "scancel", "--signal=USR2", "--batch", "41"]
-    # REQUEUE or CANCEL: SIGTERM to every process of the job (slurm.conf(5)); a partition's
-    # own mode wins over the cluster's.
+    # REQUEUE or CANCEL: SIGTERM to the job's steps, not its batch step (measured on the test
+    # cluster); a partition's own mode wins over the cluster's.
     on = replace(off, preempt_type="preempt/partition_prio", preempt_mode="REQUEUE,GANG")
-    assert slurm.preemption_command("41", on, None) == [
-        "scancel", "--signal=TERM", "--full", "41"]
+    assert slurm.preemption_command("41", on, None) == ["scancel", "--signal=TERM", "41"]
     # With send_user_signal a preemption sends the job's own --signal (src/slurmctld/preempt.c).
     told = replace(on, extra={"PreemptParameters": "send_user_signal,strict_order"})
     assert slurm.preemption_command("41", told, None)[1:3] == ["--signal=USR2", "--batch"]
@@ -127,9 +126,9 @@ def test_the_drill_is_not_run_where_a_trial_could_not_run_or_resume() -> None:
 
     facts, runner = SiteFacts("slurm", "22.05.8"), CommandRunner()
     broken = [Finding("state directory", Status.FAIL, "not shared")]
-    found = _drill(Options(drill=run), facts, SlurmSite(), "debug", runner, broken)
+    found = _drill(Options(drill=run), facts, SlurmSite(), "debug", None, runner, broken)
     assert found.status is Status.SKIPPED and "the state directory check failed" in found.seen
-    assert _drill(Options(drill=run), facts, SlurmSite(), "debug", runner, []).seen == "ran"
-    assert _drill(Options(quick=True, drill=run), facts, SlurmSite(), None, runner, []
+    assert _drill(Options(drill=run), facts, SlurmSite(), "debug", None, runner, []).seen == "ran"
+    assert _drill(Options(quick=True, drill=run), facts, SlurmSite(), None, None, runner, []
                   ).status is Status.SKIPPED
     assert ran == ["debug"]

@@ -68,16 +68,23 @@ def test_preemption_without_grace_time_or_by_suspension_warns() -> None:
     pools = {p.name: p for p in facts.pools}
     no_grace = site_checks.preemption(facts, pools["low"])
     assert no_grace.status is Status.WARN and "GraceTime=120 on partition low" in no_grace.change
-    # srun, which runs the trial's step, ends it at once on a SIGTERM of its own; the job's
-    # --signal instead (send_user_signal) reaches the batch shell alone.
-    late = site_checks.preemption(facts, pools["late"])
-    assert late.status is Status.WARN and "PreemptParameters=send_user_signal" in late.change
-    told = SlurmSite().parse({"config": config + "PreemptParameters = send_user_signal\n",
-                              "sinfo": sinfo, "partitions": parts})
-    assert site_checks.preemption(told, pools["late"]).status is Status.OK
+    assert site_checks.preemption(facts, pools["late"]).status is Status.OK
     off = site_checks.preemption(facts, pools["off"])
     assert off.status is Status.OK and "partition off is not preempted" in off.seen
     assert site_checks.preemption(facts, pools["held"]).status is Status.WARN
+
+
+def test_a_small_per_user_job_limit_warns_and_names_max_jobs() -> None:
+    facts = dataclasses.replace(TEST_CLUSTER, history=True, max_user_jobs=20,
+                                max_user_jobs_by="MaxSubmitJobsPerUser of QOS long")
+    found = site_checks.limits(facts)
+    assert found.status is Status.WARN
+    assert "at most 20 of yours (MaxSubmitJobsPerUser of QOS long)" in found.seen
+    assert "max_jobs: 20" in found.change
+    roomy = site_checks.limits(dataclasses.replace(facts, max_user_jobs=500))
+    assert roomy.status is Status.OK and "at most 500 of yours" in roomy.seen
+    none = site_checks.limits(dataclasses.replace(facts, max_user_jobs=None))
+    assert "no per-user limit in your associations" in none.seen
 
 
 def test_a_small_array_limit_warns_and_pbs_preemption_names_kill_delay() -> None:

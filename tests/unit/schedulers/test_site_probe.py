@@ -84,6 +84,24 @@ def test_slurm_accounting_preemption_gpus_and_a_partition_down() -> None:
                        "REQUEUE")
 
 
+def test_slurm_per_user_job_limits_from_associations_and_their_qos() -> None:
+    # sacctmgr(1) --noheader --parsable2: fields split by "|", an empty one is no limit; one
+    # line per association (cluster, account, user, partition), QOS as a comma list.
+    site = SlurmSite()
+    assert site.commands()["associations"][:5] == [
+        "sacctmgr", "--noheader", "--parsable2", "show", "association"]
+    assert site.commands()["associations"][-1] == "format=Account,QOS,MaxSubmitJobs"
+    assocs = "physics|normal,long|\nml|gpu|200\n"
+    qos = "normal||\nlong|50\ngpu|\n"
+    facts = site.parse({"config": CONFIG, "associations": assocs, "qos": qos})
+    assert (facts.max_user_jobs, facts.max_user_jobs_by) == (
+        50, "MaxSubmitJobsPerUser of QOS long")
+    facts = site.parse({"config": CONFIG, "associations": "ml|gpu|20\n", "qos": qos})
+    assert (facts.max_user_jobs, facts.max_user_jobs_by) == (20, "MaxSubmitJobs of account ml")
+    # No slurmdbd (the test cluster): sacctmgr fails, so neither output is there.
+    assert SlurmSite().parse({"config": CONFIG}).max_user_jobs is None
+
+
 def test_slurm_state_down_in_scontrol_alone_marks_the_partition_down() -> None:
     partitions = PARTITIONS.replace(part("batch"), part("batch", state="INACTIVE"))
     facts = SlurmSite().parse({"config": CONFIG, "sinfo": SINFO, "partitions": partitions})
