@@ -7,7 +7,7 @@ import typer
 
 from hpcdet.cli.common import paths, print_json, table, when
 from hpcdet.link import connect
-from hpcdet.protocol.messages import CreateWebhook, DeleteWebhook
+from hpcdet.protocol.messages import CreateWebhook, DeleteWebhook, Ping
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -49,3 +49,15 @@ def list_(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
 def delete(webhook: Annotated[str, typer.Argument(help="Its id or name.")]) -> None:
     """Delete a webhook; its posts not yet sent are dropped."""
     print(connect(paths()).send(DeleteWebhook(webhook)))
+
+
+@app.command("signing-key")
+def signing_key() -> None:
+    """The key each post is signed with, as Determined's master signs them: the header
+    X-Determined-AI-Signature is the hex HMAC-SHA256 of "TIMESTAMP,BODY" with it, TIMESTAMP
+    being X-Determined-AI-Signature-Timestamp. Keep it as secret as the URLs."""
+    from hpcdet.views.webhooks import signing_key as key_of
+
+    p = paths()
+    connect(p).send(Ping())  # the daemon makes the key when it starts
+    print(key_of(p))

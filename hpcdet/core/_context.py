@@ -120,7 +120,7 @@ class Context:
         self._events = _events or RunEvents(None)
         self._started = False
 
-    def alert(self, title: str = "", description: str = "", level: str = "warn") -> None:
+    def alert(self, title: str = "", description: str = "", level: str = "info") -> None:
         """Raise an alert about this trial: it is logged in the trial's log, and the chief's is
         kept with the trial (``hpcdet trial describe`` lists them) and, as Determined's, sent
         to the webhooks with a CUSTOM trigger that the experiment's ``integrations.webhooks``

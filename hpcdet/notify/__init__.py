@@ -17,19 +17,21 @@ determined-ai/determined), which hpcdet follows:
   whatever their mode, once for each CUSTOM trigger they have.
 - A DEFAULT payload is ``{"event_id": uuid, "event_type": trigger type, "timestamp": unix
   seconds, "condition": {"state": ...}, "event_data": {"experiment": {"id", "state", "name",
-  "duration" (seconds), "resource_pool", "slots" (slots per trial), "workspace", "project",
-  "trial_id" (an alert's trial)}}}``; an alert adds its ``title``/``description``/``level``
-  under ``event_data`` (as ``custom_data``: the key name is hpcdet's reading, not verified
-  against a Determined release).
+  "duration" (seconds), "resource_pool", "slots_per_trial", "workspace", "project",
+  "trial_id" (an alert's trial)}}}``; an alert adds ``"custom_data": {"title",
+  "description", "level"}`` under ``event_data``, the level as the master stores it (INFO,
+  WARNING, ...). Read in webhook.go and postgres_webhook.go at determined-ai/determined
+  c1e9c6d (2025-03-20).
 - Events are queued and shipped by a background sender, so that reporting one never waits on
-  an endpoint. Determined signs each request (``X-Determined-AI-Signature``, an HMAC of
-  ``timestamp,body`` with the master's signing key); hpcdet has no master and does not sign.
+  an endpoint. Each request is signed (``X-Determined-AI-Signature``, an HMAC of
+  ``timestamp,body``): Determined's key is the master's, hpcdet's the user's (``signing``).
 
 hpcdet's parts: ``payloads`` (pure builders), ``hooks`` (the registry of webhooks, a private
-file the daemon alone writes), ``delivery`` (the sender: a thread with a persisted, bounded
-outbox, timeouts and retries with backoff) and ``notifier`` (which webhooks an event goes to).
-URLs are secrets (a Slack URL is its own credential): they are kept 0600 and shown, in logs
-and in ``daemon status``, as ``scheme://host`` only.
+file the daemon alone writes), ``signing`` (the key and the headers), ``delivery`` (the
+sender: a thread with a persisted, bounded outbox, timeouts and retries with backoff) and
+``notifier`` (which webhooks an event goes to). URLs are secrets (a Slack URL is its own
+credential): they are kept 0600 and shown, in logs and in ``daemon status``, as
+``scheme://host`` only.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -28,6 +28,7 @@ from typing import Any
 import httpx
 
 from hpcdet.notify.hooks import redact
+from hpcdet.notify.signing import signed_headers
 from hpcdet.private import private_dir
 from hpcdet.rundir.atomic import write_atomic
 
@@ -58,13 +59,14 @@ class Delivery:
     due: float = 0.0
 
 
-# (url, body, timeout) -> HTTP status; raises on a connection error or a timeout.
-Post = Callable[[str, str, float], int]
+# (url, body, timeout, headers) -> HTTP status; raises on a connection error or a timeout.
+Post = Callable[[str, str, float, Mapping[str, str]], int]
 
 
-def http_post(url: str, body: str, timeout: float) -> int:
+def http_post(url: str, body: str, timeout: float, headers: Mapping[str, str]) -> int:
     response = httpx.post(url, content=body.encode(), timeout=timeout,
-                          headers={"Content-Type": "application/json"})
+                          headers={"Content-Type": "application/json; charset=UTF-8",
+                                   **headers})
     return response.status_code
 
 
@@ -72,8 +74,10 @@ class Deliverer:
     def __init__(self, outbox: Path | None, *, timeout: float = TIMEOUT,
                  max_attempts: int = MAX_ATTEMPTS, base_delay: float = BASE_DELAY,
                  max_delay: float = MAX_DELAY, max_pending: int = MAX_PENDING,
-                 senders: int = SENDERS, post: Post = http_post) -> None:
+                 senders: int = SENDERS, post: Post = http_post, key: str = "") -> None:
+        """``key``: signs each post as Determined's master does (hpcdet.notify.signing)."""
         self.outbox = outbox
+        self.key = key
         self.timeout, self.max_attempts = timeout, max_attempts
         self.base_delay, self.max_delay, self.max_pending = base_delay, max_delay, max_pending
         self._post = post
@@ -162,7 +166,8 @@ class Deliverer:
     def _send(self, d: Delivery) -> None:
         error = ""
         try:
-            status = self._post(d.url, d.body, self.timeout)
+            headers = signed_headers(self.key, d.body, int(time.time())) if self.key else {}
+            status = self._post(d.url, d.body, self.timeout, headers)
             if not 200 <= status < 300:
                 error = f"HTTP {status}"
         except httpx.TimeoutException:

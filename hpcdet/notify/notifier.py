@@ -19,6 +19,7 @@ from hpcdet.notify.payloads import (
     payload,
     subject_of,
 )
+from hpcdet.notify.signing import KEY_FILE, signing_key
 from hpcdet.paths import StatePaths
 from hpcdet.records import ExperimentRecord
 
@@ -36,7 +37,8 @@ class Notifier:
     def of(cls, paths: StatePaths) -> Notifier:
         """The state directory's webhooks and outbox; the sender is not started."""
         return cls(WebhookRegistry(paths.notify / WEBHOOKS_FILE),
-                   Deliverer(paths.notify / OUTBOX_FILE))
+                   Deliverer(paths.notify / OUTBOX_FILE,
+                             key=signing_key(paths.notify / KEY_FILE)))
 
     def create(self, url: str, triggers: list[str], kind: str, name: str, mode: str) -> str:
         hook = self.registry.create(url, triggers, kind, name, mode, time.time())

@@ -17,6 +17,13 @@ from hpcdet.states import ExperimentState
 _GREEN, _RED = "#13B670", "#DD5040"
 
 
+# An alert's level as the Core API takes it, and as Determined's master stores and posts it
+# (model.TaskLogLevel); the Python client sends any other level as INFO.
+# (Log levels, not states: spelled as the lower-case names' upper case.)
+LOG_LEVELS = {name: "WARNING" if name == "warn" else name.upper()
+              for name in ("debug", "info", "warn", "error", "critical")}
+
+
 @dataclass(frozen=True)
 class Subject:
     """The experiment an event is about, as a payload shows it."""
@@ -71,13 +78,14 @@ def default_payload(event_type: str, subject: Subject, state: str, now: float,
     experiment: dict[str, Any] = {
         "id": subject.id, "state": subject.state, "name": subject.name,
         "duration": subject.duration, "resource_pool": subject.resource_pool,
-        "slots": subject.slots, "workspace": subject.workspace, "project": subject.project}
+        "slots_per_trial": subject.slots, "workspace": subject.workspace,
+        "project": subject.project}
     if subject.trial_id:
         experiment["trial_id"] = subject.trial_id
     data: dict[str, Any] = {"experiment": experiment}
     if custom is not None:
         data["custom_data"] = {"title": custom.title, "description": custom.description,
-                               "level": custom.level}
+                               "level": LOG_LEVELS.get(custom.level, "INFO")}
     return json.dumps({"event_id": event_id or str(uuid.uuid4()), "event_type": event_type,
                        "timestamp": int(now), "condition": {"state": state},
                        "event_data": data}, separators=(",", ":"))
@@ -108,7 +116,7 @@ def slack_payload(subject: Subject, custom: CustomData | None = None) -> str:
     message: dict[str, Any] = {"type": "section", "text": {"type": "plain_text", "text": status}}
     if custom is not None:
         message = {"type": "section", "text": {"type": "plain_text", "text": "Event Data"},
-                   "fields": [_field(f"*Level*: {custom.level}"),
+                   "fields": [_field(f"*Level*: {LOG_LEVELS.get(custom.level, 'INFO')}"),
                               _field(f"*Title*: {custom.title}"),
                               _field(f"*Description*: {custom.description}")]}
     return json.dumps({

@@ -6,8 +6,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from hpcdet.errors import NotFoundError
 from hpcdet.notify.hooks import WEBHOOKS_FILE, Webhook, read_webhooks
+from hpcdet.notify.signing import KEY_FILE
 from hpcdet.paths import StatePaths
+
+
+def signing_key(paths: StatePaths) -> str:
+    """The key the daemon signs each post with (``hpcdet.notify.signing``); the daemon makes
+    it when it starts."""
+    path = paths.notify / KEY_FILE
+    if not path.exists():
+        raise NotFoundError(f"no signing key in {path}: it is made when the daemon starts; "
+                            "run `hpcdet daemon status` and try again")
+    return path.read_text().strip()
 
 
 def webhooks(paths: StatePaths) -> list[Webhook]:

@@ -1,11 +1,10 @@
 """A tiny experiment's slot-hours on the real Slurm cluster, with where the figure came from:
-sacct's ElapsedRaw where the cluster keeps accounting, the run tree's times where it does not
-(the test cluster's AccountingStorageType is none: `sacct` answers "Slurm accounting storage
-is disabled", and the daemon asks it nothing)."""
+sacct's ElapsedRaw, for the test cluster keeps accounting (slurmdbd). The run tree's times,
+where a cluster keeps none, are tested on the local backend (tests/integration/
+test_usage_local.py)."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 from tests.support import Hpcdet
@@ -17,12 +16,6 @@ with det.core.init() as core_context:
     time.sleep(1)
     core_context.train.report_training_metrics(steps_completed=1, metrics={"loss": 0.5})
 """
-
-
-def _accounting() -> bool:
-    config = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True,
-                            check=True).stdout
-    return "accounting_storage/none" not in config
 
 
 def test_the_slot_hours_of_a_tiny_experiment(slurm_hpcdet: Hpcdet, tmp_path: Path) -> None:
@@ -40,11 +33,8 @@ def test_the_slot_hours_of_a_tiny_experiment(slurm_hpcdet: Hpcdet, tmp_path: Pat
     [run] = d["runs"]
     used = d["usage"]
     assert used["unit"] == "slot-hours" and used["running"] == 0
-    if _accounting():
-        assert (used["sources"], run["usage_by"]) == (["sacct"], "sacct")
-        assert run["used_seconds"] >= 1 and run["used_cpus"] >= 1
-    else:
-        assert (used["sources"], run["usage_by"], run["used_seconds"]) == (["run tree"], "", None)
+    assert (used["sources"], run["usage_by"]) == (["sacct"], "sacct")
+    assert run["used_seconds"] >= 1 and run["used_cpus"] >= 1
     # From its first node's start to its end: the sleep, less than the whole job.
     assert 1.0 <= used["hours"] * 3600 <= run["ended"] - run["submitted"] + 1, (used, run)
     assert run["submitted"] <= run["started"] <= run["ended"]

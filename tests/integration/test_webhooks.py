@@ -53,13 +53,16 @@ def test_state_changes_and_alerts_reach_their_webhooks(local_hpcdet: Hpcdet,
 
         [alert] = receiver.wait_for("/alerts/SECRET2", timeout=30)
         assert [f["text"] for f in alert.body["blocks"][0]["fields"]] == [
-            "*Level*: info", "*Title*: halfway", "*Description*: loss fell"]
+            "*Level*: INFO", "*Title*: halfway", "*Description*: loss fell"]
         [post] = receiver.wait_for("/done/SECRET1", timeout=30)
+        key = h.run("webhook", "signing-key").stdout.strip()
+        assert post.signed_with(key) and alert.signed_with(key)
+        assert stat.S_IMODE((h.state / "notify" / "signing-key").stat().st_mode) == 0o600
         assert post.body["event_type"] == "EXPERIMENT_STATE_CHANGE"
         assert post.body["condition"] == {"state": "COMPLETED"}
         experiment = post.body["event_data"]["experiment"]
         assert (experiment["id"], experiment["name"], experiment["state"],
-                experiment["slots"]) == (exp, "notified", "COMPLETED", 1)
+                experiment["slots_per_trial"]) == (exp, "notified", "COMPLETED", 1)
         # Not a SPECIFIC webhook's experiment, and no CUSTOM trigger: nothing else came.
         assert len(receiver.received("/alerts/SECRET2")) == 1
 

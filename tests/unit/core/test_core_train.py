@@ -276,7 +276,7 @@ def test_alerts_are_events_with_a_level(on_cluster: FakeRun) -> None:
         with pytest.raises(ValueError, match="alert level must be one of"):
             ctx.alert("t3", level="loud")
     assert [(b["title"], b["description"], b["level"]) for b in on_cluster.bodies("alert")] == [
-        ("t1", "d1", "warn"), ("t2", "", "error")]
+        ("t1", "d1", "info"), ("t2", "", "error")]
 
 
 def test_off_cluster_metadata_and_alerts_only_log(

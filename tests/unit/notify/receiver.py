@@ -4,6 +4,8 @@ the server stops)."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import threading
 import time
@@ -20,6 +22,15 @@ class Post:
     headers: dict[str, str]
     body: dict[str, Any]
     at: float
+    raw: bytes = b""
+
+    def signed_with(self, key: str) -> bool:
+        """Whether X-Determined-AI-Signature is the HMAC-SHA256 of "TIMESTAMP,BODY" with
+        ``key`` (master/internal/webhooks/shipper.go), computed here on its own."""
+        stamp = self.headers.get("X-Determined-AI-Signature-Timestamp", "")
+        want = hmac.new(key.encode(), stamp.encode() + b"," + self.raw, hashlib.sha256)
+        return hmac.compare_digest(self.headers.get("X-Determined-AI-Signature", ""),
+                                   want.hexdigest())
 
 
 @dataclass
@@ -66,7 +77,7 @@ def receiving() -> Iterator[Receiver]:
             body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
             with receiver.lock:
                 receiver.posts.append(Post(self.path, dict(self.headers), json.loads(body),
-                                           time.time()))
+                                           time.time(), body))
             status = receiver.answer(self.path)
             if status is None:
                 receiver.released.wait(30)

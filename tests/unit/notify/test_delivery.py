@@ -30,12 +30,14 @@ def _post(hook_id: int, url: str, n: int = 0) -> Delivery:
     return Delivery(f"d{hook_id}-{n}", hook_id, f"hook{hook_id}", url, BODY)
 
 
-def test_a_post_arrives_with_its_payload(receiver: Receiver, tmp_path: Path) -> None:
-    d = Deliverer(tmp_path / "outbox.json").start()
+def test_a_post_arrives_with_its_payload_signed(receiver: Receiver, tmp_path: Path) -> None:
+    d = Deliverer(tmp_path / "outbox.json", key="k3y").start()
     try:
         d.enqueue([_post(1, receiver.to("/ok"))])
         [post] = receiver.wait_for("/ok")
-        assert post.headers["Content-Type"] == "application/json"
+        assert post.headers["Content-Type"] == "application/json; charset=UTF-8"
+        assert post.signed_with("k3y") and not post.signed_with("other")
+        assert abs(int(post.headers["X-Determined-AI-Signature-Timestamp"]) - time.time()) < 5
         assert post.body["event_type"] == "EXPERIMENT_STATE_CHANGE"
         assert post.body["event_data"]["experiment"]["state"] == "COMPLETED"
         assert d.wait_idle(5) and d.failures() == [] and d.delivered == 1

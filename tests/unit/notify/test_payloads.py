@@ -33,7 +33,8 @@ def test_the_default_payload_has_determined_s_fields() -> None:
         "condition": {"state": "COMPLETED"},
         "event_data": {"experiment": {
             "id": 41, "state": "COMPLETED", "name": "cifar10_pytorch_const", "duration": 3725,
-            "resource_pool": "default", "slots": 2, "workspace": "lab", "project": "cnn"}},
+            "resource_pool": "default", "slots_per_trial": 2, "workspace": "lab",
+            "project": "cnn"}},
     }
 
 
@@ -43,7 +44,7 @@ def test_an_alert_carries_its_trial_and_its_title_description_and_level() -> Non
     assert body["event_type"] == "CUSTOM"
     assert body["event_data"]["experiment"]["trial_id"] == 12
     assert body["event_data"]["custom_data"] == {
-        "title": "loss is NaN", "description": "at step 300", "level": "error"}
+        "title": "loss is NaN", "description": "at step 300", "level": "ERROR"}
     assert len(body["event_id"]) == 36
 
 
@@ -62,7 +63,7 @@ def test_the_slack_message_has_blocks_and_a_coloured_attachment() -> None:
     assert errored["attachments"][0]["color"] == "#DD5040"
     assert errored["blocks"][0]["text"]["text"] == "Event Data"
     assert [f["text"] for f in errored["blocks"][0]["fields"]] == [
-        "*Level*: error", "*Title*: loss is NaN", "*Description*: at step 300"]
+        "*Level*: ERROR", "*Title*: loss is NaN", "*Description*: at step 300"]
     assert errored["attachments"][0]["blocks"][0]["fields"][-1]["text"] == "*Trial ID*: 9"
 
 
