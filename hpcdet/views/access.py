@@ -54,12 +54,17 @@ def open_reads(p: StatePaths) -> Reads:
     return Reads(*_database(p))
 
 
+def away(p: StatePaths) -> bool:
+    """Whether the daemon runs on another host: its database reaches this one as copies."""
+    current = process.info(p)
+    return current.alive and not current.here
+
+
 def reads_here(p: StatePaths) -> Reads | None:
     """The database as this host has it, asking nothing of a daemon and starting none: None
     when it lives on another host or does not exist yet (for what can do without it, such as
     `experiment create`'s estimate, which must not hold up the create)."""
-    current = process.info(p)
     database = p.database()
-    if (current.alive and not current.here) or not database.exists():
+    if away(p) or not database.exists():
         return None
     return Reads(database, False)

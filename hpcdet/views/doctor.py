@@ -19,11 +19,12 @@ from hpcdet.private import open_private, private_dir
 from hpcdet.protocol.messages import Created, Kill
 from hpcdet.schedulers.runner import CommandRunner
 from hpcdet.states import FINAL_EXPERIMENT_STATES, RunState
-from hpcdet.views.access import read_store
+from hpcdet.views.access import away, read_store
 from hpcdet.views.experiments import describe_experiment
 from hpcdet.views.trials import trial_metrics
 
 POLL = 0.5
+AWAY_POLL = 2.0
 
 
 class DaemonLink(Protocol):
@@ -113,6 +114,9 @@ class _Watch:
     """The drill's experiment as the store has it, read every POLL seconds."""
 
     def __init__(self, paths: StatePaths, exp_id: int, seconds: float) -> None:
+        # A daemon on another host answers with a copy of its database as it is then: asked
+        # for a new one at each look, less often than a database here is read.
+        self.paths, self.away = paths, away(paths)
         self.store = read_store(paths)
         self.exp_id, self.seconds = exp_id, seconds
         self.checkpoint_step: int | None = None
@@ -122,11 +126,13 @@ class _Watch:
     def until(self, deadline: float, done: Callable[[drill.Seen], bool]) -> drill.Seen:
         seen = self.look()
         while not done(seen) and time.monotonic() < deadline:
-            time.sleep(POLL)
+            time.sleep(AWAY_POLL if self.away else POLL)
             seen = self.look()
         return seen
 
     def look(self) -> drill.Seen:
+        if self.away:
+            self.store = read_store(self.paths)
         view = describe_experiment(self.store, self.exp_id)
         state = view.experiment.state
         trial = view.trials[0].trial if view.trials else None

@@ -267,3 +267,21 @@ def test_daemons_stopped_by_their_cpu_limit_at_any_moment_lose_nothing(
     _each_metric_once(h, d)
     assert stops["clean"] >= 1 and stops["killed"] >= 1, stops
     assert "the CPU time limit (ulimit -t) is reached" in h.daemon_log()
+
+
+def test_the_preemption_drill_from_a_login_node_without_the_daemon(
+    slurm_cluster: Any, tmp_path: Path
+) -> None:
+    """The drill reads its experiment through the daemon on login1, which hands login2 copies
+    of its database: a new one at each look, or the drill would wait on the first for ever."""
+    a, b = _on("login1", tmp_path / "u", tmp_path), _on("login2", tmp_path / "u", tmp_path)
+    a.run("daemon", "start")
+    assert _record(a)["host"] == "login1"
+    p = b.run("doctor", "--json", "--preemption", "--timeout", "40", "--drill-timeout", "90",
+              check=False, timeout=180)
+    found = {f["check"]: f for f in json.loads(p.stdout)["findings"]}
+    drill = found["preemption drill"]
+    assert drill["status"] == "ok", drill
+    assert "checkpointed and stopped (preempted)" in drill["seen"], drill
+    assert _record(b)["host"] == "login1"  # no daemon was started on login2
+    a.stop()

@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -151,3 +152,21 @@ def test_doctor_leaves_nothing_behind(green: tuple[int, dict[str, dict[str, Any]
     assert not list((hpcdet.state / "doctor").iterdir())  # all passed: the work dir is gone
     assert not [p for p in (hpcdet.state / "checkpoints").iterdir()
                 if p.name.startswith(".hpcdet-doctor")]
+
+
+@pytest.mark.exclusive
+def test_a_partition_taken_down_fails_and_says_to_choose_another(
+        slurm_cluster: SlurmTestCluster, tmp_path: Path) -> None:
+    """As an administrator takes one down for maintenance (alone on the cluster: the others'
+    jobs would wait on it)."""
+    h = Hpcdet(tmp_path / "user", "slurm")
+    subprocess.run(["scontrol", "update", "PartitionName=batch", "State=DOWN"], check=True)
+    try:
+        code, found = _doctor(h, "--partition", "batch", "--quick")
+    finally:
+        subprocess.run(["scontrol", "update", "PartitionName=batch", "State=UP"], check=True)
+    assert code == 1
+    part = found["partition"]
+    assert part["status"] == "fail" and part["seen"].startswith("partition 'batch' is down"), part
+    assert "choose another partition" in part["change"]
+    assert found["network"]["status"] == "skipped"  # --quick: no job submitted
