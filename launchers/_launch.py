@@ -171,8 +171,10 @@ class ForwardedSignals:
         self._child: subprocess.Popen[bytes] | None = None
         self._early: list[int] = []
         self._previous: dict[int, Any] = {}
+        self.received: set[int] = set()
 
     def _forward(self, signum: int, _frame: FrameType | None) -> None:
+        self.received.add(signum)
         if self._child is not None:
             self._child.send_signal(signum)
         else:
@@ -195,16 +197,23 @@ class ForwardedSignals:
             signal.signal(sig, handler)
 
 
-def run_forwarding_signals(cmd: Sequence[str], env: Mapping[str, str]) -> int:
-    """Run ``cmd``, pass SIGINT/SIGTERM/SIGHUP/SIGUSR1/SIGUSR2 on to it; its exit code."""
-    with ForwardedSignals() as signals:
+def run_forwarding_signals(cmd: Sequence[str], env: Mapping[str, str],
+                           signals: ForwardedSignals | None = None) -> int:
+    """Run ``cmd``, pass SIGINT/SIGTERM/SIGHUP/SIGUSR1/SIGUSR2 on to it; its exit code.
+    ``signals``: the forwarder to use, to learn afterwards which signals came."""
+    with signals or ForwardedSignals() as forwarding:
         try:
             proc = subprocess.Popen(list(cmd), env=dict(env))
         except OSError as e:
             print(f"cannot run {cmd[0]!r}: {e}", file=sys.stderr)
             return 127
-        signals.adopt(proc)
+        forwarding.adopt(proc)
         return exit_code(proc.wait())
+
+
+# A directory where wrap_rank writes each worker's exit code (a file named by its rank), for
+# a launcher that must know them past a process manager that reports only its own.
+RANK_EXITS_ENV = "HPCDET_RANK_EXITS"
 
 
 def report_usage(usage: str, error: UsageError) -> int:

@@ -31,14 +31,20 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import signal
 import sys
+import tempfile
+import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from hpcdet.errors import UsageError
 from hpcdet.node_env import MpiStep, NodeEnv
 
 from ._launch import (
+    RANK_EXITS_ENV,
     WRAP_RANK_MODULE,
+    ForwardedSignals,
     LaunchError,
     NodeLayout,
     load_layout,
@@ -53,6 +59,9 @@ from .rank_step import Ranks, run_rank_step
 USAGE = "usage: python3 -m hpcdet.launch.torch_distributed [[TORCH_OVERRIDES...] --] SCRIPT..."
 DEFAULT_C10D_PORT = 29400
 PORT_ENV = "C10D_PORT"
+# Seconds the launcher waits for workers still checkpointing after torchrun died of SIGTERM
+# (the scheduler's SIGKILL ends the wait sooner where its grace is shorter).
+WORKERS_GRACE = 120.0
 
 
 def master_address(addrs: Sequence[str]) -> str:
@@ -207,7 +216,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (LaunchError, TimeoutError) as e:
         print(f"torch_distributed: {e}", file=sys.stderr)
         return 1
-    return run_forwarding_signals(cmd, env)
+    return run_torchrun(cmd, env, layout.slots_per_node)
+
+
+def run_torchrun(cmd: Sequence[str], env: Mapping[str, str], workers: int) -> int:
+    """torchrun's exit code, but 0 where the job's SIGTERM (a preemption, a qdel) made it fail
+    though every worker exited 0: torchrun stops its workers on SIGTERM and then fails of the
+    signal itself, while the workers, which take it as a request to checkpoint
+    (hpcdet.core._preempt), have checkpointed and exited. The run then ends as preempted."""
+    with tempfile.TemporaryDirectory(prefix="hpcdet-ranks-") as exits:
+        signals = ForwardedSignals()
+        code = run_forwarding_signals(cmd, {**env, RANK_EXITS_ENV: exits}, signals)
+        termed = code != 0 and signal.SIGTERM in signals.received
+        # A second SIGTERM ends torchrun before it has waited for its workers, which go on
+        # checkpointing on their own (each leads a process group of its own).
+        deadline = time.monotonic() + WORKERS_GRACE
+        while termed and len(os.listdir(exits)) < workers and time.monotonic() < deadline:
+            time.sleep(0.1)
+        codes = [p.read_text().strip() for p in Path(exits).iterdir()]
+    if termed and len(codes) == workers and all(c == "0" for c in codes):
+        _log(f"torchrun exited {code} of the SIGTERM it got; all {workers} workers on this node "
+             "exited 0, so the node's exit code is 0")
+        return 0
+    return code
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ from typing import BinaryIO
 
 from hpcdet.errors import UsageError
 
-from ._launch import ForwardedSignals, exit_code
+from ._launch import RANK_EXITS_ENV, ForwardedSignals, exit_code
 
 USAGE = "usage: python3 -m hpcdet.launch.wrap_rank [--no-redirect-stdio] RANK [--] SCRIPT..."
 # Lines longer than this are cut into several prefixed pieces, as Determined does.
@@ -169,7 +169,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     cmd = build_command(args)
     with ForwardedSignals() as signals:
-        return _run(cmd, rank, signals)
+        code = _run(cmd, rank, signals)
+    exits = os.environ.get(RANK_EXITS_ENV)
+    if exits:
+        try:
+            with open(os.path.join(exits, str(rank)), "w") as f:
+                f.write(f"{code}\n")
+        except OSError as e:  # the launcher then does without it
+            print(f"wrap_rank: cannot record the exit code in {exits}: {e}", file=sys.stderr)
+    return code
 
 
 def _run(cmd: list[str], rank: int, signals: ForwardedSignals) -> int:

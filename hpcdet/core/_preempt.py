@@ -120,6 +120,7 @@ class TermAsPreemption:
         self._preempt_file = run_dir / PREEMPT_FILE
         self._kill_file = run_dir / KILL_FILE
         self._installed = False
+        self._heard = False
 
     def install(self) -> None:
         if (threading.current_thread() is not threading.main_thread()
@@ -129,8 +130,12 @@ class TermAsPreemption:
         self._installed = True
 
     def uninstall(self) -> None:
+        # After a preemption's SIGTERM the process is on its way out, having checkpointed:
+        # another SIGTERM (a launcher passes the job's on, a process manager sends its own)
+        # must not turn its exit code 0 into 143. Python restores the default action of a
+        # signal it handled when it finalizes, but not an ignored one.
         if self._installed and signal.getsignal(signal.SIGTERM) == self._on_term:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN if self._heard else signal.SIG_DFL)
         self._installed = False
 
     def _on_term(self, signum: int, frame: FrameType | None) -> None:
@@ -138,6 +143,9 @@ class TermAsPreemption:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             os.kill(os.getpid(), signal.SIGTERM)
             return
+        if self._heard:
+            return
+        self._heard = True
         # Not the logging module: a handler runs between two bytecodes of whatever the main
         # thread was doing, which may be logging.
         os.write(2, b"[hpcdet] SIGTERM: the job is ending; asking the trial to checkpoint "

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import socket
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -142,3 +146,45 @@ def test_torchrun_options_on_slurm_keep_a_torchrun_a_node(tmp_path: Path) -> Non
     assert p.returncode == 0, p.stderr
     assert "torchrun options given (--max_restarts 0)" in p.stderr
     assert "[rank=0] ran" in p.stdout
+
+
+_WORKER = """
+import os, pathlib, signal, sys, time
+def checkpoint_and_exit(signum, frame):  # as hpcdet.core._preempt makes a trial do
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the others: torchrun's, wrap_rank's
+    sys.exit(0)
+if sys.argv[2] == "checkpoint":
+    signal.signal(signal.SIGTERM, checkpoint_and_exit)
+pathlib.Path(sys.argv[1], "ready-" + os.environ["RANK"]).touch()
+time.sleep(60)
+"""
+
+
+def _free_port() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return str(s.getsockname()[1])
+
+
+@pytest.mark.parametrize(("workers_do", "ok"), [("checkpoint", True), ("die", False)])
+def test_the_jobs_sigterm_fails_torchrun_but_not_workers_that_exit_0(
+        tmp_path: Path, workers_do: str, ok: bool) -> None:
+    """A preemption's or qdel's SIGTERM to every process of the job: torchrun stops its
+    workers and exits 1 of it; when every worker exited 0 (it checkpointed), the node's exit
+    code is 0, so that the run ends as preempted, not failed."""
+    pytest.importorskip("torch")
+    script = tmp_path / "w.py"
+    script.write_text(_WORKER)
+    env = trial_env(write_info(tmp_path, slots=2), C10D_PORT=_free_port())
+    p = subprocess.Popen([*TD, PY, str(script), str(tmp_path), workers_do], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    deadline = time.monotonic() + 60
+    while len(list(tmp_path.glob("ready-*"))) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert len(list(tmp_path.glob("ready-*"))) == 2, "the workers did not start"
+    os.killpg(p.pid, signal.SIGTERM)
+    out, err = p.communicate(timeout=60)
+    assert (p.returncode == 0) == ok, err
+    said = "all 2 workers on this node exited 0, so the node's exit code is 0"
+    assert (said in err) == ok, err
