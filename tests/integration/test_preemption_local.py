@@ -10,7 +10,7 @@ import os
 import signal
 from pathlib import Path
 
-from tests.support import Hpcdet
+from tests.support import Hpcdet, require_modules
 
 TRIAL = """
 import pathlib, time
@@ -37,6 +37,7 @@ with det.core.init(distributed=dist) as core:
 
 def test_a_torchrun_trial_sent_sigterm_checkpoints_and_resumes(local_hpcdet: Hpcdet,
                                                               tmp_path: Path) -> None:
+    require_modules("torch")
     h = local_hpcdet
     ctx = h.mkdir(tmp_path / "ctx")
     (ctx / "train.py").write_text(TRIAL)

@@ -22,6 +22,7 @@ from hpcdet.launch.torch_distributed import (
     step_ranks,
 )
 from hpcdet.node_env import SLURM_MPI_STEP
+from tests.support import require_modules
 from tests.unit.launch.launch_support import PY, make_layout, trial_env, write_info
 
 TD = [PY, "-m", "hpcdet.launch.torch_distributed"]
@@ -117,7 +118,7 @@ def test_off_cluster(tmp_path: Path) -> None:
 
 def test_real_torchrun(tmp_path: Path) -> None:
     """Two workers on one node: ranks from torchrun, lines tagged, exit code propagated."""
-    pytest.importorskip("torch")
+    require_modules("torch")
     script = tmp_path / "w.py"
     script.write_text(
         "import os, sys\n"
@@ -139,7 +140,7 @@ def test_real_torchrun(tmp_path: Path) -> None:
 
 def test_torchrun_options_on_slurm_keep_a_torchrun_a_node(tmp_path: Path) -> None:
     """Given torchrun's own options, the launcher runs torchrun, and says so."""
-    pytest.importorskip("torch")
+    require_modules("torch")
     env = trial_env(write_info(tmp_path), SLURM_JOB_ID="7", C10D_PORT="29611")
     p = subprocess.run([*TD, "--max_restarts", "0", "--", PY, "-c", "print('ran')"],
                        capture_output=True, text=True, env=env, timeout=120)
@@ -172,7 +173,7 @@ def test_the_jobs_sigterm_fails_torchrun_but_not_workers_that_exit_0(
     """A preemption's or qdel's SIGTERM to every process of the job: torchrun stops its
     workers and exits 1 of it; when every worker exited 0 (it checkpointed), the node's exit
     code is 0, so that the run ends as preempted, not failed."""
-    pytest.importorskip("torch")
+    require_modules("torch")
     script = tmp_path / "w.py"
     script.write_text(_WORKER)
     env = trial_env(write_info(tmp_path, slots=2), C10D_PORT=_free_port())
